@@ -1,0 +1,101 @@
+// Package spec is the service spec model: what a registry offers and what
+// the catalog serves. It is compatible with Ansible Playbook Bundle (APB)
+// specs, the format the classic service broker read from the image label
+// com.redhat.apb.spec, and adds the OCI platforms a spec's image supports.
+//
+// The package knows nothing about registries or Firestore: it parses,
+// validates, derives stable ids and computes a canonical content digest.
+package spec
+
+// LabelKey is the image config label that carries a spec (base64 YAML in
+// the APB convention; plain YAML or JSON is accepted too).
+const LabelKey = "com.redhat.apb.spec"
+
+// Spec is one service offering.
+type Spec struct {
+	Version     string         `json:"version,omitempty"`
+	Name        string         `json:"name"`
+	ID          string         `json:"id,omitempty"`
+	Description string         `json:"description"`
+	Bindable    bool           `json:"bindable"`
+	Async       string         `json:"async,omitempty"`
+	Tags        []string       `json:"tags,omitempty"`
+	Metadata    map[string]any `json:"metadata,omitempty"`
+	Plans       []Plan         `json:"plans"`
+	// Platforms are the OCI platforms the spec's image supports. For an OCI
+	// registry they come from the image index, not from the label.
+	Platforms []Platform `json:"platforms,omitempty"`
+}
+
+// Plan is one service plan of a spec.
+type Plan struct {
+	Name           string         `json:"name"`
+	ID             string         `json:"id,omitempty"`
+	Description    string         `json:"description"`
+	Free           *bool          `json:"free,omitempty"`
+	Bindable       *bool          `json:"bindable,omitempty"`
+	Metadata       map[string]any `json:"metadata,omitempty"`
+	Parameters     []Parameter    `json:"parameters,omitempty"`
+	BindParameters []Parameter    `json:"bind_parameters,omitempty"`
+	UpdatesTo      []string       `json:"updates_to,omitempty"`
+}
+
+// Parameter describes one provision or bind parameter of a plan.
+type Parameter struct {
+	Name         string   `json:"name"`
+	Title        string   `json:"title,omitempty"`
+	Description  string   `json:"description,omitempty"`
+	Type         string   `json:"type"`
+	Default      any      `json:"default,omitempty"`
+	Required     bool     `json:"required,omitempty"`
+	Updatable    bool     `json:"updatable,omitempty"`
+	Enum         []any    `json:"enum,omitempty"`
+	Pattern      string   `json:"pattern,omitempty"`
+	MinLength    *int     `json:"min_length,omitempty"`
+	MaxLength    *int     `json:"max_length,omitempty"`
+	Minimum      *float64 `json:"minimum,omitempty"`
+	Maximum      *float64 `json:"maximum,omitempty"`
+	DisplayType  string   `json:"display_type,omitempty"`
+	DisplayGroup string   `json:"display_group,omitempty"`
+}
+
+// Secret reports whether the parameter holds a secret value (APB marks
+// them with display_type password). Secret parameters never carry a
+// default into the catalog.
+func (p Parameter) Secret() bool { return p.DisplayType == "password" }
+
+// Platform is an OCI os/arch pair (with an optional variant).
+type Platform struct {
+	OS           string `json:"os"`
+	Architecture string `json:"architecture"`
+	Variant      string `json:"variant,omitempty"`
+}
+
+// String renders os/arch[/variant], the notation OCI tooling uses.
+func (p Platform) String() string {
+	s := p.OS + "/" + p.Architecture
+	if p.Variant != "" {
+		s += "/" + p.Variant
+	}
+	return s
+}
+
+// PlanByName returns the plan with that name.
+func (s *Spec) PlanByName(name string) (Plan, bool) {
+	for _, p := range s.Plans {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Plan{}, false
+}
+
+// PlanByID returns the plan with that id.
+func (s *Spec) PlanByID(id string) (Plan, bool) {
+	for _, p := range s.Plans {
+		if p.ID == id {
+			return p, true
+		}
+	}
+	return Plan{}, false
+}
