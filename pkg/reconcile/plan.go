@@ -1,0 +1,203 @@
+// Package reconcile brings one registry's specs into the store in the five
+// steps of the bootstrap recap: fetch the registry; read what the store
+// holds for it; delete what was marked earlier and nothing references;
+// upsert what is offered; mark what is no longer offered.
+//
+// Deciding what to do is pure (Plan); doing it is the Runner's job, where
+// every step that touches a spec is its own transaction that re-checks its
+// preconditions, so the plan is only ever an upper bound of what happens.
+package reconcile
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/specsync/specsync/pkg/spec"
+)
+
+// Spec states as stored.
+const (
+	StateActive = "active"
+	StateMarked = "marked"
+)
+
+// Candidate is one entry of a fetched listing, ready to be planned: ids
+// assigned and digest computed when it parsed, Err when it did not.
+type Candidate struct {
+	Entry  string // registry entry name
+	Ref    string
+	ID     string
+	Spec   *spec.Spec
+	Digest string
+	Err    error
+}
+
+// Stored is what planning needs to know about a spec the store holds for
+// the registry.
+type Stored struct {
+	ID         string
+	Entry      string
+	Name       string
+	Digest     string
+	State      string
+	Instances  int
+	EntryError string
+}
+
+// Policy is a registry's deletion policy.
+type Policy struct {
+	// MaxMarkShare is the largest share (0..1] of a registry's active specs
+	// one run may mark; more is taken as a broken registry, not a decision.
+	MaxMarkShare float64
+	// AllowMassDeletion turns the guard off for this registry.
+	AllowMassDeletion bool
+}
+
+// DefaultMaxMarkShare is used when a registry does not set one.
+const DefaultMaxMarkShare = 0.5
+
+// EntryError is a listing entry that failed, as reported in status.
+type EntryError struct {
+	Entry   string `json:"entry" firestore:"entry"`
+	Ref     string `json:"ref,omitempty" firestore:"ref"`
+	SpecID  string `json:"spec_id,omitempty" firestore:"spec_id"`
+	Message string `json:"message" firestore:"message"`
+}
+
+// ErrorOn records an entry's error against the stored spec it protects.
+type ErrorOn struct {
+	SpecID  string
+	Message string
+}
+
+// Plan is what one run intends to do.
+type Plan struct {
+	Create    []Candidate
+	Update    []Candidate // content changed (may also be marked: then it is unmarked too)
+	Unmark    []Candidate // marked, offered again with the same content
+	Repair    []Candidate // unchanged content, but a recorded entry error to clear
+	Unchanged int
+	Mark      []Stored
+	Delete    []Stored
+	Keep      []Stored // marked, not offered, still referenced by instances
+	ErrorOn   []ErrorOn
+	Errors    []EntryError
+	// Guarded says why marking (and deleting) was withheld, if it was.
+	Guarded string
+}
+
+// Visible reports whether carrying out the plan changes the catalog.
+func (p *Plan) Visible() bool {
+	return len(p.Create)+len(p.Update)+len(p.Unmark)+len(p.Mark) > 0
+}
+
+// MakePlan decides what a run does. listing is every entry of a complete,
+// successful fetch; stored is every spec the store holds for the registry.
+// It is deterministic: the same inputs give the same plan, in sorted order.
+func MakePlan(listing []Candidate, stored []Stored, policy Policy) Plan {
+	var p Plan
+
+	entries := append([]Candidate(nil), listing...)
+	sort.SliceStable(entries, func(i, j int) bool { return entries[i].Entry < entries[j].Entry })
+
+	byID := make(map[string]Stored, len(stored))
+	byEntry := make(map[string][]Stored)
+	for _, s := range stored {
+		byID[s.ID] = s
+		byEntry[s.Entry] = append(byEntry[s.Entry], s)
+	}
+
+	offered := map[string]string{}    // spec id -> entry that offers it
+	names := map[string]string{}      // spec name -> entry, for OSB name uniqueness
+	failedEntries := map[string]bool{} // entries present but broken protect their stored specs
+	for _, c := range entries {
+		if c.Err == nil && c.Spec != nil {
+			if prev, dup := offered[c.ID]; dup {
+				c.Err = fmt.Errorf("spec id %s is already offered by entry %q of this registry", c.ID, prev)
+			} else if prev, dup := names[c.Spec.Name]; dup {
+				c.Err = fmt.Errorf("spec name %q is already offered by entry %q of this registry", c.Spec.Name, prev)
+			}
+		}
+		if c.Err != nil || c.Spec == nil {
+			msg := "entry has no spec"
+			if c.Err != nil {
+				msg = c.Err.Error()
+			}
+			e := EntryError{Entry: c.Entry, Ref: c.Ref, Message: msg}
+			failedEntries[c.Entry] = true
+			for _, s := range byEntry[c.Entry] {
+				if e.SpecID == "" {
+					e.SpecID = s.ID
+				}
+				if s.EntryError != msg {
+					p.ErrorOn = append(p.ErrorOn, ErrorOn{SpecID: s.ID, Message: msg})
+				}
+			}
+			p.Errors = append(p.Errors, e)
+			continue
+		}
+		offered[c.ID] = c.Entry
+		names[c.Spec.Name] = c.Entry
+		s, known := byID[c.ID]
+		switch {
+		case !known:
+			p.Create = append(p.Create, c)
+		case s.Digest != c.Digest:
+			p.Update = append(p.Update, c)
+		case s.State == StateMarked:
+			p.Unmark = append(p.Unmark, c)
+		case s.EntryError != "" || s.Entry != c.Entry:
+			p.Repair = append(p.Repair, c)
+		default:
+			p.Unchanged++
+		}
+	}
+
+	active := 0
+	var mark, del, keep []Stored
+	for _, s := range sortedStored(stored) {
+		if s.State == StateActive {
+			active++
+		}
+		if _, ok := offered[s.ID]; ok || failedEntries[s.Entry] {
+			continue
+		}
+		switch {
+		case s.State == StateActive:
+			mark = append(mark, s)
+		case s.Instances > 0:
+			keep = append(keep, s)
+		default:
+			del = append(del, s)
+		}
+	}
+	p.Keep = keep
+
+	share := policy.MaxMarkShare
+	if share <= 0 || share > 1 {
+		share = DefaultMaxMarkShare
+	}
+	switch {
+	case policy.AllowMassDeletion:
+	case len(entries) == 0 && active > 0:
+		p.Guarded = fmt.Sprintf("the listing is empty while the store holds %d active specs for this registry; nothing marked (set allow_mass_deletion to accept)", active)
+	case len(mark) > 1 && float64(len(mark)) > share*float64(active):
+		p.Guarded = fmt.Sprintf("the run would mark %d of %d active specs, more than the allowed share %.0f%%; nothing marked (raise max_mark_share or set allow_mass_deletion to accept)", len(mark), active, share*100)
+	}
+	if p.Guarded == "" {
+		p.Mark, p.Delete = mark, del
+	}
+	sort.Slice(p.Errors, func(i, j int) bool {
+		if p.Errors[i].Entry != p.Errors[j].Entry {
+			return p.Errors[i].Entry < p.Errors[j].Entry
+		}
+		return p.Errors[i].Message < p.Errors[j].Message
+	})
+	return p
+}
+
+func sortedStored(stored []Stored) []Stored {
+	out := append([]Stored(nil), stored...)
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}

@@ -1,0 +1,392 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/specsync/specsync/pkg/registry"
+	"github.com/specsync/specsync/pkg/spec"
+	"github.com/specsync/specsync/pkg/store"
+)
+
+// Run results, as recorded in a registry's status.
+const (
+	ResultSucceeded   = "succeeded"
+	ResultUnchanged   = "unchanged"    // listing equal to the last successful one; nothing read or written
+	ResultFetchFailed = "fetch_failed" // the registry could not be listed; nothing changed
+	ResultGuarded     = "guarded"      // the mass-deletion guard withheld marking
+	ResultError       = "error"        // the store failed part-way; safe to run again
+)
+
+// MaxRecordedErrors bounds the entry errors a status keeps (sorted, so the
+// same ones are kept every time).
+const MaxRecordedErrors = 100
+
+// Registry is one configured registry as the runner needs it.
+type Registry struct {
+	Name   string
+	Source registry.Source
+	Policy Policy
+}
+
+// Runner reconciles registries into a store.
+type Runner struct {
+	Store  *store.Store
+	Logger *slog.Logger
+	// Now and NewRunID are replaceable for tests.
+	Now      func() time.Time
+	NewRunID func() string
+}
+
+func (r *Runner) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Runner) logger() *slog.Logger {
+	if r.Logger != nil {
+		return r.Logger
+	}
+	return slog.Default()
+}
+
+// Reconcile runs the five steps for one registry and returns the run as
+// recorded. A registry that cannot be fetched is a recorded, successful
+// outcome (nil error): the catalog is untouched and the next bootstrap
+// tries again. An error is returned only when the store failed, and it is
+// classified (see package failure) so a caller can decide to retry; every
+// step is idempotent, so running again is always safe.
+func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error) {
+	ops := &store.Ops{}
+	st := r.Store.WithOps(ops)
+	runID := uuid.NewString()
+	if r.NewRunID != nil {
+		runID = r.NewRunID()
+	}
+	run := store.Run{ID: runID, StartedAt: r.now().UTC()}
+	log := r.logger().With("registry", reg.Name, "run", runID)
+
+	finish := func(result string) {
+		run.Result = result
+		run.FinishedAt = r.now().UTC()
+		run.DurationMS = run.FinishedAt.Sub(run.StartedAt).Milliseconds()
+		run.Ops = ops.Snapshot()
+	}
+
+	status, err := st.RegistryStatus(ctx, reg.Name)
+	if err != nil {
+		finish(ResultError)
+		run.Error = err.Error()
+		return run, fmt.Errorf("reconcile %s: %w", reg.Name, err)
+	}
+
+	// Step 1: fetch. Any failure stops the run before the store is read.
+	listing, err := reg.Source.Fetch(ctx, registry.FetchOptions{ETag: status.ETag, PreviousDigest: status.ListingDigest})
+	if err != nil {
+		run.Error = err.Error()
+		finish(ResultFetchFailed)
+		run.Ops.Writes++ // the status write below
+		log.Warn("registry fetch failed; nothing changed", "error", err)
+		if rerr := st.RecordRun(ctx, reg.Name, run, false, "", "", status.Marked); rerr != nil {
+			return run, fmt.Errorf("reconcile %s: %w", reg.Name, rerr)
+		}
+		return run, nil
+	}
+
+	baseline := status.ListingDigest != "" &&
+		(status.LastRun.Result == ResultSucceeded || status.LastRun.Result == ResultUnchanged) &&
+		len(status.LastRun.Conflicts) == 0
+	if baseline && (listing.NotModified || listing.Digest == status.ListingDigest) {
+		if status.Marked == 0 {
+			finish(ResultUnchanged)
+			log.Info("registry unchanged", "firestore_reads", run.Ops.Reads)
+			return run, nil
+		}
+		return r.deleteOnly(ctx, st, reg, status, run, finish, log)
+	}
+
+	// Step 2: what the store holds for this registry.
+	records, err := st.OwnedSpecs(ctx, reg.Name)
+	if err != nil {
+		return r.failed(ctx, st, reg, status, run, finish, err)
+	}
+	stored := make([]Stored, len(records))
+	wasMarked := map[string]bool{}
+	names := map[string]string{}
+	for i, rec := range records {
+		stored[i] = Stored{ID: rec.ID, Entry: rec.Entry, Name: rec.Name, Digest: rec.Digest, State: rec.State, Instances: int(rec.Instances), EntryError: rec.EntryError}
+		wasMarked[rec.ID] = rec.State == StateMarked
+		names[rec.ID] = rec.Name
+	}
+
+	plan := MakePlan(Candidates(reg.Name, listing.Entries), stored, reg.Policy)
+	run.Guard = plan.Guarded
+
+	var revision int64
+	if plan.Visible() {
+		// Tag this run's changes with a fresh revision before writing them;
+		// the second bump after the last write makes readers that cached a
+		// half-applied state under this revision read again.
+		if revision, err = st.BumpRevision(ctx); err != nil {
+			return r.failed(ctx, st, reg, status, run, finish, err)
+		}
+	}
+	visible := false
+	// How many specs stay marked after this run: drives the short path of
+	// the next run with an unchanged listing.
+	markedAfter := 0
+	for _, s := range stored {
+		if s.State == StateMarked {
+			markedAfter++
+		}
+	}
+
+	// Step 3: delete what an earlier run marked and nothing references.
+	for _, k := range plan.Keep {
+		run.Counts.Kept++
+		run.Kept = append(run.Kept, store.KeptSpec{SpecID: k.ID, Name: k.Name, Instances: int64(k.Instances)})
+	}
+	for _, d := range plan.Delete {
+		outcome, refs, err := st.DeleteMarked(ctx, reg.Name, d.ID, runID)
+		if err != nil {
+			return r.failed(ctx, st, reg, status, run, finish, err)
+		}
+		switch outcome {
+		case store.Deleted:
+			run.Counts.Deleted++
+			markedAfter--
+		case store.Referenced:
+			run.Counts.Kept++
+			run.Kept = append(run.Kept, store.KeptSpec{SpecID: d.ID, Name: d.Name, Instances: refs})
+		}
+	}
+
+	// Step 4: upsert what is offered.
+	var conflicts []store.SpecConflict
+	var entryErrors []store.EntryError
+	for _, e := range plan.Errors {
+		entryErrors = append(entryErrors, store.EntryError(e))
+	}
+	run.Counts.Unchanged = plan.Unchanged
+	for _, group := range [][]Candidate{plan.Create, plan.Update, plan.Unmark, plan.Repair} {
+		for _, c := range group {
+			res, err := st.UpsertSpec(ctx, store.Offer{Registry: reg.Name, Entry: c.Entry, Ref: c.Ref, Spec: c.Spec, Digest: c.Digest, Revision: revision})
+			if err != nil {
+				return r.failed(ctx, st, reg, status, run, finish, err)
+			}
+			switch res.Outcome {
+			case store.Created:
+				run.Counts.Created++
+				visible = true
+			case store.Updated:
+				run.Counts.Updated++
+				visible = true
+			case store.Unmarked:
+				run.Counts.Unmarked++
+				visible = true
+			case store.Repaired:
+				run.Counts.Repaired++
+			case store.Unchanged:
+				run.Counts.Unchanged++
+			case store.Conflict:
+				run.Counts.Conflicts++
+				conflicts = append(conflicts, store.SpecConflict{SpecID: c.ID, Entry: c.Entry, Owner: res.Owner})
+				entryErrors = append(entryErrors, store.EntryError{Entry: c.Entry, Ref: c.Ref, SpecID: c.ID,
+					Message: fmt.Sprintf("spec id %s is already owned by registry %q; the owner keeps it", c.ID, res.Owner)})
+			}
+			if (res.Outcome == store.Updated || res.Outcome == store.Unmarked) && wasMarked[c.ID] {
+				markedAfter--
+			}
+		}
+	}
+	for _, e := range plan.ErrorOn {
+		if err := st.RecordEntryError(ctx, e.SpecID, e.Message); err != nil {
+			return r.failed(ctx, st, reg, status, run, finish, err)
+		}
+	}
+
+	// Step 5: mark what is no longer offered (unless the guard withheld it).
+	for _, m := range plan.Mark {
+		ok, err := st.MarkSpec(ctx, reg.Name, m.ID, runID, revision)
+		if err != nil {
+			return r.failed(ctx, st, reg, status, run, finish, err)
+		}
+		if ok {
+			run.Counts.Marked++
+			markedAfter++
+			visible = true
+		}
+	}
+	if visible {
+		if _, err := st.BumpRevision(ctx); err != nil {
+			return r.failed(ctx, st, reg, status, run, finish, err)
+		}
+	}
+	if err := r.recordConflicts(ctx, st, reg.Name, status.LastRun.Conflicts, conflicts); err != nil {
+		return r.failed(ctx, st, reg, status, run, finish, err)
+	}
+
+	sortEntryErrors(entryErrors)
+	run.Counts.EntryErrors = len(entryErrors)
+	run.ErrorsTotal = len(entryErrors)
+	if len(entryErrors) > MaxRecordedErrors {
+		entryErrors = entryErrors[:MaxRecordedErrors]
+	}
+	run.Errors = entryErrors
+	run.Conflicts = conflicts
+
+	result := ResultSucceeded
+	if plan.Guarded != "" {
+		result = ResultGuarded
+		log.Warn("mass-deletion guard withheld marking", "reason", plan.Guarded)
+	}
+	finish(result)
+	run.Ops.Writes++ // the status write below
+	if markedAfter < 0 {
+		markedAfter = 0
+	}
+	if err := st.RecordRun(ctx, reg.Name, run, result == ResultSucceeded, listing.Digest, listing.ETag, markedAfter); err != nil {
+		return run, fmt.Errorf("reconcile %s: %w", reg.Name, err)
+	}
+	log.Info("registry reconciled", "result", result, "counts", run.Counts, "firestore", run.Ops, "duration_ms", run.DurationMS)
+	return run, nil
+}
+
+// deleteOnly is the run for an unchanged listing while marked specs wait:
+// only step 3 has anything to do, so only the marked specs are read.
+func (r *Runner) deleteOnly(ctx context.Context, st *store.Store, reg Registry, status *store.RegistryStatus, run store.Run, finish func(string), log *slog.Logger) (store.Run, error) {
+	marked, err := st.MarkedSpecs(ctx, reg.Name)
+	if err != nil {
+		return r.failed(ctx, st, reg, status, run, finish, err)
+	}
+	remaining := 0
+	for _, m := range marked {
+		outcome, refs, err := st.DeleteMarked(ctx, reg.Name, m.ID, run.ID)
+		if err != nil {
+			return r.failed(ctx, st, reg, status, run, finish, err)
+		}
+		switch outcome {
+		case store.Deleted:
+			run.Counts.Deleted++
+		case store.Referenced:
+			remaining++
+			run.Counts.Kept++
+			run.Kept = append(run.Kept, store.KeptSpec{SpecID: m.ID, Name: m.Name, Instances: refs})
+		default:
+			remaining++
+		}
+	}
+	run.Errors, run.ErrorsTotal, run.Counts.EntryErrors = status.LastRun.Errors, status.LastRun.ErrorsTotal, status.LastRun.Counts.EntryErrors
+	if run.Counts.Deleted == 0 && sameKept(run.Kept, status.LastRun.Kept) {
+		// Nothing changed: do not pay a write to say so.
+		finish(ResultUnchanged)
+		log.Info("registry unchanged; marked specs still referenced", "kept", run.Counts.Kept)
+		return run, nil
+	}
+	finish(ResultSucceeded)
+	run.Ops.Writes++
+	if err := st.RecordRun(ctx, reg.Name, run, true, status.ListingDigest, status.ETag, remaining); err != nil {
+		return run, fmt.Errorf("reconcile %s: %w", reg.Name, err)
+	}
+	log.Info("registry unchanged; deleted unreferenced marked specs", "deleted", run.Counts.Deleted, "kept", run.Counts.Kept)
+	return run, nil
+}
+
+// failed records a run the store broke off and returns the error.
+func (r *Runner) failed(ctx context.Context, st *store.Store, reg Registry, status *store.RegistryStatus, run store.Run, finish func(string), cause error) (store.Run, error) {
+	run.Error = cause.Error()
+	finish(ResultError)
+	run.Ops.Writes++
+	r.logger().Error("reconcile failed part-way; it is safe to run again", "registry", reg.Name, "run", run.ID, "error", cause)
+	// Best effort: the store that just failed may fail again.
+	_ = st.RecordRun(ctx, reg.Name, run, false, "", "", status.Marked)
+	return run, fmt.Errorf("reconcile %s: %w", reg.Name, cause)
+}
+
+// recordConflicts tells each owner which of its spec ids this registry
+// offers too, and withdraws what it said last time and is no longer true.
+func (r *Runner) recordConflicts(ctx context.Context, st *store.Store, name string, before, now []store.SpecConflict) error {
+	byOwner := map[string][]string{}
+	for _, c := range now {
+		byOwner[c.Owner] = append(byOwner[c.Owner], c.SpecID)
+	}
+	for _, c := range before {
+		if _, still := byOwner[c.Owner]; !still {
+			byOwner[c.Owner] = nil
+		}
+	}
+	owners := make([]string, 0, len(byOwner))
+	for o := range byOwner {
+		owners = append(owners, o)
+	}
+	sort.Strings(owners)
+	for _, o := range owners {
+		ids := byOwner[o]
+		sort.Strings(ids)
+		if err := st.SetContested(ctx, o, name, ids); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Candidates turns listing entries into planning candidates: a private
+// copy of each spec (sources may cache theirs) with ids assigned for the
+// registry and its digest computed.
+func Candidates(registryName string, entries []registry.Entry) []Candidate {
+	out := make([]Candidate, 0, len(entries))
+	for _, e := range entries {
+		c := Candidate{Entry: e.Name, Ref: e.Ref, Err: e.Err}
+		if e.Err == nil && e.Spec != nil {
+			s, err := cloneSpec(e.Spec)
+			if err != nil {
+				c.Err = err
+			} else {
+				spec.AssignIDs(s, registryName)
+				c.Spec, c.ID, c.Digest = s, s.ID, spec.Digest(s)
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func cloneSpec(s *spec.Spec) (*spec.Spec, error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("spec %s: encode: %w", s.Name, err)
+	}
+	var c spec.Spec
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("spec %s: decode: %w", s.Name, err)
+	}
+	return &c, nil
+}
+
+func sortEntryErrors(es []store.EntryError) {
+	sort.Slice(es, func(i, j int) bool {
+		if es[i].Entry != es[j].Entry {
+			return es[i].Entry < es[j].Entry
+		}
+		return es[i].Message < es[j].Message
+	})
+}
+
+func sameKept(a, b []store.KeptSpec) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

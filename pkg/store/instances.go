@@ -1,0 +1,166 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"github.com/specsync/specsync/pkg/failure"
+)
+
+// Instance is an instances/{id} document: a service instance the broker
+// provisioned. While it exists, its spec cannot be deleted.
+type Instance struct {
+	ID        string         `firestore:"id" json:"id"`
+	SpecID    string         `firestore:"spec_id" json:"service_id"`
+	PlanID    string         `firestore:"plan_id" json:"plan_id"`
+	Platform  string         `firestore:"platform,omitempty" json:"platform,omitempty"`
+	Context   map[string]any `firestore:"context,omitempty" json:"context,omitempty"`
+	CreatedAt time.Time      `firestore:"created_at" json:"created_at"`
+}
+
+// CreateInstanceResult says whether CreateInstance wrote anything.
+type CreateInstanceResult struct {
+	Instance Instance
+	Existed  bool // an identical instance already existed; nothing written
+}
+
+// CreateInstance records an instance of an active spec and one of its
+// plans. In one transaction it reads the spec (it must exist, be active
+// and have the plan), reads the instance id (an identical existing record
+// is returned as is, a different one is a failure.Conflict), creates the
+// record and increments the spec's instance count. Because it writes the
+// spec document, it cannot interleave with DeleteMarked on that spec.
+func (s *Store) CreateInstance(ctx context.Context, inst Instance) (CreateInstanceResult, error) {
+	if inst.ID == "" || inst.SpecID == "" || inst.PlanID == "" {
+		return CreateInstanceResult{}, failure.New(failure.Invalid, "instance needs an id, a service id and a plan id")
+	}
+	specRef := s.specs().Doc(inst.SpecID)
+	instRef := s.instances().Doc(inst.ID)
+	var res CreateInstanceResult
+	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		res = CreateInstanceResult{}
+		specSnap, err := tx.Get(specRef)
+		s.ops.read(1)
+		if isNotFound(err) {
+			return failure.New(failure.NotFound, "service %s is not in the catalog", inst.SpecID)
+		}
+		if err != nil {
+			return err
+		}
+		instSnap, err := tx.Get(instRef)
+		s.ops.read(1)
+		if err == nil {
+			var cur Instance
+			if err := instSnap.DataTo(&cur); err != nil {
+				return err
+			}
+			if cur.SpecID == inst.SpecID && cur.PlanID == inst.PlanID {
+				res = CreateInstanceResult{Instance: cur, Existed: true}
+				return nil
+			}
+			return failure.New(failure.Conflict, "instance %s already exists with service %s and plan %s", inst.ID, cur.SpecID, cur.PlanID)
+		}
+		if !isNotFound(err) {
+			return err
+		}
+		var rec SpecRecord
+		if err := specSnap.DataTo(&rec); err != nil {
+			return err
+		}
+		if rec.State != StateActive {
+			return failure.New(failure.Precondition, "service %s is marked for deletion and takes no new instances", inst.SpecID)
+		}
+		sp, err := rec.Spec()
+		if err != nil {
+			return err
+		}
+		if _, ok := sp.PlanByID(inst.PlanID); !ok {
+			return failure.New(failure.NotFound, "service %s has no plan %s", inst.SpecID, inst.PlanID)
+		}
+		if inst.CreatedAt.IsZero() {
+			inst.CreatedAt = s.now().UTC()
+		}
+		res.Instance = inst
+		if err := tx.Create(instRef, inst); err != nil {
+			return err
+		}
+		return tx.Update(specRef, []firestore.Update{{Path: "instances", Value: firestore.Increment(1)}})
+	})
+	if err != nil {
+		return CreateInstanceResult{}, classifyTx(err, "create instance %s", inst.ID)
+	}
+	if !res.Existed {
+		s.ops.write(2)
+	}
+	return res, nil
+}
+
+// GetInstance reads one instance; a missing one is a failure.NotFound.
+func (s *Store) GetInstance(ctx context.Context, id string) (*Instance, error) {
+	snap, err := s.instances().Doc(id).Get(ctx)
+	s.ops.read(1)
+	if isNotFound(err) {
+		return nil, failure.New(failure.NotFound, "instance %s does not exist", id)
+	}
+	if err != nil {
+		return nil, classify(err, "read instance %s", id)
+	}
+	var inst Instance
+	if err := snap.DataTo(&inst); err != nil {
+		return nil, classify(err, "decode instance %s", id)
+	}
+	return &inst, nil
+}
+
+// DeleteInstance removes an instance record and decrements its spec's
+// instance count, in one transaction. A missing instance is a
+// failure.NotFound.
+func (s *Store) DeleteInstance(ctx context.Context, id string) (*Instance, error) {
+	instRef := s.instances().Doc(id)
+	var inst Instance
+	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		snap, err := tx.Get(instRef)
+		s.ops.read(1)
+		if isNotFound(err) {
+			return failure.New(failure.NotFound, "instance %s does not exist", id)
+		}
+		if err != nil {
+			return err
+		}
+		if err := snap.DataTo(&inst); err != nil {
+			return err
+		}
+		specRef := s.specs().Doc(inst.SpecID)
+		_, err = tx.Get(specRef)
+		s.ops.read(1)
+		specExists := err == nil
+		if err != nil && !isNotFound(err) {
+			return err
+		}
+		if err := tx.Delete(instRef); err != nil {
+			return err
+		}
+		if specExists {
+			return tx.Update(specRef, []firestore.Update{{Path: "instances", Value: firestore.Increment(-1)}})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, classifyTx(err, "delete instance %s", id)
+	}
+	s.ops.delete(1)
+	s.ops.write(1)
+	return &inst, nil
+}
+
+// classifyTx keeps a classification made inside a transaction function
+// and classifies backend errors otherwise.
+func classifyTx(err error, format string, args ...any) error {
+	var fe *failure.Error
+	if errors.As(err, &fe) {
+		return err
+	}
+	return classify(err, format, args...)
+}

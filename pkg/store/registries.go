@@ -1,0 +1,161 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"cloud.google.com/go/firestore"
+)
+
+// RunCounts are the per-run counters a registry status records.
+type RunCounts struct {
+	Created     int `json:"created" firestore:"created"`
+	Updated     int `json:"updated" firestore:"updated"`
+	Unchanged   int `json:"unchanged" firestore:"unchanged"`
+	Unmarked    int `json:"unmarked" firestore:"unmarked"`
+	Repaired    int `json:"repaired" firestore:"repaired"`
+	Marked      int `json:"marked" firestore:"marked"`
+	Deleted     int `json:"deleted" firestore:"deleted"`
+	Kept        int `json:"kept_referenced" firestore:"kept_referenced"`
+	EntryErrors int `json:"entry_errors" firestore:"entry_errors"`
+	Conflicts   int `json:"conflicts" firestore:"conflicts"`
+}
+
+// EntryError is one failed registry entry, as recorded.
+type EntryError struct {
+	Entry   string `json:"entry" firestore:"entry"`
+	Ref     string `json:"ref,omitempty" firestore:"ref,omitempty"`
+	SpecID  string `json:"spec_id,omitempty" firestore:"spec_id,omitempty"`
+	Message string `json:"message" firestore:"message"`
+}
+
+// KeptSpec is a marked spec kept because instances still use it.
+type KeptSpec struct {
+	SpecID    string `json:"spec_id" firestore:"spec_id"`
+	Name      string `json:"name" firestore:"name"`
+	Instances int64  `json:"instances" firestore:"instances"`
+}
+
+// SpecConflict is a spec id this registry offers that another owns.
+type SpecConflict struct {
+	SpecID string `json:"spec_id" firestore:"spec_id"`
+	Entry  string `json:"entry" firestore:"entry"`
+	Owner  string `json:"owner" firestore:"owner"`
+}
+
+// Run is the record of one reconcile run of a registry.
+type Run struct {
+	ID          string         `json:"id" firestore:"id"`
+	Result      string         `json:"result" firestore:"result"`
+	Error       string         `json:"error,omitempty" firestore:"error,omitempty"`
+	Guard       string         `json:"guard,omitempty" firestore:"guard,omitempty"`
+	StartedAt   time.Time      `json:"started_at" firestore:"started_at"`
+	FinishedAt  time.Time      `json:"finished_at" firestore:"finished_at"`
+	DurationMS  int64          `json:"duration_ms" firestore:"duration_ms"`
+	Counts      RunCounts      `json:"counts" firestore:"counts"`
+	Ops         Counts         `json:"firestore" firestore:"firestore"`
+	Errors      []EntryError   `json:"errors,omitempty" firestore:"errors"`
+	ErrorsTotal int            `json:"errors_total" firestore:"errors_total"`
+	Kept        []KeptSpec     `json:"kept,omitempty" firestore:"kept"`
+	Conflicts   []SpecConflict `json:"conflicts,omitempty" firestore:"conflicts"`
+}
+
+// RegistryStatus is a registries/{name} document.
+type RegistryStatus struct {
+	Name string `json:"name" firestore:"name"`
+	// ListingDigest and ETag are those of the last successful run; a fetch
+	// that yields the same digest needs no further work.
+	ListingDigest string    `json:"listing_digest,omitempty" firestore:"listing_digest"`
+	ETag          string    `json:"etag,omitempty" firestore:"etag"`
+	LastSuccessAt time.Time `json:"last_success_at,omitempty" firestore:"last_success_at"`
+	// Marked is how many of its specs were marked after the last run; while
+	// any are, an unchanged listing still checks whether they can go.
+	Marked  int `json:"marked" firestore:"marked"`
+	LastRun Run `json:"last_run" firestore:"last_run"`
+	// ContestedBy is written by other registries: registry name -> spec ids
+	// it offers that this registry owns.
+	ContestedBy map[string][]string `json:"contested_by,omitempty" firestore:"contested_by,omitempty"`
+}
+
+// RegistryStatus reads a registry's status; a registry never run has a
+// zero status with its name.
+func (s *Store) RegistryStatus(ctx context.Context, name string) (*RegistryStatus, error) {
+	snap, err := s.registries().Doc(name).Get(ctx)
+	s.ops.read(1)
+	if isNotFound(err) {
+		return &RegistryStatus{Name: name}, nil
+	}
+	if err != nil {
+		return nil, classify(err, "read status of registry %s", name)
+	}
+	var st RegistryStatus
+	if err := snap.DataTo(&st); err != nil {
+		return nil, classify(err, "decode status of registry %s", name)
+	}
+	st.Name = name
+	return &st, nil
+}
+
+// RegistryStatuses reads every registry's status, in name order.
+func (s *Store) RegistryStatuses(ctx context.Context) ([]RegistryStatus, error) {
+	snaps, err := s.registries().OrderBy(firestore.DocumentID, firestore.Asc).Documents(ctx).GetAll()
+	s.ops.read(len(snaps))
+	if err != nil {
+		return nil, classify(err, "read registry statuses")
+	}
+	out := make([]RegistryStatus, 0, len(snaps))
+	for _, snap := range snaps {
+		var st RegistryStatus
+		if err := snap.DataTo(&st); err != nil {
+			return nil, classify(err, "decode %s", snap.Ref.Path)
+		}
+		st.Name = snap.Ref.ID
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// RecordRun writes the outcome of a run. success says whether the listing
+// digest and ETag become the new baseline; a failed or guarded run keeps
+// the old baseline so the next run does the full work again. Fields other
+// registries or other components own (contested_by, leases) are left alone.
+func (s *Store) RecordRun(ctx context.Context, name string, run Run, success bool, digest, etag string, marked int) error {
+	data := map[string]any{
+		"name":     name,
+		"last_run": run,
+		"marked":   marked,
+	}
+	if success {
+		data["listing_digest"] = digest
+		data["etag"] = etag
+		data["last_success_at"] = run.FinishedAt
+	}
+	// Merge by top-level field: last_run is replaced whole (MergeAll would
+	// merge it leaf by leaf and keep, say, an old run's error).
+	paths := make([]firestore.FieldPath, 0, len(data))
+	for k := range data {
+		paths = append(paths, firestore.FieldPath{k})
+	}
+	if _, err := s.registries().Doc(name).Set(ctx, data, firestore.Merge(paths...)); err != nil {
+		return classify(err, "record run of registry %s", name)
+	}
+	s.ops.write(1)
+	return nil
+}
+
+// SetContested records on owner's status which spec ids registry offers
+// that owner holds (an empty list removes the record).
+func (s *Store) SetContested(ctx context.Context, owner, registry string, ids []string) error {
+	var val any = ids
+	if len(ids) == 0 {
+		val = firestore.Delete
+	}
+	_, err := s.registries().Doc(owner).Set(ctx, map[string]any{
+		"contested_by": map[string]any{registry: val},
+	}, firestore.MergeAll)
+	if err != nil {
+		return classify(err, "record contested specs on registry %s", owner)
+	}
+	s.ops.write(1)
+	return nil
+}
