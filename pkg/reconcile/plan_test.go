@@ -1,0 +1,223 @@
+package reconcile
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/specsync/specsync/pkg/spec"
+)
+
+func cand(entry, id, digest string) Candidate {
+	return Candidate{Entry: entry, Ref: "ref/" + entry, ID: id, Digest: digest, Spec: &spec.Spec{Name: entry, ID: id}}
+}
+
+func bad(entry, msg string) Candidate {
+	return Candidate{Entry: entry, Ref: "ref/" + entry, Err: errors.New(msg)}
+}
+
+func active(id, entry, digest string) Stored {
+	return Stored{ID: id, Entry: entry, Name: entry, Digest: digest, State: StateActive}
+}
+
+func marked(id, entry string, instances int) Stored {
+	return Stored{ID: id, Entry: entry, Name: entry, Digest: "d-" + id, State: StateMarked, Instances: instances}
+}
+
+func withError(s Stored, msg string) Stored { s.EntryError = msg; return s }
+
+// summary is a plan reduced to ids, so cases read as a table.
+type summary struct {
+	Create, Update, Unmark, Repair, Mark, Delete, Keep []string
+	Unchanged                                          int
+	ErrorOn                                            []string // id=message
+	Errors                                             []string // entry: message
+	Guarded                                            bool
+}
+
+func summarize(p Plan) summary {
+	ids := func(cs []Candidate) []string {
+		var out []string
+		for _, c := range cs {
+			out = append(out, c.ID)
+		}
+		return out
+	}
+	sids := func(ss []Stored) []string {
+		var out []string
+		for _, s := range ss {
+			out = append(out, s.ID)
+		}
+		return out
+	}
+	s := summary{Create: ids(p.Create), Update: ids(p.Update), Unmark: ids(p.Unmark), Repair: ids(p.Repair),
+		Mark: sids(p.Mark), Delete: sids(p.Delete), Keep: sids(p.Keep), Unchanged: p.Unchanged, Guarded: p.Guarded != ""}
+	for _, e := range p.ErrorOn {
+		s.ErrorOn = append(s.ErrorOn, e.SpecID+"="+e.Message)
+	}
+	for _, e := range p.Errors {
+		s.Errors = append(s.Errors, e.Entry+": "+e.Message)
+	}
+	return s
+}
+
+func TestMakePlan(t *testing.T) {
+	def := Policy{MaxMarkShare: 0.5}
+	cases := []struct {
+		name    string
+		listing []Candidate
+		stored  []Stored
+		policy  Policy
+		want    summary
+	}{
+		{name: "nothing at all", want: summary{}},
+		{name: "new entry is created",
+			listing: []Candidate{cand("a", "A", "d1")},
+			want:    summary{Create: []string{"A"}}},
+		{name: "same digest writes nothing",
+			listing: []Candidate{cand("a", "A", "d1")},
+			stored:  []Stored{active("A", "a", "d1")},
+			want:    summary{Unchanged: 1}},
+		{name: "changed digest is updated",
+			listing: []Candidate{cand("a", "A", "d2")},
+			stored:  []Stored{active("A", "a", "d1")},
+			want:    summary{Update: []string{"A"}}},
+		{name: "marked spec offered again is unmarked",
+			listing: []Candidate{cand("a", "A", "d-A")},
+			stored:  []Stored{marked("A", "a", 0)},
+			want:    summary{Unmark: []string{"A"}}},
+		{name: "marked spec offered again with new content is updated (and so unmarked)",
+			listing: []Candidate{cand("a", "A", "new")},
+			stored:  []Stored{marked("A", "a", 0)},
+			want:    summary{Update: []string{"A"}}},
+		{name: "active spec no longer offered is marked",
+			listing: []Candidate{cand("a", "A", "d1"), cand("b", "B", "d1")},
+			stored:  []Stored{active("A", "a", "d1"), active("B", "b", "d1"), active("C", "c", "d1")},
+			want:    summary{Unchanged: 2, Mark: []string{"C"}}},
+		{name: "marked unreferenced spec is deleted",
+			listing: []Candidate{cand("a", "A", "d1")},
+			stored:  []Stored{active("A", "a", "d1"), marked("M", "m", 0)},
+			want:    summary{Unchanged: 1, Delete: []string{"M"}}},
+		{name: "marked referenced spec is kept",
+			listing: []Candidate{cand("a", "A", "d1")},
+			stored:  []Stored{active("A", "a", "d1"), marked("M", "m", 2)},
+			want:    summary{Unchanged: 1, Keep: []string{"M"}}},
+		{name: "broken entry keeps its last good version unmarked and records the error",
+			listing: []Candidate{cand("a", "A", "d1"), bad("b", "bad label")},
+			stored:  []Stored{active("A", "a", "d1"), active("B", "b", "d1")},
+			want:    summary{Unchanged: 1, ErrorOn: []string{"B=bad label"}, Errors: []string{"b: bad label"}}},
+		{name: "broken entry protects a marked spec from deletion",
+			listing: []Candidate{cand("a", "A", "d1"), bad("m", "bad label")},
+			stored:  []Stored{active("A", "a", "d1"), marked("M", "m", 0)},
+			want:    summary{Unchanged: 1, ErrorOn: []string{"M=bad label"}, Errors: []string{"m: bad label"}}},
+		{name: "an error already recorded is not written again",
+			listing: []Candidate{cand("a", "A", "d1"), bad("b", "bad label")},
+			stored:  []Stored{active("A", "a", "d1"), withError(active("B", "b", "d1"), "bad label")},
+			want:    summary{Unchanged: 1, Errors: []string{"b: bad label"}}},
+		{name: "a repaired entry clears its recorded error",
+			listing: []Candidate{cand("b", "B", "d1")},
+			stored:  []Stored{withError(active("B", "b", "d1"), "bad label")},
+			want:    summary{Repair: []string{"B"}}},
+		{name: "same id from a renamed entry is repaired, not recreated",
+			listing: []Candidate{cand("b2", "B", "d1")},
+			stored:  []Stored{active("B", "b", "d1")},
+			want:    summary{Repair: []string{"B"}}},
+		{name: "a broken entry with no stored spec is only reported",
+			listing: []Candidate{cand("a", "A", "d1"), bad("new", "no plans")},
+			want:    summary{Create: []string{"A"}, Errors: []string{"new: no plans"}}},
+		{name: "duplicate id within one listing: first entry wins",
+			listing: []Candidate{cand("b", "X", "d2"), cand("a", "X", "d1")},
+			want:    summary{Create: []string{"X"}, Errors: []string{`b: spec id X is already offered by entry "a" of this registry`}}},
+		{name: "duplicate name within one listing is an entry error",
+			listing: []Candidate{cand("a", "A", "d1"), {Entry: "b", ID: "B", Digest: "d", Spec: &spec.Spec{Name: "a"}}},
+			want:    summary{Create: []string{"A"}, Errors: []string{`b: spec name "a" is already offered by entry "a" of this registry`}}},
+		{name: "empty listing while specs are stored: guarded, nothing marked or deleted",
+			stored: []Stored{active("A", "a", "d1"), marked("M", "m", 0)},
+			want:   summary{Guarded: true}},
+		{name: "empty listing with only marked specs stored: deletion goes ahead",
+			stored: []Stored{marked("M", "m", 0)},
+			want:   summary{Delete: []string{"M"}}},
+		{name: "marking more than the share is guarded, creates still happen",
+			listing: []Candidate{cand("a", "A", "d1"), cand("n", "N", "d1")},
+			stored:  []Stored{active("A", "a", "d1"), active("B", "b", "d1"), active("C", "c", "d1"), active("D", "d", "d1")},
+			want:    summary{Create: []string{"N"}, Unchanged: 1, Guarded: true}},
+		{name: "marking exactly the share is allowed",
+			listing: []Candidate{cand("a", "A", "d1"), cand("b", "B", "d1")},
+			stored:  []Stored{active("A", "a", "d1"), active("B", "b", "d1"), active("C", "c", "d1"), active("D", "d", "d1")},
+			want:    summary{Unchanged: 2, Mark: []string{"C", "D"}}},
+		{name: "a single mark is never mass deletion",
+			listing: []Candidate{cand("n", "N", "d1")},
+			stored:  []Stored{active("A", "a", "d1")},
+			want:    summary{Create: []string{"N"}, Mark: []string{"A"}}},
+		{name: "a lower share guards sooner",
+			listing: []Candidate{cand("a", "A", "d1"), cand("b", "B", "d1")},
+			stored:  []Stored{active("A", "a", "d1"), active("B", "b", "d1"), active("C", "c", "d1"), active("D", "d", "d1")},
+			policy:  Policy{MaxMarkShare: 0.25},
+			want:    summary{Unchanged: 2, Guarded: true}},
+		{name: "allow_mass_deletion accepts an empty listing",
+			stored: []Stored{active("A", "a", "d1"), marked("M", "m", 0)},
+			policy: Policy{AllowMassDeletion: true},
+			want:   summary{Mark: []string{"A"}, Delete: []string{"M"}}},
+		{name: "a share out of range falls back to the default",
+			listing: []Candidate{cand("a", "A", "d1")},
+			stored:  []Stored{active("A", "a", "d1"), active("B", "b", "d1"), active("C", "c", "d1")},
+			policy:  Policy{MaxMarkShare: 7},
+			want:    summary{Unchanged: 1, Guarded: true}},
+		{name: "only broken entries: their specs are protected, the rest obey the guard",
+			listing: []Candidate{bad("a", "e1")},
+			stored:  []Stored{active("A", "a", "d1"), active("B", "b", "d1")},
+			want:    summary{ErrorOn: []string{"A=e1"}, Errors: []string{"a: e1"}, Mark: []string{"B"}}},
+		{name: "an entry with no spec and no error is reported, not trusted",
+			listing: []Candidate{{Entry: "x"}},
+			stored:  []Stored{active("X", "x", "d1")},
+			want:    summary{ErrorOn: []string{"X=entry has no spec"}, Errors: []string{"x: entry has no spec"}}},
+		{name: "outputs are sorted whatever the input order",
+			listing: []Candidate{cand("c", "C", "d"), cand("a", "A", "d"), cand("b", "B", "d")},
+			stored:  []Stored{marked("Z", "z", 0), marked("Y", "y", 0)},
+			want:    summary{Create: []string{"A", "B", "C"}, Delete: []string{"Y", "Z"}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			policy := c.policy
+			if policy == (Policy{}) {
+				policy = def
+			}
+			got := summarize(MakePlan(c.listing, c.stored, policy))
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("plan mismatch\n got: %+v\nwant: %+v", got, c.want)
+			}
+		})
+	}
+}
+
+func TestPlanVisible(t *testing.T) {
+	cases := []struct {
+		name string
+		plan Plan
+		want bool
+	}{
+		{"empty", Plan{}, false},
+		{"unchanged and deletes only", Plan{Unchanged: 3, Delete: []Stored{{ID: "x"}}, Repair: []Candidate{{ID: "y"}}}, false},
+		{"create", Plan{Create: []Candidate{{ID: "a"}}}, true},
+		{"update", Plan{Update: []Candidate{{ID: "a"}}}, true},
+		{"unmark", Plan{Unmark: []Candidate{{ID: "a"}}}, true},
+		{"mark", Plan{Mark: []Stored{{ID: "a"}}}, true},
+	}
+	for _, c := range cases {
+		if got := c.plan.Visible(); got != c.want {
+			t.Errorf("%s: Visible = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestGuardReasonSaysWhy(t *testing.T) {
+	p := MakePlan(nil, []Stored{active("A", "a", "d")}, Policy{})
+	if !strings.Contains(p.Guarded, "listing is empty") || !strings.Contains(p.Guarded, "allow_mass_deletion") {
+		t.Fatalf("guard reason %q does not say what happened and how to accept it", p.Guarded)
+	}
+	p = MakePlan([]Candidate{cand("a", "A", "d")}, []Stored{active("A", "a", "d"), active("B", "b", "d"), active("C", "c", "d")}, Policy{})
+	if !strings.Contains(p.Guarded, "2 of 3") {
+		t.Fatalf("guard reason %q does not give the numbers", p.Guarded)
+	}
+}
