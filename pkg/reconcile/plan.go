@@ -107,8 +107,8 @@ func MakePlan(listing []Candidate, stored []Stored, policy Policy) Plan {
 		byEntry[s.Entry] = append(byEntry[s.Entry], s)
 	}
 
-	offered := map[string]string{}    // spec id -> entry that offers it
-	names := map[string]string{}      // spec name -> entry, for OSB name uniqueness
+	offered := map[string]string{}     // spec id -> entry that offers it
+	names := map[string]string{}       // spec name -> entry, for OSB name uniqueness
 	failedEntries := map[string]bool{} // entries present but broken protect their stored specs
 	for _, c := range entries {
 		if c.Err == nil && c.Spec != nil {

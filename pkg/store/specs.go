@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -87,9 +88,16 @@ func (s *Store) MarkedSpecs(ctx context.Context, registry string) ([]SpecRecord,
 	return s.queryAll(ctx, q, "marked specs of registry "+registry)
 }
 
-// ActiveSpecs returns every spec the catalog serves, in id order.
+// ActiveSpecs returns every spec the catalog serves, in id order. Sorting
+// happens here rather than in the query: equality on one field and order
+// on another would need a composite index.
 func (s *Store) ActiveSpecs(ctx context.Context) ([]SpecRecord, error) {
-	return s.queryAll(ctx, s.specs().Where("state", "==", StateActive).OrderBy("id", firestore.Asc), "active specs")
+	out, err := s.queryAll(ctx, s.specs().Where("state", "==", StateActive), "active specs")
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
 }
 
 // GetSpec reads one spec; a missing one is a failure.NotFound.

@@ -164,3 +164,23 @@ func (s *Store) BumpRevision(ctx context.Context) (int64, error) {
 	s.ops.write(1)
 	return rev, nil
 }
+
+// Open connects to Firestore: the emulator when FIRESTORE_EMULATOR_HOST is
+// set (the client library does that by itself), Google Cloud otherwise.
+// database "" is the default database.
+func Open(ctx context.Context, project, database string) (*Store, error) {
+	if project == "" {
+		return nil, failure.New(failure.Invalid, "no Google Cloud project: set GOOGLE_CLOUD_PROJECT (or pass -project)")
+	}
+	if database == "" {
+		database = firestore.DefaultDatabaseID
+	}
+	c, err := firestore.NewClientWithDatabase(ctx, project, database)
+	if err != nil {
+		return nil, classify(err, "connect to Firestore project %s database %s", project, database)
+	}
+	return New(c), nil
+}
+
+// Close releases the client.
+func (s *Store) Close() error { return s.client.Close() }
