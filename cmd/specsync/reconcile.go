@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/specsync/specsync/pkg/config"
+	"github.com/specsync/specsync/pkg/logging"
+	"github.com/specsync/specsync/pkg/reconcile"
+	"github.com/specsync/specsync/pkg/store"
+)
+
+func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
+	var common commonFlags
+	common.register(fs)
+	configPath := fs.String("config", envOr("SPECSYNC_REGISTRIES", "registries.yaml"), "registries file (env SPECSYNC_REGISTRIES)")
+	only := fs.String("registry", "", "reconcile only this registry")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, err := config.Load(*configPath)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, common.project, common.database)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	runner := &reconcile.Runner{Store: st, Logger: logging.New(stderr, common.logLevel)}
+	return reconcileAll(ctx, runner, cfg, *only, stdout)
+}
+
+// reconcileAll runs every registry (or only one) and prints a summary per
+// registry. It fails if any run did not succeed, after running them all.
+func reconcileAll(ctx context.Context, runner *reconcile.Runner, cfg *config.Config, only string, stdout io.Writer) error {
+	regs := cfg.Registries
+	if only != "" {
+		r, ok := cfg.Lookup(only)
+		if !ok {
+			return fmt.Errorf("registry %q is not in the registries file (it has %s)", only, strings.Join(cfg.Names(), ", "))
+		}
+		regs = []reconcile.Registry{r}
+	}
+	var failed []string
+	for _, reg := range regs {
+		run, err := runner.Reconcile(ctx, reg)
+		printRun(stdout, reg.Name, run)
+		switch {
+		case err != nil:
+			failed = append(failed, fmt.Sprintf("%s: %v", reg.Name, err))
+		case run.Result != reconcile.ResultSucceeded && run.Result != reconcile.ResultUnchanged:
+			failed = append(failed, fmt.Sprintf("%s: %s", reg.Name, run.Result))
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d of %d registries did not reconcile: %s", len(failed), len(regs), strings.Join(failed, "; "))
+	}
+	return nil
+}
+
+func printRun(w io.Writer, name string, run store.Run) {
+	c := run.Counts
+	fmt.Fprintf(w, "registry %s: %s in %dms\n", name, run.Result, run.DurationMS)
+	if run.Result != reconcile.ResultUnchanged {
+		fmt.Fprintf(w, "  specs: %d created, %d updated, %d unchanged, %d unmarked, %d repaired, %d marked, %d deleted, %d kept (referenced), %d entry errors, %d conflicts\n",
+			c.Created, c.Updated, c.Unchanged, c.Unmarked, c.Repaired, c.Marked, c.Deleted, c.Kept, c.EntryErrors, c.Conflicts)
+	}
+	fmt.Fprintf(w, "  firestore: %d reads, %d writes, %d deletes\n", run.Ops.Reads, run.Ops.Writes, run.Ops.Deletes)
+	if run.Error != "" {
+		fmt.Fprintf(w, "  error: %s\n", run.Error)
+	}
+	if run.Guard != "" {
+		fmt.Fprintf(w, "  guard: %s\n", run.Guard)
+	}
+	for _, e := range run.Errors {
+		fmt.Fprintf(w, "  entry %s: %s\n", e.Entry, e.Message)
+	}
+	if run.ErrorsTotal > len(run.Errors) {
+		fmt.Fprintf(w, "  ... and %d more entry errors\n", run.ErrorsTotal-len(run.Errors))
+	}
+	for _, k := range run.Kept {
+		fmt.Fprintf(w, "  kept %s (%s): marked for deletion, %d instances still use it\n", k.Name, k.SpecID, k.Instances)
+	}
+}
