@@ -1,0 +1,285 @@
+// Package config loads the registries file: which registries specsync
+// reconciles, how to reach them and how carefully to delete. Everything is
+// checked at load time; a config that loads builds every source.
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/specsync/specsync/examples"
+	"github.com/specsync/specsync/pkg/failure"
+	"github.com/specsync/specsync/pkg/reconcile"
+	"github.com/specsync/specsync/pkg/registry"
+)
+
+// File is the registries file.
+type File struct {
+	Registries []Registry `json:"registries"`
+}
+
+// Registry is one entry of the registries file.
+type Registry struct {
+	// Name identifies the registry: a DNS label (lowercase letters, digits,
+	// hyphens, at most 63), unique in the file. Derived spec ids depend on
+	// it, so renaming a registry re-identifies its specs without own ids.
+	Name string `json:"name"`
+	// Type is oci, http or dir; the block of the same name configures it.
+	Type string `json:"type"`
+	// Allow and Deny are regular expressions matched against the whole
+	// entry name (repository path, index entry name, file name). Deny wins;
+	// an empty Allow allows everything.
+	Allow []string `json:"allow,omitempty"`
+	Deny  []string `json:"deny,omitempty"`
+	// MaxMarkShare is the largest share of the registry's active specs one
+	// run may mark for deletion (default 0.5); a run that would mark more
+	// marks nothing. AllowMassDeletion turns the guard off, including the
+	// always-on guard against an empty listing.
+	MaxMarkShare      *float64 `json:"max_mark_share,omitempty"`
+	AllowMassDeletion bool     `json:"allow_mass_deletion,omitempty"`
+
+	OCI  *OCI  `json:"oci,omitempty"`
+	HTTP *HTTP `json:"http,omitempty"`
+	Dir  *Dir  `json:"dir,omitempty"`
+}
+
+// OCI configures an OCI Distribution registry.
+type OCI struct {
+	Host         string        `json:"host"`
+	Insecure     bool          `json:"insecure,omitempty"`
+	Repositories []string      `json:"repositories,omitempty"`
+	Tag          string        `json:"tag,omitempty"`
+	PageSize     int           `json:"page_size,omitempty"`
+	Concurrency  int           `json:"concurrency,omitempty"`
+	Timeout      Duration      `json:"timeout,omitempty"`
+	Auth         registry.Auth `json:"auth,omitempty"`
+}
+
+// HTTP configures an index document served over HTTP(S).
+type HTTP struct {
+	URL      string        `json:"url"`
+	Timeout  Duration      `json:"timeout,omitempty"`
+	MaxBytes int64         `json:"max_bytes,omitempty"`
+	Auth     registry.Auth `json:"auth,omitempty"`
+}
+
+// Dir configures a directory of spec files.
+type Dir struct {
+	// Path is relative to the registries file's directory.
+	Path string `json:"path,omitempty"`
+	// Embedded serves the example registry compiled into the binary.
+	Embedded bool `json:"embedded,omitempty"`
+}
+
+// Duration is a time.Duration written as "30s", "2m".
+type Duration time.Duration
+
+// UnmarshalJSON accepts a Go duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a duration such as \"30s\", got %s", b)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want a duration such as \"30s\": %w", err)
+	}
+	if v < 0 {
+		return fmt.Errorf("duration %q must not be negative", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalJSON writes the duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+var (
+	dnsLabel = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$`)
+	envRef   = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+)
+
+// Load reads and checks a registries file.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, failure.Wrap(failure.Invalid, fmt.Errorf("registries file: %w", err))
+	}
+	return Parse(data, path, filepath.Dir(path))
+}
+
+// Config is a loaded, checked registries file with a source built for
+// every registry.
+type Config struct {
+	File       File
+	Registries []reconcile.Registry
+}
+
+// Lookup returns the registry with that name.
+func (c *Config) Lookup(name string) (reconcile.Registry, bool) {
+	for _, r := range c.Registries {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return reconcile.Registry{}, false
+}
+
+// Names lists the registry names in file order.
+func (c *Config) Names() []string {
+	out := make([]string, len(c.Registries))
+	for i, r := range c.Registries {
+		out[i] = r.Name
+	}
+	return out
+}
+
+// Parse checks a registries file's content. ${VAR} references are
+// replaced by environment variables first (a missing one is an error);
+// use them for hosts and URLs, and the *_env / *_file auth fields for
+// secrets, which are read only when a registry is fetched.
+func Parse(data []byte, source, baseDir string) (*Config, error) {
+	fail := func(err error) (*Config, error) {
+		return nil, failure.Wrap(failure.Invalid, fmt.Errorf("registries file %s: %w", source, err))
+	}
+	expanded, err := expandEnv(string(data))
+	if err != nil {
+		return fail(err)
+	}
+	var f File
+	if err := yaml.UnmarshalStrict([]byte(expanded), &f); err != nil {
+		return fail(err)
+	}
+	if len(f.Registries) == 0 {
+		return fail(errors.New("registries: at least one registry is required"))
+	}
+	cfg := &Config{File: f}
+	seen := map[string]int{}
+	for i, r := range f.Registries {
+		where := fmt.Sprintf("registries[%d]", i)
+		if r.Name != "" {
+			where += fmt.Sprintf(" (%s)", r.Name)
+		}
+		if !dnsLabel.MatchString(r.Name) {
+			return fail(fmt.Errorf("%s: name %q must be a DNS label: lowercase letters, digits and hyphens, starting with a letter, at most 63", where, r.Name))
+		}
+		if j, dup := seen[r.Name]; dup {
+			return fail(fmt.Errorf("%s: name %q is already used by registries[%d]", where, r.Name, j))
+		}
+		seen[r.Name] = i
+		built, err := build(r, baseDir)
+		if err != nil {
+			return fail(fmt.Errorf("%s: %w", where, err))
+		}
+		cfg.Registries = append(cfg.Registries, built)
+	}
+	return cfg, nil
+}
+
+func expandEnv(s string) (string, error) {
+	var missing []string
+	out := envRef.ReplaceAllStringFunc(s, func(m string) string {
+		name := envRef.FindStringSubmatch(m)[1]
+		v, ok := os.LookupEnv(name)
+		if !ok {
+			missing = append(missing, name)
+		}
+		return v
+	})
+	if len(missing) > 0 {
+		return "", fmt.Errorf("environment variables not set: %s", strings.Join(missing, ", "))
+	}
+	return out, nil
+}
+
+func build(r Registry, baseDir string) (reconcile.Registry, error) {
+	out := reconcile.Registry{Name: r.Name, Policy: reconcile.Policy{MaxMarkShare: reconcile.DefaultMaxMarkShare, AllowMassDeletion: r.AllowMassDeletion}}
+	if r.MaxMarkShare != nil {
+		if *r.MaxMarkShare <= 0 || *r.MaxMarkShare > 1 {
+			return out, fmt.Errorf("max_mark_share %v must be in (0, 1]", *r.MaxMarkShare)
+		}
+		out.Policy.MaxMarkShare = *r.MaxMarkShare
+	}
+	filter, err := registry.NewFilter(r.Allow, r.Deny)
+	if err != nil {
+		return out, err
+	}
+	blocks := 0
+	for _, present := range []bool{r.OCI != nil, r.HTTP != nil, r.Dir != nil} {
+		if present {
+			blocks++
+		}
+	}
+	if blocks != 1 {
+		return out, fmt.Errorf("exactly one of the oci, http and dir blocks is required, found %d", blocks)
+	}
+	switch r.Type {
+	case "oci":
+		if r.OCI == nil {
+			return out, errors.New("type oci needs an oci block")
+		}
+		if err := r.OCI.Auth.Validate(); err != nil {
+			return out, fmt.Errorf("oci.auth: %w", err)
+		}
+		out.Source, err = registry.NewOCI(registry.OCIConfig{
+			Host: r.OCI.Host, Insecure: r.OCI.Insecure, Repositories: r.OCI.Repositories, Tag: r.OCI.Tag,
+			Filter: filter, Auth: r.OCI.Auth, PageSize: r.OCI.PageSize, Concurrency: r.OCI.Concurrency,
+			Timeout: time.Duration(r.OCI.Timeout),
+		})
+	case "http":
+		if r.HTTP == nil {
+			return out, errors.New("type http needs an http block")
+		}
+		if err := r.HTTP.Auth.Validate(); err != nil {
+			return out, fmt.Errorf("http.auth: %w", err)
+		}
+		out.Source, err = registry.NewHTTP(registry.HTTPConfig{
+			URL: r.HTTP.URL, Filter: filter, Auth: r.HTTP.Auth, Timeout: time.Duration(r.HTTP.Timeout), MaxBytes: r.HTTP.MaxBytes,
+		})
+	case "dir":
+		if r.Dir == nil {
+			return out, errors.New("type dir needs a dir block")
+		}
+		var fsys fs.FS
+		var root string
+		switch {
+		case r.Dir.Embedded && r.Dir.Path != "":
+			return out, errors.New("dir: set either path or embedded, not both")
+		case r.Dir.Embedded:
+			sub, serr := fs.Sub(examples.Registry, examples.RegistryDir)
+			if serr != nil {
+				return out, serr
+			}
+			fsys, root = sub, "embedded:examples"
+		case r.Dir.Path != "":
+			p := r.Dir.Path
+			if !filepath.IsAbs(p) {
+				p = filepath.Join(baseDir, p)
+			}
+			if info, serr := os.Stat(p); serr != nil || !info.IsDir() {
+				return out, fmt.Errorf("dir.path %q is not a readable directory", r.Dir.Path)
+			}
+			fsys, root = os.DirFS(p), p
+		default:
+			return out, errors.New("dir: set path or embedded")
+		}
+		out.Source, err = registry.NewDir(registry.DirConfig{FS: fsys, Root: root, Filter: filter})
+	case "":
+		return out, errors.New("type is required (oci, http or dir)")
+	default:
+		return out, fmt.Errorf("type %q is not one of oci, http, dir", r.Type)
+	}
+	if err != nil {
+		return out, fmt.Errorf("%s: %w", r.Type, err)
+	}
+	return out, nil
+}

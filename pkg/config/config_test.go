@@ -1,0 +1,119 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/specsync/specsync/pkg/failure"
+)
+
+func TestReferenceFileLoads(t *testing.T) {
+	t.Setenv("REFERENCE_REGISTRY_HOST", "registry.example.com")
+	// The reference file names dir.path "registry" relative to itself.
+	cfg, err := Load(filepath.Join("..", "..", "examples", "registries.reference.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cfg.Names(), ","); got != "team-images,partner-index,bundled" {
+		t.Fatalf("registries %s", got)
+	}
+	r, ok := cfg.Lookup("team-images")
+	if !ok || r.Policy.MaxMarkShare != 0.5 || r.Policy.AllowMassDeletion || r.Source == nil {
+		t.Fatalf("team-images: %+v", r)
+	}
+	if cfg.File.Registries[0].OCI.Host != "registry.example.com" {
+		t.Fatalf("${VAR} not expanded: %q", cfg.File.Registries[0].OCI.Host)
+	}
+	if _, ok := cfg.Lookup("nope"); ok {
+		t.Fatal("Lookup found a registry that is not there")
+	}
+}
+
+func TestDemoFileLoads(t *testing.T) {
+	t.Setenv("SPECSYNC_DEMO_REGISTRY", "127.0.0.1:5000")
+	if _, err := Load(filepath.Join("..", "..", "examples", "registries.yaml")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestEmbeddedDir(t *testing.T) {
+	cfg, err := Parse([]byte("registries:\n- name: bundled\n  type: dir\n  dir: {embedded: true}\n"), "test", ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Registries[0].Source == nil {
+		t.Fatal("no source built")
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "file.txt"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	oci := "  type: oci\n  oci: {host: r.example.com}\n"
+	cases := []struct {
+		name, yaml, want string
+	}{
+		{"empty", "", "at least one registry"},
+		{"no registries", "registries: []\n", "at least one registry"},
+		{"unknown field", "registries:\n- name: a\n  typo: 1\n" + oci, "unknown field"},
+		{"bad name", "registries:\n- name: Bad_Name\n" + oci, `name "Bad_Name" must be a DNS label`},
+		{"name too long", "registries:\n- name: " + strings.Repeat("a", 64) + "\n" + oci, "must be a DNS label"},
+		{"duplicate name", "registries:\n- name: a\n" + oci + "- name: a\n" + oci, `registries[1] (a): name "a" is already used by registries[0]`},
+		{"invalid allow", "registries:\n- name: a\n  allow: ['(']\n" + oci, `allow[0] "(" is not a valid regular expression`},
+		{"invalid deny", "registries:\n- name: a\n  deny: ['ok', '[z-a]']\n" + oci, `deny[1] "[z-a]"`},
+		{"no type", "registries:\n- name: a\n  oci: {host: h}\n", "type is required"},
+		{"unknown type", "registries:\n- name: a\n  type: ftp\n  oci: {host: h}\n", `type "ftp" is not one of`},
+		{"two blocks", "registries:\n- name: a\n  type: oci\n  oci: {host: h}\n  dir: {path: .}\n", "exactly one of the oci, http and dir blocks"},
+		{"no block", "registries:\n- name: a\n  type: oci\n", "exactly one of"},
+		{"type block mismatch", "registries:\n- name: a\n  type: oci\n  dir: {path: .}\n", "type oci needs an oci block"},
+		{"share too big", "registries:\n- name: a\n  max_mark_share: 1.5\n" + oci, "max_mark_share 1.5 must be in (0, 1]"},
+		{"share zero", "registries:\n- name: a\n  max_mark_share: 0\n" + oci, "max_mark_share 0 must be in"},
+		{"bad duration", "registries:\n- name: a\n  type: oci\n  oci: {host: h, timeout: soon}\n", "duration"},
+		{"missing env", "registries:\n- name: a\n  type: oci\n  oci: {host: '${SPECSYNC_TEST_UNSET_VAR}'}\n", "SPECSYNC_TEST_UNSET_VAR"},
+		{"missing dir", "registries:\n- name: a\n  type: dir\n  dir: {path: nowhere}\n", `dir.path "nowhere" is not a readable directory`},
+		{"dir is a file", "registries:\n- name: a\n  type: dir\n  dir: {path: file.txt}\n", "is not a readable directory"},
+		{"dir both", "registries:\n- name: a\n  type: dir\n  dir: {path: ., embedded: true}\n", "either path or embedded"},
+		{"dir neither", "registries:\n- name: a\n  type: dir\n  dir: {}\n", "set path or embedded"},
+		{"oci without host", "registries:\n- name: a\n  type: oci\n  oci: {tag: v1}\n", "oci"},
+		{"http without url", "registries:\n- name: a\n  type: http\n  http: {timeout: 5s}\n", "http"},
+		{"auth unknown type", "registries:\n- name: a\n  type: oci\n  oci: {host: h, auth: {type: magic}}\n", "oci.auth"},
+		{"basic auth without password", "registries:\n- name: a\n  type: oci\n  oci: {host: h, auth: {type: basic, username: u}}\n", "oci.auth"},
+		{"not yaml", "registries: [\n", "registries file test"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse([]byte(c.yaml), "test", dir)
+			if err == nil {
+				t.Fatalf("loaded; want an error containing %q", c.want)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %q does not contain %q", err, c.want)
+			}
+			if !failure.Is(err, failure.Invalid) {
+				t.Fatalf("config error not classified invalid: %v", err)
+			}
+		})
+	}
+}
+
+func TestMissingFile(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "absent.yaml"))
+	if err == nil || !strings.Contains(err.Error(), "absent.yaml") {
+		t.Fatalf("missing file: %v", err)
+	}
+}
+
+func TestSecretsAreNamedNotRead(t *testing.T) {
+	// Loading must not need the secret itself: it is read at fetch time.
+	cfg, err := Parse([]byte("registries:\n- name: a\n  type: oci\n  oci: {host: h, auth: {type: token, token_env: SPECSYNC_TEST_TOKEN_NOT_SET}}\n"), "test", ".")
+	if err != nil {
+		t.Fatalf("a config naming an unset secret variable must load: %v", err)
+	}
+	if len(cfg.Registries) != 1 {
+		t.Fatal("registry missing")
+	}
+}
