@@ -128,3 +128,13 @@ func Retryable(err error) bool {
 		return err != nil
 	}
 }
+
+// Annotate adds context to err and fixes its kind: the kind already in
+// its chain if there is one, else the one its backend code maps to. It is
+// the one place storage errors get classified.
+func Annotate(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	return &Error{Kind: KindOf(err), Err: fmt.Errorf(format+": %w", append(args, err)...)}
+}

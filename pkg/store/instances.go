@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -89,7 +88,7 @@ func (s *Store) CreateInstance(ctx context.Context, inst Instance) (CreateInstan
 		return tx.Update(specRef, []firestore.Update{{Path: "instances", Value: firestore.Increment(1)}})
 	})
 	if err != nil {
-		return CreateInstanceResult{}, classifyTx(err, "create instance %s", inst.ID)
+		return CreateInstanceResult{}, classify(err, "create instance %s", inst.ID)
 	}
 	if !res.Existed {
 		s.ops.write(2)
@@ -148,19 +147,9 @@ func (s *Store) DeleteInstance(ctx context.Context, id string) (*Instance, error
 		return nil
 	})
 	if err != nil {
-		return nil, classifyTx(err, "delete instance %s", id)
+		return nil, classify(err, "delete instance %s", id)
 	}
 	s.ops.delete(1)
 	s.ops.write(1)
 	return &inst, nil
-}
-
-// classifyTx keeps a classification made inside a transaction function
-// and classifies backend errors otherwise.
-func classifyTx(err error, format string, args ...any) error {
-	var fe *failure.Error
-	if errors.As(err, &fe) {
-		return err
-	}
-	return classify(err, format, args...)
 }

@@ -13,7 +13,6 @@ package store
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -109,12 +108,7 @@ func (s *Store) registries() *firestore.CollectionRef {
 }
 
 // classify maps a Firestore error into the failure vocabulary with context.
-func classify(err error, format string, args ...any) error {
-	if err == nil {
-		return nil
-	}
-	return failure.Wrap(failure.KindOf(err), fmt.Errorf(format+": %w", append(args, err)...))
-}
+var classify = failure.Annotate
 
 func isNotFound(err error) bool { return status.Code(err) == codes.NotFound }
 
