@@ -21,6 +21,7 @@ const (
 	ResultFetchFailed = "fetch_failed" // the registry could not be listed; nothing changed
 	ResultGuarded     = "guarded"      // the mass-deletion guard withheld marking
 	ResultError       = "error"        // the store failed part-way; safe to run again
+	ResultBusy        = "busy"         // another run holds the registry's lease; try again later
 )
 
 // MaxRecordedErrors bounds the entry errors a status keeps (sorted, so the
@@ -38,6 +39,12 @@ type Registry struct {
 type Runner struct {
 	Store  *store.Store
 	Logger *slog.Logger
+	// LeaseTTL, when set, makes every run that will write take the
+	// registry's lease first, so two runs of one registry never
+	// interleave; a run that finds it held fails with a
+	// failure.Precondition error, to be retried later. The lease outlives
+	// a crashed holder by at most this long.
+	LeaseTTL time.Duration
 	// Now and NewRunID are replaceable for tests.
 	Now      func() time.Time
 	NewRunID func() string
@@ -110,6 +117,22 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 			return run, nil
 		}
 		return r.deleteOnly(ctx, st, reg, status, run, finish, log)
+	}
+
+	if r.LeaseTTL > 0 {
+		if err := st.AcquireLease(ctx, reg.Name, runID, r.LeaseTTL); err != nil {
+			run.Error = err.Error()
+			finish(ResultBusy)
+			return run, fmt.Errorf("reconcile %s: %w", reg.Name, err)
+		}
+		defer func() {
+			// A fresh context: the run's may be done, the lease must still go.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if err := st.ReleaseLease(rctx, reg.Name, runID); err != nil {
+				log.Warn("lease not released; it expires by itself", "error", err)
+			}
+		}()
 	}
 
 	// Step 2: what the store holds for this registry.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"github.com/specsync/specsync/pkg/failure"
 )
 
 // RunCounts are the per-run counters a registry status records.
@@ -157,5 +158,80 @@ func (s *Store) SetContested(ctx context.Context, owner, registry string, ids []
 		return classify(err, "record contested specs on registry %s", owner)
 	}
 	s.ops.write(1)
+	return nil
+}
+
+// Lease is the one-reconcile-at-a-time lock of a registry.
+type Lease struct {
+	Holder    string    `json:"holder" firestore:"holder"`
+	ExpiresAt time.Time `json:"expires_at" firestore:"expires_at"`
+}
+
+// AcquireLease takes the registry's lease for holder until ttl from now.
+// A lease held by another holder and not yet expired is a
+// failure.Precondition: the caller should retry later (for Pub/Sub: return
+// the error so the message is redelivered with backoff), not wait here.
+// A holder re-acquiring its own lease extends it.
+func (s *Store) AcquireLease(ctx context.Context, registry, holder string, ttl time.Duration) error {
+	ref := s.registries().Doc(registry)
+	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		snap, err := tx.Get(ref)
+		s.ops.read(1)
+		if err != nil && !isNotFound(err) {
+			return err
+		}
+		now := s.now().UTC()
+		if err == nil {
+			var doc struct {
+				Lease *Lease `firestore:"lease"`
+			}
+			if err := snap.DataTo(&doc); err != nil {
+				return err
+			}
+			if l := doc.Lease; l != nil && l.Holder != holder && now.Before(l.ExpiresAt) {
+				return failure.New(failure.Precondition, "registry %s is being reconciled by %s until %s", registry, l.Holder, l.ExpiresAt.Format(time.RFC3339))
+			}
+		}
+		return tx.Set(ref, map[string]any{"lease": Lease{Holder: holder, ExpiresAt: now.Add(ttl)}}, firestore.Merge(firestore.FieldPath{"lease"}))
+	})
+	if err != nil {
+		return classify(err, "acquire lease of registry %s", registry)
+	}
+	s.ops.write(1)
+	return nil
+}
+
+// ReleaseLease gives the lease up if holder still has it.
+func (s *Store) ReleaseLease(ctx context.Context, registry, holder string) error {
+	ref := s.registries().Doc(registry)
+	released := false
+	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		released = false
+		snap, err := tx.Get(ref)
+		s.ops.read(1)
+		if isNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var doc struct {
+			Lease *Lease `firestore:"lease"`
+		}
+		if err := snap.DataTo(&doc); err != nil {
+			return err
+		}
+		if doc.Lease == nil || doc.Lease.Holder != holder {
+			return nil
+		}
+		released = true
+		return tx.Update(ref, []firestore.Update{{Path: "lease", Value: firestore.Delete}})
+	})
+	if err != nil {
+		return classify(err, "release lease of registry %s", registry)
+	}
+	if released {
+		s.ops.write(1)
+	}
 	return nil
 }
