@@ -1,0 +1,273 @@
+// Package bootstrap is the asynchronous bootstrap: an operation that fans
+// one reconcile per registry out and collects their results, polled like
+// OSB's last_operation. Operations live in Firestore (operations/{id});
+// meta/bootstrap names the one in progress so concurrent bootstraps
+// coalesce onto it.
+package bootstrap
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"github.com/google/uuid"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/specsync/specsync/pkg/failure"
+	"github.com/specsync/specsync/pkg/store"
+)
+
+// Operation states, spelled as OSB's last_operation spells them.
+const (
+	InProgress = "in progress"
+	Succeeded  = "succeeded"
+	Failed     = "failed"
+)
+
+// Collections and documents.
+const (
+	OperationsCollection = "operations"
+	currentDoc           = "bootstrap" // in store.MetaCollection
+)
+
+// RegistryResult is what one registry's reconcile reported.
+type RegistryResult struct {
+	State      string          `json:"state" firestore:"state"` // succeeded | failed
+	Result     string          `json:"result" firestore:"result"`
+	Counts     store.RunCounts `json:"counts" firestore:"counts"`
+	Error      string          `json:"error,omitempty" firestore:"error,omitempty"`
+	RunID      string          `json:"run_id,omitempty" firestore:"run_id,omitempty"`
+	ReportedAt time.Time       `json:"reported_at" firestore:"reported_at"`
+}
+
+// Operation is one bootstrap.
+type Operation struct {
+	ID          string                    `json:"operation" firestore:"id"`
+	State       string                    `json:"state" firestore:"state"`
+	Description string                    `json:"description" firestore:"description"`
+	DryRun      bool                      `json:"dry_run" firestore:"dry_run"`
+	Registries  []string                  `json:"registries" firestore:"registries"`
+	Results     map[string]RegistryResult `json:"results" firestore:"results"`
+	CreatedAt   time.Time                 `json:"created_at" firestore:"created_at"`
+	UpdatedAt   time.Time                 `json:"updated_at" firestore:"updated_at"`
+	Deadline    time.Time                 `json:"deadline" firestore:"deadline"`
+	// ExpiresAt is when a finished operation is forgotten (a Firestore TTL
+	// policy on this field deletes it; reads treat it as gone already).
+	ExpiresAt time.Time `json:"-" firestore:"expires_at"`
+}
+
+// Operations stores bootstrap operations.
+type Operations struct {
+	client *firestore.Client
+	// Deadline is how long an operation waits for all its registries
+	// before it fails (a lost message, a crashed reconcile).
+	Deadline time.Duration
+	// Retention is how long a finished operation can still be polled.
+	Retention time.Duration
+	Now       func() time.Time
+}
+
+// NewOperations returns an operation store with the given limits.
+func NewOperations(client *firestore.Client, deadline, retention time.Duration) *Operations {
+	return &Operations{client: client, Deadline: deadline, Retention: retention, Now: time.Now}
+}
+
+func (o *Operations) now() time.Time { return o.Now().UTC() }
+
+func (o *Operations) ops() *firestore.CollectionRef { return o.client.Collection(OperationsCollection) }
+
+func (o *Operations) current() *firestore.DocumentRef {
+	return o.client.Collection(store.MetaCollection).Doc(currentDoc)
+}
+
+func notFound(err error) bool { return status.Code(err) == codes.NotFound }
+
+// Start begins a bootstrap of registries, or returns the one already in
+// progress (started is then false): concurrent bootstraps coalesce. An
+// in-progress operation past its deadline does not block a new one.
+func (o *Operations) Start(ctx context.Context, registries []string, dryRun bool) (op *Operation, started bool, err error) {
+	if len(registries) == 0 {
+		return nil, false, failure.New(failure.Invalid, "bootstrap: no registries configured")
+	}
+	err = o.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		op, started = nil, false
+		now := o.now()
+		cur, err := tx.Get(o.current())
+		if err != nil && !notFound(err) {
+			return err
+		}
+		if err == nil {
+			if id, _ := cur.DataAt("operation"); id != nil {
+				snap, err := tx.Get(o.ops().Doc(fmt.Sprint(id)))
+				if err != nil && !notFound(err) {
+					return err
+				}
+				if err == nil {
+					var existing Operation
+					if err := snap.DataTo(&existing); err != nil {
+						return err
+					}
+					if existing.State == InProgress && now.Before(existing.Deadline) && existing.DryRun == dryRun {
+						op = &existing
+						return nil
+					}
+					if existing.State == InProgress && !now.Before(existing.Deadline) {
+						// Superseded: say so rather than leave it in progress.
+						if err := tx.Update(snap.Ref, []firestore.Update{
+							{Path: "state", Value: Failed},
+							{Path: "description", Value: "did not finish before its deadline; superseded by a new bootstrap"},
+							{Path: "updated_at", Value: now},
+							{Path: "expires_at", Value: now.Add(o.Retention)},
+						}); err != nil {
+							return err
+						}
+					}
+				}
+			}
+		}
+		regs := append([]string(nil), registries...)
+		sort.Strings(regs)
+		op = &Operation{
+			ID: uuid.NewString(), State: InProgress, DryRun: dryRun, Registries: regs,
+			Description: fmt.Sprintf("reconciling %d registries", len(regs)),
+			Results:     map[string]RegistryResult{},
+			CreatedAt:   now, UpdatedAt: now, Deadline: now.Add(o.Deadline), ExpiresAt: now.Add(o.Deadline + o.Retention),
+		}
+		started = true
+		if err := tx.Create(o.ops().Doc(op.ID), op); err != nil {
+			return err
+		}
+		return tx.Set(o.current(), map[string]any{"operation": op.ID, "updated_at": now})
+	})
+	if err != nil {
+		return nil, false, classify(err, "start bootstrap")
+	}
+	return op, started, nil
+}
+
+// Fail ends an operation as failed with a description (publishing failed).
+func (o *Operations) Fail(ctx context.Context, id, description string) error {
+	now := o.now()
+	_, err := o.ops().Doc(id).Update(ctx, []firestore.Update{
+		{Path: "state", Value: Failed},
+		{Path: "description", Value: description},
+		{Path: "updated_at", Value: now},
+		{Path: "expires_at", Value: now.Add(o.Retention)},
+	})
+	return classify(err, "fail operation %s", id)
+}
+
+// Report records one registry's result. Redelivered reports change
+// nothing: a registry's first result is the one that counts. When every
+// registry has reported, the operation finishes.
+func (o *Operations) Report(ctx context.Context, id, registry string, res RegistryResult) (*Operation, error) {
+	ref := o.ops().Doc(id)
+	var op Operation
+	err := o.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		snap, err := tx.Get(ref)
+		if notFound(err) {
+			return failure.New(failure.NotFound, "operation %s does not exist (expired or never started)", id)
+		}
+		if err != nil {
+			return err
+		}
+		op = Operation{}
+		if err := snap.DataTo(&op); err != nil {
+			return err
+		}
+		if !contains(op.Registries, registry) {
+			return failure.New(failure.Invalid, "operation %s does not include registry %q", id, registry)
+		}
+		if _, done := op.Results[registry]; done || op.State != InProgress {
+			return nil
+		}
+		now := o.now()
+		res.ReportedAt = now
+		if op.Results == nil {
+			op.Results = map[string]RegistryResult{}
+		}
+		op.Results[registry] = res
+		updates := []firestore.Update{
+			{FieldPath: firestore.FieldPath{"results", registry}, Value: res},
+			{Path: "updated_at", Value: now},
+		}
+		if len(op.Results) == len(op.Registries) {
+			op.State, op.Description = summarize(&op)
+			updates = append(updates,
+				firestore.Update{Path: "state", Value: op.State},
+				firestore.Update{Path: "description", Value: op.Description},
+				firestore.Update{Path: "expires_at", Value: now.Add(o.Retention)})
+		} else {
+			op.Description = fmt.Sprintf("%d of %d registries reported", len(op.Results), len(op.Registries))
+			updates = append(updates, firestore.Update{Path: "description", Value: op.Description})
+		}
+		return tx.Update(ref, updates)
+	})
+	if err != nil {
+		return nil, classify(err, "report %s to operation %s", registry, id)
+	}
+	return &op, nil
+}
+
+// Get reads an operation. One still in progress past its deadline is
+// failed now, naming the registries that never reported; one finished and
+// past its retention is reported as not found.
+func (o *Operations) Get(ctx context.Context, id string) (*Operation, error) {
+	snap, err := o.ops().Doc(id).Get(ctx)
+	if notFound(err) {
+		return nil, failure.New(failure.NotFound, "operation %s does not exist", id)
+	}
+	if err != nil {
+		return nil, classify(err, "read operation %s", id)
+	}
+	var op Operation
+	if err := snap.DataTo(&op); err != nil {
+		return nil, classify(err, "decode operation %s", id)
+	}
+	now := o.now()
+	if op.State != InProgress && now.After(op.ExpiresAt) {
+		return nil, failure.New(failure.NotFound, "operation %s has expired", id)
+	}
+	if op.State == InProgress && now.After(op.Deadline) {
+		var missing []string
+		for _, r := range op.Registries {
+			if _, ok := op.Results[r]; !ok {
+				missing = append(missing, r)
+			}
+		}
+		desc := fmt.Sprintf("registries %s did not report within %s", strings.Join(missing, ", "), o.Deadline)
+		if err := o.Fail(ctx, id, desc); err != nil {
+			return nil, err
+		}
+		op.State, op.Description = Failed, desc
+	}
+	return &op, nil
+}
+
+func summarize(op *Operation) (string, string) {
+	var failed []string
+	for _, r := range op.Registries {
+		if op.Results[r].State != Succeeded {
+			failed = append(failed, r)
+		}
+	}
+	if len(failed) == 0 {
+		return Succeeded, fmt.Sprintf("all %d registries reconciled", len(op.Registries))
+	}
+	return Failed, fmt.Sprintf("%d of %d registries failed: %s", len(failed), len(op.Registries), strings.Join(failed, ", "))
+}
+
+func contains(list []string, s string) bool {
+	for _, e := range list {
+		if e == s {
+			return true
+		}
+	}
+	return false
+}
+
+var classify = failure.Annotate

@@ -1,0 +1,146 @@
+package bootstrap_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/bootstrap"
+	"github.com/specsync/specsync/pkg/failure"
+)
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func newOps(t *testing.T) (*bootstrap.Operations, *clock) {
+	c := &clock{t: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}
+	ops := bootstrap.NewOperations(emulatortest.Firestore(t), 10*time.Minute, time.Hour)
+	ops.Now = c.now
+	return ops, c
+}
+
+func TestOperationLifecycle(t *testing.T) {
+	ctx := context.Background()
+	ops, _ := newOps(t)
+	op, started, err := ops.Start(ctx, []string{"b", "a"}, false)
+	if err != nil || !started || op.State != bootstrap.InProgress {
+		t.Fatalf("start: %+v %v %v", op, started, err)
+	}
+	again, started, err := ops.Start(ctx, []string{"a", "b"}, false)
+	if err != nil || started || again.ID != op.ID {
+		t.Fatalf("a second bootstrap in progress must coalesce: %+v started=%v %v", again, started, err)
+	}
+	if _, err := ops.Report(ctx, op.ID, "a", bootstrap.RegistryResult{State: bootstrap.Succeeded, Result: "succeeded"}); err != nil {
+		t.Fatal(err)
+	}
+	// Redelivery of a's report with another outcome changes nothing.
+	got, err := ops.Report(ctx, op.ID, "a", bootstrap.RegistryResult{State: bootstrap.Failed, Error: "late duplicate"})
+	if err != nil || got.Results["a"].State != bootstrap.Succeeded || got.State != bootstrap.InProgress {
+		t.Fatalf("duplicate report: %+v %v", got, err)
+	}
+	if _, err := ops.Report(ctx, op.ID, "zzz", bootstrap.RegistryResult{State: bootstrap.Succeeded}); !failure.Is(err, failure.Invalid) {
+		t.Fatalf("report for a registry not in the operation: %v", err)
+	}
+	got, err = ops.Report(ctx, op.ID, "b", bootstrap.RegistryResult{State: bootstrap.Failed, Result: "fetch_failed", Error: "503"})
+	if err != nil || got.State != bootstrap.Failed || !strings.Contains(got.Description, "b") {
+		t.Fatalf("final report: %+v %v", got, err)
+	}
+	read, err := ops.Get(ctx, op.ID)
+	if err != nil || read.State != bootstrap.Failed || len(read.Results) != 2 || read.Results["b"].Error != "503" {
+		t.Fatalf("get: %+v %v", read, err)
+	}
+	// Finished: a new bootstrap starts a new operation.
+	next, started, err := ops.Start(ctx, []string{"a", "b"}, false)
+	if err != nil || !started || next.ID == op.ID {
+		t.Fatalf("bootstrap after a finished one: %+v %v %v", next, started, err)
+	}
+}
+
+func TestOperationDeadlineAndRetention(t *testing.T) {
+	ctx := context.Background()
+	ops, c := newOps(t)
+	op, _, err := ops.Start(ctx, []string{"a", "b"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ops.Report(ctx, op.ID, "a", bootstrap.RegistryResult{State: bootstrap.Succeeded}); err != nil {
+		t.Fatal(err)
+	}
+	c.add(11 * time.Minute)
+	got, err := ops.Get(ctx, op.ID)
+	if err != nil || got.State != bootstrap.Failed || !strings.Contains(got.Description, "registries b did not report") {
+		t.Fatalf("past deadline: %+v %v", got, err)
+	}
+	// A bootstrap past its deadline does not block the next one.
+	next, started, err := ops.Start(ctx, []string{"a", "b"}, false)
+	if err != nil || !started || next.ID == op.ID {
+		t.Fatalf("start after a stuck operation: %v %v", started, err)
+	}
+	c.add(2 * time.Hour)
+	if _, err := ops.Get(ctx, op.ID); !failure.Is(err, failure.NotFound) {
+		t.Fatalf("expired operation: %v", err)
+	}
+	if _, err := ops.Get(ctx, "no-such-op"); !failure.Is(err, failure.NotFound) {
+		t.Fatalf("unknown operation: %v", err)
+	}
+	if _, err := ops.Report(ctx, "no-such-op", "a", bootstrap.RegistryResult{}); !failure.Is(err, failure.NotFound) {
+		t.Fatalf("report to unknown operation: %v", err)
+	}
+}
+
+func TestConcurrentStartsCoalesce(t *testing.T) {
+	ctx := context.Background()
+	ops, _ := newOps(t)
+	const n = 4
+	ids := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			op, _, err := ops.Start(ctx, []string{"a"}, false)
+			errs[i] = err
+			if op != nil {
+				ids[i] = op.ID
+			}
+		}(i)
+	}
+	wg.Wait()
+	for i := range ids {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if ids[i] != ids[0] {
+			t.Fatalf("concurrent bootstraps got different operations: %v", ids)
+		}
+	}
+}
+
+func TestFail(t *testing.T) {
+	ctx := context.Background()
+	ops, _ := newOps(t)
+	op, _, _ := ops.Start(ctx, []string{"a"}, false)
+	if err := ops.Fail(ctx, op.ID, "publishing failed: topic not found"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ops.Get(ctx, op.ID)
+	if err != nil || got.State != bootstrap.Failed || got.Description != "publishing failed: topic not found" {
+		t.Fatalf("%+v %v", got, err)
+	}
+	if _, _, err := ops.Start(ctx, nil, false); !failure.Is(err, failure.Invalid) {
+		t.Fatalf("no registries: %v", err)
+	}
+}
