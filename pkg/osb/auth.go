@@ -1,0 +1,68 @@
+package osb
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"net/http"
+	"regexp"
+	"strings"
+)
+
+// equal compares secrets in constant time (hashing first, so the length
+// of the secret does not leak either).
+func equal(a, b string) bool {
+	ha, hb := sha256.Sum256([]byte(a)), sha256.Sum256([]byte(b))
+	return subtle.ConstantTimeCompare(ha[:], hb[:]) == 1
+}
+
+// BasicAuth guards the broker API with the platform's credentials.
+func BasicAuth(username, password string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, p, ok := r.BasicAuth()
+		if !ok || !equal(u, username) || !equal(p, password) {
+			w.Header().Set("WWW-Authenticate", `Basic realm="specsync", charset="UTF-8"`)
+			WriteError(w, http.StatusUnauthorized, "Unauthorized", "valid broker credentials (HTTP basic auth) are required")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// BearerAuth guards admin endpoints. verify decides whether a token is
+// acceptable: locally a shared admin token; in Google Cloud the same hook
+// also accepts the identity token Cloud Scheduler sends.
+func BearerAuth(verify func(r *http.Request, token string) bool, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := r.Header.Get("Authorization")
+		token, ok := strings.CutPrefix(h, "Bearer ")
+		if !ok || token == "" || !verify(r, token) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="specsync-admin"`)
+			WriteError(w, http.StatusUnauthorized, "Unauthorized", "an admin bearer token is required")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// StaticToken accepts exactly one token.
+func StaticToken(want string) func(*http.Request, string) bool {
+	return func(_ *http.Request, got string) bool { return want != "" && equal(got, want) }
+}
+
+var apiVersion = regexp.MustCompile(`^2\.\d+$`)
+
+// Version requires X-Broker-API-Version 2.x (412 otherwise) and echoes
+// X-Broker-API-Request-Identity, as OSB asks.
+func Version(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id := r.Header.Get("X-Broker-API-Request-Identity"); id != "" {
+			w.Header().Set("X-Broker-API-Request-Identity", id)
+		}
+		v := r.Header.Get("X-Broker-API-Version")
+		if !apiVersion.MatchString(v) {
+			WriteError(w, http.StatusPreconditionFailed, "PreconditionFailed", "X-Broker-API-Version must be 2.x (this broker implements 2.17), got %q", v)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,104 @@
+// Package osb is the Open Service Broker HTTP surface specsync serves:
+// GET /v2/catalog, instance bookkeeping under /v2/service_instances, and
+// the admin view of registry status. Handlers decode, call the store or
+// the catalog cache, and encode; every error body is OSB-shaped.
+package osb
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/specsync/specsync/pkg/failure"
+)
+
+// ErrorBody is OSB's error response: a camel-case error code and a
+// user-facing description.
+type ErrorBody struct {
+	Error       string `json:"error,omitempty"`
+	Description string `json:"description"`
+}
+
+// WriteJSON writes v with status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// WriteError writes an OSB error body.
+func WriteError(w http.ResponseWriter, status int, code, format string, args ...any) {
+	WriteJSON(w, status, ErrorBody{Error: code, Description: fmt.Sprintf(format, args...)})
+}
+
+// WriteFailure maps a classified error to a status code: the one place
+// handler errors become HTTP.
+func WriteFailure(w http.ResponseWriter, err error) {
+	switch failure.KindOf(err) {
+	case failure.Invalid:
+		WriteError(w, http.StatusBadRequest, "BadRequest", "%s", err)
+	case failure.NotFound:
+		WriteError(w, http.StatusNotFound, "NotFound", "%s", err)
+	case failure.Conflict:
+		WriteError(w, http.StatusConflict, "Conflict", "%s", err)
+	case failure.Precondition:
+		WriteError(w, http.StatusUnprocessableEntity, "ConcurrencyError", "%s", err)
+	default:
+		// Store errors carry ids and backend status text, never a secret.
+		WriteError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the broker's store is unavailable, try again: %s", err)
+	}
+}
+
+// NotFound is the handler for paths no route matches.
+func NotFound(w http.ResponseWriter, r *http.Request) {
+	WriteError(w, http.StatusNotFound, "NotFound", "no such endpoint: %s %s", r.Method, r.URL.Path)
+}
+
+// Methods wraps per-method handlers of one path: another method is a 405
+// with an Allow header and an OSB error body (the standard mux's 405 is
+// plain text).
+func Methods(handlers map[string]http.HandlerFunc) http.Handler {
+	allow := ""
+	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodPost, http.MethodPatch, http.MethodDelete} {
+		if _, ok := handlers[m]; ok {
+			if allow != "" {
+				allow += ", "
+			}
+			allow += m
+		}
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, ok := handlers[r.Method]
+		if !ok && r.Method == http.MethodHead {
+			h, ok = handlers[http.MethodGet]
+		}
+		if !ok {
+			w.Header().Set("Allow", allow)
+			WriteError(w, http.StatusMethodNotAllowed, "MethodNotAllowed", "%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, allow)
+			return
+		}
+		h(w, r)
+	})
+}
+
+// DecodeBody reads a JSON body of at most limit bytes into v: too big is
+// 413, malformed is 400. It reports whether the handler may go on.
+func DecodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
+	body := http.MaxBytesReader(w, r.Body, limit)
+	dec := json.NewDecoder(body)
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			WriteError(w, http.StatusRequestEntityTooLarge, "PayloadTooLarge", "request body is larger than %d bytes", limit)
+			return false
+		}
+		WriteError(w, http.StatusBadRequest, "MalformedJSON", "request body is not valid JSON: %v", err)
+		return false
+	}
+	if dec.More() {
+		WriteError(w, http.StatusBadRequest, "MalformedJSON", "request body holds more than one JSON value")
+		return false
+	}
+	return true
+}
