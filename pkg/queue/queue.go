@@ -97,3 +97,30 @@ func (p *Publisher) Publish(ctx context.Context, msgs []Message) error {
 
 // Stop flushes and stops the publisher.
 func (p *Publisher) Stop() { p.pub.Stop() }
+
+// pushEnvelope is the data of a google.cloud.pubsub.topic.v1.messagePublished
+// CloudEvent (and of a Pub/Sub push request body).
+type pushEnvelope struct {
+	Message struct {
+		Data        []byte            `json:"data"` // base64 in JSON
+		Attributes  map[string]string `json:"attributes"`
+		MessageID   string            `json:"messageId"`
+		PublishTime string            `json:"publishTime"`
+	} `json:"message"`
+	Subscription string `json:"subscription"`
+}
+
+// FromEvent decodes the CloudEvent data of a published message into a
+// reconcile message and its Pub/Sub message id. Anything malformed is
+// failure.Invalid: redelivering it cannot help.
+func FromEvent(data []byte) (Message, string, error) {
+	var env pushEnvelope
+	if err := json.Unmarshal(data, &env); err != nil {
+		return Message{}, "", failure.New(failure.Invalid, "pubsub event: data is not a messagePublished envelope: %v", err)
+	}
+	if len(env.Message.Data) == 0 {
+		return Message{}, env.Message.MessageID, failure.New(failure.Invalid, "pubsub event %s: message has no data", env.Message.MessageID)
+	}
+	m, err := Decode(env.Message.Data)
+	return m, env.Message.MessageID, err
+}

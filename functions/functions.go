@@ -1,0 +1,94 @@
+// Package functions holds specsync's Cloud Functions entry points. Each
+// one decodes its trigger, calls pkg/, and encodes the answer; the
+// clients it needs are built once per instance, and a cold start that
+// cannot build them fails every call loudly with the reason instead of
+// running with a nil client.
+package functions
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+
+	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
+	"github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/specsync/specsync/pkg/osb"
+	"github.com/specsync/specsync/pkg/queue"
+)
+
+func init() {
+	functions.HTTP("Bootstrap", Bootstrap)
+	functions.CloudEvent("Reconcile", Reconcile)
+	functions.HTTP("Catalog", Catalog)
+}
+
+// once builds a value the first time it is needed and keeps the error
+// with it: every later call sees the same failure.
+type once[T any] struct {
+	once sync.Once
+	val  T
+	err  error
+}
+
+func (o *once[T]) get(build func() (T, error)) (T, error) {
+	o.once.Do(func() { o.val, o.err = build() })
+	return o.val, o.err
+}
+
+var (
+	bootstrapDeps once[http.Handler]
+	reconcileDeps once[*reconcileApp]
+	catalogDeps   once[http.Handler]
+)
+
+func logger() *slog.Logger { return slog.Default() }
+
+// coldStartFailed answers every request of an instance whose cold start
+// failed, with the reason (configuration errors name variables, never
+// values).
+func coldStartFailed(w http.ResponseWriter, err error) {
+	logger().Error("cold start failed", "error", err)
+	osb.WriteError(w, http.StatusServiceUnavailable, "ColdStartFailed", "the function is misconfigured: %s", err)
+}
+
+// Bootstrap serves POST /bootstrap and GET /bootstrap/last_operation.
+func Bootstrap(w http.ResponseWriter, r *http.Request) {
+	h, err := bootstrapDeps.get(func() (http.Handler, error) { return newBootstrap(context.Background(), os.LookupEnv) })
+	if err != nil {
+		coldStartFailed(w, err)
+		return
+	}
+	h.ServeHTTP(w, r)
+}
+
+// Catalog serves the OSB API and GET /registries.
+func Catalog(w http.ResponseWriter, r *http.Request) {
+	h, err := catalogDeps.get(func() (http.Handler, error) { return newCatalog(context.Background(), os.LookupEnv) })
+	if err != nil {
+		coldStartFailed(w, err)
+		return
+	}
+	h.ServeHTTP(w, r)
+}
+
+// Reconcile handles one google.cloud.pubsub.topic.v1.messagePublished
+// event. Returning an error makes Pub/Sub redeliver; nil acknowledges.
+func Reconcile(ctx context.Context, e event.Event) error {
+	app, err := reconcileDeps.get(func() (*reconcileApp, error) { return newReconcile(context.Background(), os.LookupEnv) })
+	if err != nil {
+		// Retrying cannot fix configuration, but acknowledging would lose
+		// the message while the deployment is broken: let Pub/Sub retry
+		// (and dead-letter) until it is fixed.
+		logger().Error("cold start failed", "error", err)
+		return err
+	}
+	m, id, err := queue.FromEvent(e.Data())
+	if err != nil {
+		logger().Error("dropping an undecodable reconcile event", "event", e.ID(), "message", id, "error", err)
+		return nil
+	}
+	return app.worker.Handle(ctx, m)
+}

@@ -1,0 +1,121 @@
+package functions
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+
+	"cloud.google.com/go/pubsub/v2"
+	"google.golang.org/api/idtoken"
+
+	"github.com/specsync/specsync/pkg/bootstrap"
+	"github.com/specsync/specsync/pkg/config"
+	"github.com/specsync/specsync/pkg/logging"
+	"github.com/specsync/specsync/pkg/osb"
+	"github.com/specsync/specsync/pkg/queue"
+	"github.com/specsync/specsync/pkg/reconcile"
+	"github.com/specsync/specsync/pkg/settings"
+	"github.com/specsync/specsync/pkg/store"
+)
+
+// The constructors below are what a cold start does; the local stack and
+// the tests call them too, with their own environment.
+
+// newBootstrap builds the bootstrap handler from env.
+func newBootstrap(ctx context.Context, env settings.Lookup) (http.Handler, error) {
+	s, err := settings.LoadBootstrap(env)
+	if err != nil {
+		return nil, err
+	}
+	log := logging.New(os.Stderr, s.LogLevel)
+	cfg, err := config.Load(s.RegistriesFile)
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.Open(ctx, s.Project, s.Database)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := pubsub.NewClient(ctx, s.Project)
+	if err != nil {
+		return nil, fmt.Errorf("connect to Pub/Sub project %s: %w", s.Project, err)
+	}
+	svc := &bootstrap.Service{
+		Operations:  bootstrap.NewOperations(st.Client(), s.Deadline, s.Retention),
+		Publisher:   queue.NewPublisher(ps, s.Topic),
+		Registries:  cfg.Names(),
+		VerifyAdmin: verifyAdmin(s.Admin),
+		Logger:      log,
+	}
+	return svc.Handler(), nil
+}
+
+type reconcileApp struct {
+	worker *bootstrap.Worker
+}
+
+func newReconcile(ctx context.Context, env settings.Lookup) (*reconcileApp, error) {
+	s, err := settings.LoadReconcile(env)
+	if err != nil {
+		return nil, err
+	}
+	log := logging.New(os.Stderr, s.LogLevel)
+	cfg, err := config.Load(s.RegistriesFile)
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.Open(ctx, s.Project, s.Database)
+	if err != nil {
+		return nil, err
+	}
+	return &reconcileApp{worker: &bootstrap.Worker{
+		// The deadline only matters to Get's failing of stuck operations;
+		// the reconcile side uses the same retention as bootstrap.
+		Operations: bootstrap.NewOperations(st.Client(), 0, s.Retention),
+		Runner:     &reconcile.Runner{Store: st, Logger: log, LeaseTTL: s.LeaseTTL},
+		Lookup:     cfg.Lookup,
+		Logger:     log,
+	}}, nil
+}
+
+func newCatalog(ctx context.Context, env settings.Lookup) (http.Handler, error) {
+	s, err := settings.LoadCatalog(env)
+	if err != nil {
+		return nil, err
+	}
+	log := logging.New(os.Stderr, s.LogLevel)
+	st, err := store.Open(ctx, s.Project, s.Database)
+	if err != nil {
+		return nil, err
+	}
+	b := osb.NewBroker(st, osb.Config{
+		Username: s.BrokerUsername, Password: s.BrokerPassword,
+		VerifyAdmin:   verifyAdmin(s.Admin),
+		MaxBodyBytes:  s.MaxBodyBytes,
+		RefreshWindow: s.RefreshWindow,
+		Logger:        log,
+	})
+	return b.Handler(), nil
+}
+
+// verifyAdmin accepts the shared admin token and, when configured, the
+// Google-signed identity token Cloud Scheduler attaches to its calls.
+func verifyAdmin(a settings.Admin) func(*http.Request, string) bool {
+	static := osb.StaticToken(a.Token)
+	return func(r *http.Request, token string) bool {
+		if a.Token != "" && static(r, token) {
+			return true
+		}
+		if a.SchedulerAudience == "" {
+			return false
+		}
+		p, err := idtoken.Validate(r.Context(), token, a.SchedulerAudience)
+		if err != nil {
+			return false
+		}
+		email, _ := p.Claims["email"].(string)
+		verified, _ := p.Claims["email_verified"].(bool)
+		return verified && email == a.SchedulerServiceAccount
+	}
+}

@@ -1,0 +1,144 @@
+package bootstrap
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/specsync/specsync/pkg/failure"
+	"github.com/specsync/specsync/pkg/osb"
+	"github.com/specsync/specsync/pkg/queue"
+)
+
+// Publisher sends reconcile messages (queue.Publisher in production).
+type Publisher interface {
+	Publish(ctx context.Context, msgs []queue.Message) error
+}
+
+// Service is the bootstrap HTTP surface.
+type Service struct {
+	Operations *Operations
+	Publisher  Publisher
+	// Registries are the names of the configured registries.
+	Registries []string
+	// VerifyAdmin accepts admin bearer tokens.
+	VerifyAdmin func(r *http.Request, token string) bool
+	// RetryAfter is what clients are told to wait between polls.
+	RetryAfter time.Duration
+	Logger     *slog.Logger
+}
+
+// Handler routes POST /bootstrap and GET /bootstrap/last_operation.
+func (s *Service) Handler() http.Handler {
+	mux := http.NewServeMux()
+	admin := func(h http.Handler) http.Handler { return osb.BearerAuth(s.VerifyAdmin, h) }
+	mux.Handle("/bootstrap", admin(osb.Methods(map[string]http.HandlerFunc{http.MethodPost: s.start})))
+	mux.Handle("/bootstrap/last_operation", admin(osb.Methods(map[string]http.HandlerFunc{http.MethodGet: s.lastOperation})))
+	mux.HandleFunc("/", osb.NotFound)
+	return mux
+}
+
+func (s *Service) retryAfter() string {
+	d := s.RetryAfter
+	if d <= 0 {
+		d = 5 * time.Second
+	}
+	return strconv.Itoa(int((d + time.Second - 1) / time.Second))
+}
+
+func (s *Service) logger() *slog.Logger {
+	if s.Logger != nil {
+		return s.Logger
+	}
+	return slog.Default()
+}
+
+// StartResponse is the body of 202 Accepted.
+type StartResponse struct {
+	Operation string `json:"operation"`
+	Coalesced bool   `json:"coalesced"`
+}
+
+func (s *Service) start(w http.ResponseWriter, r *http.Request) {
+	if v := r.URL.Query().Get("dry_run"); v != "" {
+		osb.WriteError(w, http.StatusBadRequest, "DryRunNotSupported", "dry_run is reserved for a later version and not supported yet; run without it")
+		return
+	}
+	for k := range r.URL.Query() {
+		osb.WriteError(w, http.StatusBadRequest, "BadRequest", "unknown query parameter %q", k)
+		return
+	}
+	if r.ContentLength > 0 {
+		osb.WriteError(w, http.StatusBadRequest, "BadRequest", "POST /bootstrap takes no body")
+		return
+	}
+	op, started, err := s.Operations.Start(r.Context(), s.Registries, false)
+	if err != nil {
+		osb.WriteFailure(w, err)
+		return
+	}
+	if started {
+		msgs := make([]queue.Message, len(op.Registries))
+		for i, name := range op.Registries {
+			msgs[i] = queue.Message{Operation: op.ID, Registry: name}
+		}
+		if err := s.Publisher.Publish(r.Context(), msgs); err != nil {
+			desc := fmt.Sprintf("publishing the reconcile messages failed: %v", err)
+			s.logger().Error("bootstrap failed to publish", "operation", op.ID, "error", err)
+			if ferr := s.Operations.Fail(context.WithoutCancel(r.Context()), op.ID, desc); ferr != nil {
+				s.logger().Error("could not mark the operation failed", "operation", op.ID, "error", ferr)
+			}
+			osb.WriteError(w, http.StatusServiceUnavailable, "PublishFailed", "bootstrap %s failed: %s", op.ID, desc)
+			return
+		}
+		s.logger().Info("bootstrap started", "operation", op.ID, "registries", len(op.Registries))
+	}
+	w.Header().Set("Location", "/bootstrap/last_operation?operation="+url.QueryEscape(op.ID))
+	w.Header().Set("Retry-After", s.retryAfter())
+	osb.WriteJSON(w, http.StatusAccepted, StartResponse{Operation: op.ID, Coalesced: !started})
+}
+
+// LastOperation is the body of GET /bootstrap/last_operation.
+type LastOperation struct {
+	State       string                    `json:"state"`
+	Description string                    `json:"description"`
+	Operation   string                    `json:"operation"`
+	Registries  map[string]RegistryResult `json:"registries"`
+	Pending     []string                  `json:"pending,omitempty"`
+	StartedAt   time.Time                 `json:"started_at"`
+	UpdatedAt   time.Time                 `json:"updated_at"`
+}
+
+func (s *Service) lastOperation(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("operation")
+	if id == "" {
+		osb.WriteError(w, http.StatusBadRequest, "BadRequest", "the operation query parameter is required")
+		return
+	}
+	op, err := s.Operations.Get(r.Context(), id)
+	if failure.Is(err, failure.NotFound) {
+		osb.WriteError(w, http.StatusNotFound, "NotFound", "%s", err)
+		return
+	}
+	if err != nil {
+		osb.WriteFailure(w, err)
+		return
+	}
+	body := LastOperation{State: op.State, Description: op.Description, Operation: op.ID, Registries: op.Results, StartedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}
+	if body.Registries == nil {
+		body.Registries = map[string]RegistryResult{}
+	}
+	for _, name := range op.Registries {
+		if _, ok := op.Results[name]; !ok {
+			body.Pending = append(body.Pending, name)
+		}
+	}
+	if op.State == InProgress {
+		w.Header().Set("Retry-After", s.retryAfter())
+	}
+	osb.WriteJSON(w, http.StatusOK, body)
+}
