@@ -1,0 +1,123 @@
+// Package emulatortest gives integration tests clients on the local
+// emulators, each on a project of its own so tests can run in parallel
+// without seeing each other's data.
+//
+// The Firestore and Pub/Sub helpers need the emulators that `make test`
+// (go run ./emulator/cmd/withemulators -- go test ./...) starts. Without
+// them they fail the test rather than skip it: a skipped integration test
+// looks like a passing one.
+package emulatortest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"cloud.google.com/go/pubsub/v2"
+
+	"github.com/specsync/specsync/emulator"
+)
+
+const runHint = "run the tests through `make test` (go run ./emulator/cmd/withemulators -- go test ./...), which starts the emulators"
+
+// Firestore returns a client on the Firestore emulator for a project no
+// other test uses.
+func Firestore(t testing.TB) *firestore.Client {
+	t.Helper()
+	c, _ := FirestoreProject(t)
+	return c
+}
+
+// FirestoreProject is Firestore that also returns the project id.
+func FirestoreProject(t testing.TB) (*firestore.Client, string) {
+	t.Helper()
+	host := requireEmulator(t, emulator.FirestoreEnv)
+	project := ProjectID(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := firestore.NewClient(ctx, project)
+	if err != nil {
+		t.Fatalf("firestore client on emulator %s: %v", host, err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c, project
+}
+
+// PubSub returns a client on the Pub/Sub emulator for a project no other
+// test uses, and that project id.
+func PubSub(t testing.TB) (*pubsub.Client, string) {
+	t.Helper()
+	host := requireEmulator(t, emulator.PubSubEnv)
+	project := ProjectID(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pubsub.NewClient(ctx, project)
+	if err != nil {
+		t.Fatalf("pubsub client on emulator %s: %v", host, err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c, project
+}
+
+// Registry starts an empty in-process OCI registry, closed when the test
+// ends.
+func Registry(t testing.TB) *emulator.Registry {
+	t.Helper()
+	r, err := emulator.StartRegistry("127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("start OCI registry: %v", err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	return r
+}
+
+// requireEmulator fails the test unless env names an emulator that
+// answers; a client pointed at nothing would otherwise hang until the
+// test times out.
+func requireEmulator(t testing.TB, env string) string {
+	t.Helper()
+	host := os.Getenv(env)
+	if host == "" {
+		t.Fatalf("%s is not set: %s", env, runHint)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if !emulator.Ready(ctx, host) {
+		t.Fatalf("%s=%s does not answer: %s", env, host, runHint)
+	}
+	return host
+}
+
+// ProjectID returns a fresh project id shaped like a real one (6 to 30 of
+// [a-z0-9-], starting with a letter, not ending with a hyphen) derived from
+// the test name, so the emulator's data for a test is recognisable.
+func ProjectID(t testing.TB) string {
+	const prefix, maxLen, suffixLen = "test-", 30, 8
+	var b strings.Builder
+	dash := true // suppresses a leading dash and runs of dashes
+	for _, r := range strings.ToLower(t.Name()) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+			dash = false
+		} else if !dash {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	name := b.String()
+	if room := maxLen - len(prefix) - 1 - suffixLen; len(name) > room {
+		name = name[:room]
+	}
+	name = strings.TrimRight(name, "-")
+	var rnd [suffixLen / 2]byte
+	_, _ = rand.Read(rnd[:]) // crypto/rand.Read never fails
+	if name == "" {
+		return prefix + hex.EncodeToString(rnd[:])
+	}
+	return prefix + name + "-" + hex.EncodeToString(rnd[:])
+}
