@@ -1,0 +1,349 @@
+// Package catalog renders service specs into the Open Service Broker (OSB
+// v2.17) catalog that GET /v2/catalog serves. It is pure: no Firestore, no
+// HTTP. The handler reads the active specs, calls Render, encodes the
+// result and tags it with ETag (or Digest).
+//
+// # Mapping from spec to OSB
+//
+// Services are sorted by name, then id; plans keep spec order, because the
+// spec author ordered them (smallest first, usually) and platforms show
+// them in catalog order.
+//
+//   - Service metadata is the spec's free-form metadata, passed through:
+//     APB specs already use the OSB profile's display keys (displayName,
+//     imageUrl, longDescription, providerDisplayName, documentationUrl,
+//     supportUrl). The spec's platforms are added as metadata.platforms, a
+//     sorted list of "os/arch[/variant]" strings, because OSB has no field
+//     for them and platforms treat metadata as an opaque blob. They replace
+//     an author's own "platforms" key: the image index is the authority on
+//     what the image runs on.
+//   - Plan free defaults to true when the spec leaves it unset (the APB and
+//     OSB default); plan bindable inherits the spec's bindable. Both are
+//     always written out, so a consumer never has to re-implement the
+//     inheritance rule.
+//   - Service plan_updateable is true when any plan has updates_to. OSB
+//     only has a boolean, APB lists the plans a plan may move to; "some
+//     plan can move somewhere" is the only honest service-wide answer.
+//     When it is true, plans without updates_to say plan_updateable false,
+//     so platforms do not offer a plan change that the spec rules out. The
+//     target list itself stays the update handler's check.
+//   - Plan metadata is passed through unchanged.
+//   - Plan schemas come from parameters (see ParametersSchema): create from
+//     parameters, update from the updatable ones, binding create from
+//     bind_parameters when the plan is bindable (OSB: the binding schema is
+//     "used only if the Service Plan is bindable"). A schema with nothing
+//     in it is left out, and so is the schemas object when all three are.
+//   - Nothing is rendered for the spec's async or version (OSB's catalog
+//     has no field for either; async is the provisioning handler's
+//     business), nor for instances_retrievable, bindings_retrievable or
+//     allow_context_updates: those describe the HTTP handlers, not a spec,
+//     so the handler sets them on the rendered services if it serves them.
+//
+// # Problems
+//
+// A catalog must keep serving when one spec is wrong, so Render never fails
+// as a whole: a spec that would make the catalog invalid (a service name or
+// id another service already uses, a plan id used elsewhere, a parameter
+// schema over OSB's 64 kB limit, missing ids) is left out and reported in a
+// *DropError, next to a catalog that is valid without it. The first spec
+// in input order wins a conflict, so the caller decides who keeps a name:
+// pass established specs first (for instance by creation time) and a newly
+// published spec can never displace one that instances already use.
+//
+// Rendered values share tags and metadata maps with the input specs; treat
+// both as read-only.
+package catalog
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/specsync/specsync/pkg/spec"
+)
+
+// Catalog is the body of GET /v2/catalog.
+type Catalog struct {
+	Services []Service `json:"services"`
+}
+
+// Service is an OSB Service Offering object.
+type Service struct {
+	Name                 string           `json:"name"`
+	ID                   string           `json:"id"`
+	Description          string           `json:"description"`
+	Tags                 []string         `json:"tags,omitempty"`
+	Requires             []string         `json:"requires,omitempty"`
+	Bindable             bool             `json:"bindable"`
+	InstancesRetrievable bool             `json:"instances_retrievable,omitempty"`
+	BindingsRetrievable  bool             `json:"bindings_retrievable,omitempty"`
+	AllowContextUpdates  bool             `json:"allow_context_updates,omitempty"`
+	Metadata             map[string]any   `json:"metadata,omitempty"`
+	DashboardClient      *DashboardClient `json:"dashboard_client,omitempty"`
+	PlanUpdateable       bool             `json:"plan_updateable,omitempty"`
+	Plans                []Plan           `json:"plans"`
+}
+
+// DashboardClient is the Cloud Foundry dashboard SSO extension. specsync
+// never sets it; it is here so a handler can, without a second type.
+type DashboardClient struct {
+	ID          string `json:"id"`
+	Secret      string `json:"secret"`
+	RedirectURI string `json:"redirect_uri,omitempty"`
+}
+
+// Plan is an OSB Service Plan object.
+type Plan struct {
+	ID          string         `json:"id"`
+	Name        string         `json:"name"`
+	Description string         `json:"description"`
+	Metadata    map[string]any `json:"metadata,omitempty"`
+	Free        bool           `json:"free"`
+	Bindable    bool           `json:"bindable"`
+	// PlanUpdateable is set only where it differs from the service's.
+	PlanUpdateable         *bool            `json:"plan_updateable,omitempty"`
+	Schemas                *Schemas         `json:"schemas,omitempty"`
+	MaximumPollingDuration *int             `json:"maximum_polling_duration,omitempty"`
+	MaintenanceInfo        *MaintenanceInfo `json:"maintenance_info,omitempty"`
+}
+
+// MaintenanceInfo is the OSB Maintenance Info object.
+type MaintenanceInfo struct {
+	Version     string `json:"version"`
+	Description string `json:"description,omitempty"`
+}
+
+// Schemas is the OSB Schemas object of a plan.
+type Schemas struct {
+	ServiceInstance *ServiceInstanceSchema `json:"service_instance,omitempty"`
+	ServiceBinding  *ServiceBindingSchema  `json:"service_binding,omitempty"`
+}
+
+// ServiceInstanceSchema holds the provision and update parameter schemas.
+type ServiceInstanceSchema struct {
+	Create *InputParameters `json:"create,omitempty"`
+	Update *InputParameters `json:"update,omitempty"`
+}
+
+// ServiceBindingSchema holds the bind parameter schema.
+type ServiceBindingSchema struct {
+	Create *InputParameters `json:"create,omitempty"`
+}
+
+// InputParameters is the OSB Input Parameters Schema object.
+type InputParameters struct {
+	Parameters map[string]any `json:"parameters"`
+}
+
+// MaxSchemaBytes is OSB's limit on one parameters schema ("MUST NOT be
+// larger than 64kB"); read as 64,000 bytes, the stricter reading.
+const MaxSchemaBytes = 64_000
+
+// Problem is one spec Render left out of the catalog, and why.
+type Problem struct {
+	SpecID string
+	Name   string
+	// ConflictsWith is the id of the spec already in the catalog that this
+	// one collides with, for name and id conflicts; empty otherwise.
+	ConflictsWith string
+	Reason        string
+}
+
+func (p Problem) String() string {
+	return fmt.Sprintf("spec %q (name %q) left out of the catalog: %s", p.SpecID, p.Name, p.Reason)
+}
+
+// DropError lists the specs Render left out. The catalog returned with it
+// is valid and servable; failing the whole request instead is the caller's
+// choice.
+type DropError struct {
+	Problems []Problem
+}
+
+func (e *DropError) Error() string {
+	parts := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		parts[i] = p.String()
+	}
+	return "catalog: " + strings.Join(parts, "; ")
+}
+
+// Render turns specs (ids assigned, already validated) into the catalog.
+// It always returns a valid catalog; when it had to leave specs out, the
+// error is a *DropError naming each of them (see the package comment).
+func Render(specs []*spec.Spec) (*Catalog, error) {
+	c := &Catalog{Services: make([]Service, 0, len(specs))}
+	var problems []Problem
+	names := make(map[string]string, len(specs))   // service name -> spec id
+	ids := make(map[string]string, len(specs))     // service id -> name
+	planIDs := make(map[string]string, len(specs)) // plan id -> spec id
+	for i, s := range specs {
+		if s == nil {
+			problems = append(problems, Problem{Reason: fmt.Sprintf("specs[%d] is nil", i)})
+			continue
+		}
+		if p, bad := conflict(s, names, ids, planIDs); bad {
+			problems = append(problems, p)
+			continue
+		}
+		svc, err := renderService(s)
+		if err != nil {
+			problems = append(problems, Problem{SpecID: s.ID, Name: s.Name, Reason: err.Error()})
+			continue
+		}
+		names[s.Name] = s.ID
+		ids[s.ID] = s.Name
+		for _, p := range s.Plans {
+			planIDs[p.ID] = s.ID
+		}
+		c.Services = append(c.Services, svc)
+	}
+	slices.SortFunc(c.Services, func(a, b Service) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.ID, b.ID))
+	})
+	if len(problems) > 0 {
+		return c, &DropError{Problems: problems}
+	}
+	return c, nil
+}
+
+// conflict checks what a single spec's validation cannot: uniqueness across
+// the catalog. OSB wants service names unique in the catalog and ids
+// (service and plan) globally unique; ids missing would be a caller bug,
+// but one that must not take the other services down.
+func conflict(s *spec.Spec, names, ids, planIDs map[string]string) (Problem, bool) {
+	p := Problem{SpecID: s.ID, Name: s.Name}
+	switch {
+	case s.ID == "":
+		p.Reason = "spec has no id"
+	case len(s.Plans) == 0:
+		p.Reason = "spec has no plans (OSB requires at least one)"
+	case names[s.Name] != "":
+		p.ConflictsWith = names[s.Name]
+		p.Reason = fmt.Sprintf("service name %q is already used by spec %q", s.Name, names[s.Name])
+	case ids[s.ID] != "":
+		p.ConflictsWith = s.ID
+		p.Reason = fmt.Sprintf("service id %q is already used by service %q", s.ID, ids[s.ID])
+	default:
+		for i, pl := range s.Plans {
+			if pl.ID == "" {
+				p.Reason = fmt.Sprintf("plans[%d] (%q) has no id", i, pl.Name)
+				return p, true
+			}
+			if owner := planIDs[pl.ID]; owner != "" {
+				p.ConflictsWith = owner
+				p.Reason = fmt.Sprintf("plan id %q (plan %q) is already used by spec %q", pl.ID, pl.Name, owner)
+				return p, true
+			}
+		}
+		return p, false
+	}
+	return p, true
+}
+
+func renderService(s *spec.Spec) (Service, error) {
+	svc := Service{
+		Name:        s.Name,
+		ID:          s.ID,
+		Description: s.Description,
+		Tags:        s.Tags,
+		Bindable:    s.Bindable,
+		Metadata:    serviceMetadata(s),
+		Plans:       make([]Plan, len(s.Plans)),
+	}
+	for _, p := range s.Plans {
+		if len(p.UpdatesTo) > 0 {
+			svc.PlanUpdateable = true
+			break
+		}
+	}
+	for i, p := range s.Plans {
+		out := Plan{
+			ID:          p.ID,
+			Name:        p.Name,
+			Description: p.Description,
+			Metadata:    p.Metadata,
+			Free:        p.Free == nil || *p.Free,
+			Bindable:    s.Bindable,
+		}
+		if p.Bindable != nil {
+			out.Bindable = *p.Bindable
+		}
+		if svc.PlanUpdateable && len(p.UpdatesTo) == 0 {
+			out.PlanUpdateable = new(false)
+		}
+		schemas, err := planSchemas(p, out.Bindable)
+		if err != nil {
+			return Service{}, fmt.Errorf("plan %q: %w", p.Name, err)
+		}
+		out.Schemas = schemas
+		svc.Plans[i] = out
+	}
+	return svc, nil
+}
+
+// serviceMetadata copies the spec's metadata only when it adds platforms,
+// so the input spec is never modified.
+func serviceMetadata(s *spec.Spec) map[string]any {
+	if len(s.Platforms) == 0 {
+		return s.Metadata
+	}
+	md := make(map[string]any, len(s.Metadata)+1)
+	for k, v := range s.Metadata {
+		md[k] = v
+	}
+	platforms := make([]string, len(s.Platforms))
+	for i, p := range s.Platforms {
+		platforms[i] = p.String()
+	}
+	// Sorted and deduplicated so the catalog does not change with the order
+	// of manifests in an image index.
+	slices.Sort(platforms)
+	md["platforms"] = slices.Compact(platforms)
+	return md
+}
+
+func planSchemas(p spec.Plan, bindable bool) (*Schemas, error) {
+	var out Schemas
+	if len(p.Parameters) > 0 {
+		create, err := inputParameters(p.Parameters, false, "service_instance.create")
+		if err != nil {
+			return nil, err
+		}
+		out.ServiceInstance = &ServiceInstanceSchema{Create: create}
+		if slices.ContainsFunc(p.Parameters, func(x spec.Parameter) bool { return x.Updatable }) {
+			update, err := inputParameters(p.Parameters, true, "service_instance.update")
+			if err != nil {
+				return nil, err
+			}
+			out.ServiceInstance.Update = update
+		}
+	}
+	if bindable && len(p.BindParameters) > 0 {
+		create, err := inputParameters(p.BindParameters, false, "service_binding.create")
+		if err != nil {
+			return nil, err
+		}
+		out.ServiceBinding = &ServiceBindingSchema{Create: create}
+	}
+	if out.ServiceInstance == nil && out.ServiceBinding == nil {
+		return nil, nil
+	}
+	return &out, nil
+}
+
+func inputParameters(params []spec.Parameter, update bool, where string) (*InputParameters, error) {
+	schema := ParametersSchema(params, update)
+	// Encoding here, once per schema, is what enforces OSB's size limit; it
+	// also catches a value JSON cannot carry before it breaks the catalog.
+	b, err := json.Marshal(schema)
+	if err != nil {
+		return nil, fmt.Errorf("%s parameters schema does not encode: %w", where, err)
+	}
+	if len(b) > MaxSchemaBytes {
+		return nil, fmt.Errorf("%s parameters schema is %d bytes, OSB allows at most %d", where, len(b), MaxSchemaBytes)
+	}
+	return &InputParameters{Parameters: schema}, nil
+}
