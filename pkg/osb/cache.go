@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"sort"
 	"sync"
 	"time"
 
@@ -70,6 +71,14 @@ func (c *Cache) render(ctx context.Context, st *store.Store, rev int64) (*Render
 	if err != nil {
 		return nil, err
 	}
+	// Oldest first: when two specs claim one name, Render keeps the first,
+	// and the established service must keep it, not a newcomer.
+	sort.SliceStable(recs, func(i, j int) bool {
+		if !recs[i].CreatedAt.Equal(recs[j].CreatedAt) {
+			return recs[i].CreatedAt.Before(recs[j].CreatedAt)
+		}
+		return recs[i].ID < recs[j].ID
+	})
 	specs := make([]*spec.Spec, 0, len(recs))
 	for i := range recs {
 		s, err := recs[i].Spec()

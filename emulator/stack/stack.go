@@ -1,0 +1,281 @@
+// Package stack runs specsync locally exactly as production wires it:
+// the bootstrap publishes to the Pub/Sub emulator, a push subscription
+// delivers to the reconcile function through functions-framework-go (which
+// turns the push body into the CloudEvent production delivers), and the
+// catalog reads what reconcile wrote in the Firestore emulator. Every
+// function is served by one process on one port.
+//
+// The functions build their clients from the environment once per
+// process, so a process runs one stack; tests start the stack as a
+// subprocess (specsync run) per scenario.
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/specsync/specsync/emulator"
+	"github.com/specsync/specsync/examples"
+	"github.com/specsync/specsync/functions"
+	"github.com/specsync/specsync/pkg/osb"
+)
+
+// Defaults of a local stack; the credentials are for a laptop only.
+const (
+	DefaultProject    = "specsync-local"
+	DefaultTopic      = "specsync-reconcile"
+	DefaultAdminToken = "local-admin-token-change-me"
+	DefaultBrokerUser = "specsync"
+	DefaultBrokerPass = "local-broker-password"
+)
+
+// Options configure a stack. Zero values take the defaults above; every
+// field can also come from the environment variable the functions read.
+type Options struct {
+	Addr           string // listen address, default 127.0.0.1:$PORT or :8080
+	RegistriesFile string // SPECSYNC_REGISTRIES, default examples/registries.yaml
+	// BootstrapInterval, when set, bootstraps periodically (standing in
+	// for Cloud Scheduler).
+	BootstrapInterval time.Duration
+	Logger            *slog.Logger
+}
+
+// Stack is a running local stack.
+type Stack struct {
+	URL        string
+	Project    string
+	AdminToken string
+	BrokerUser string
+	BrokerPass string
+	Registry   string // host of the seeded local OCI registry
+
+	stops  []func()
+	server *http.Server
+	errc   chan error
+}
+
+func setDefault(key, val string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	os.Setenv(key, val)
+	return val
+}
+
+// Start brings the stack up; Close takes down what it started.
+func Start(ctx context.Context, opts Options) (s *Stack, err error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	s = &Stack{errc: make(chan error, 2)}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	s.Project = setDefault("GOOGLE_CLOUD_PROJECT", DefaultProject)
+	topic := setDefault("SPECSYNC_TOPIC", DefaultTopic)
+	s.AdminToken = setDefault("SPECSYNC_ADMIN_TOKEN", DefaultAdminToken)
+	s.BrokerUser = setDefault("SPECSYNC_BROKER_USERNAME", DefaultBrokerUser)
+	s.BrokerPass = setDefault("SPECSYNC_BROKER_PASSWORD", DefaultBrokerPass)
+	if opts.RegistriesFile != "" {
+		os.Setenv("SPECSYNC_REGISTRIES", opts.RegistriesFile)
+	}
+	setDefault("SPECSYNC_REGISTRIES", "examples/registries.yaml")
+
+	if err := s.emulators(ctx, log); err != nil {
+		return nil, err
+	}
+	reg, err := emulator.StartRegistry("127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s.stops = append(s.stops, func() { reg.Close() })
+	if _, err := emulator.SeedRegistry(ctx, reg.Host(), examples.Registry, examples.RegistryDir); err != nil {
+		return nil, err
+	}
+	s.Registry = reg.Host()
+	setDefault("SPECSYNC_DEMO_REGISTRY", reg.Host())
+
+	// The reconcile function behind functions-framework-go, as the
+	// buildpack serves it: FUNCTION_TARGET set, served at "/".
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	innerPort := inner.Addr().(*net.TCPAddr).Port
+	inner.Close()
+	os.Setenv("FUNCTION_TARGET", "Reconcile")
+	go func() { s.errc <- funcframework.StartHostPort("127.0.0.1", fmt.Sprint(innerPort)) }()
+	innerURL, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", innerPort))
+	if err := waitListening(ctx, innerURL.Host); err != nil {
+		return nil, fmt.Errorf("functions framework did not start: %w", err)
+	}
+
+	addr := opts.Addr
+	if addr == "" {
+		addr = "127.0.0.1:" + setDefault("PORT", "8080")
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	s.URL = "http://" + ln.Addr().String()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/bootstrap", functions.Bootstrap)
+	mux.HandleFunc("/bootstrap/", functions.Bootstrap)
+	mux.HandleFunc("/v2/", functions.Catalog)
+	mux.HandleFunc("/registries", functions.Catalog)
+	// The push endpoint: the topic's path, as the framework expects it.
+	mux.Handle("/projects/", httputil.NewSingleHostReverseProxy(innerURL))
+	mux.HandleFunc("/", osb.NotFound)
+	s.server = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { s.errc <- s.server.Serve(ln) }()
+
+	if err := s.pushSubscription(ctx, topic); err != nil {
+		return nil, err
+	}
+	if opts.BootstrapInterval > 0 {
+		s.periodic(opts.BootstrapInterval, log)
+	}
+	log.Info("local stack up", "url", s.URL, "project", s.Project, "registry", s.Registry)
+	return s, nil
+}
+
+func (s *Stack) emulators(ctx context.Context, log *slog.Logger) error {
+	type want struct {
+		env   string
+		start func() (*emulator.Process, error)
+	}
+	for _, w := range []want{
+		{emulator.FirestoreEnv, func() (*emulator.Process, error) { return emulator.StartFirestore(ctx) }},
+		{emulator.PubSubEnv, func() (*emulator.Process, error) { return emulator.StartPubSub(ctx, s.Project) }},
+	} {
+		if host := os.Getenv(w.env); host != "" && emulator.Ready(ctx, host) {
+			log.Info("reusing emulator", "env", w.env, "host", host)
+			continue
+		}
+		p, err := w.start()
+		if err != nil {
+			return err
+		}
+		s.stops = append(s.stops, func() { p.Stop() })
+		os.Setenv(w.env, p.Host)
+	}
+	return nil
+}
+
+// pushSubscription creates the topic and a push subscription to this
+// process's push endpoint, replacing one left by an earlier stack.
+func (s *Stack) pushSubscription(ctx context.Context, topic string) error {
+	c, err := pubsub.NewClient(ctx, s.Project)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	topicName := fmt.Sprintf("projects/%s/topics/%s", s.Project, topic)
+	subName := fmt.Sprintf("projects/%s/subscriptions/%s-push", s.Project, topic)
+	if _, err := c.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topicName}); err != nil && status.Code(err) != codes.AlreadyExists {
+		return fmt.Errorf("create topic %s: %w", topicName, err)
+	}
+	err = c.SubscriptionAdminClient.DeleteSubscription(ctx, &pubsubpb.DeleteSubscriptionRequest{Subscription: subName})
+	if err != nil && status.Code(err) != codes.NotFound {
+		return fmt.Errorf("replace subscription %s: %w", subName, err)
+	}
+	_, err = c.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
+		Name:               subName,
+		Topic:              topicName,
+		PushConfig:         &pubsubpb.PushConfig{PushEndpoint: s.URL + "/" + topicName},
+		AckDeadlineSeconds: 60,
+		RetryPolicy: &pubsubpb.RetryPolicy{
+			MinimumBackoff: durationpb.New(time.Second),
+			MaximumBackoff: durationpb.New(10 * time.Second),
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("create push subscription %s: %w", subName, err)
+	}
+	return nil
+}
+
+func (s *Stack) periodic(every time.Duration, log *slog.Logger) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stops = append(s.stops, cancel)
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/bootstrap", nil)
+				req.Header.Set("Authorization", "Bearer "+s.AdminToken)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					log.Warn("periodic bootstrap failed", "error", err)
+					continue
+				}
+				resp.Body.Close()
+				log.Info("periodic bootstrap", "status", resp.StatusCode)
+			}
+		}
+	}()
+}
+
+// Wait blocks until ctx is done or a server fails.
+func (s *Stack) Wait(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-s.errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return err
+	}
+}
+
+// Close stops everything Start started, newest first.
+func (s *Stack) Close() {
+	if s.server != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s.server.Shutdown(ctx)
+		cancel()
+	}
+	for i := len(s.stops) - 1; i >= 0; i-- {
+		s.stops[i]()
+	}
+	s.stops = nil
+}
+
+func waitListening(ctx context.Context, host string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", host, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("nothing listens on %s: %w", host, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
