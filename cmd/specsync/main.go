@@ -41,6 +41,8 @@ const usage = `usage: specsync <command> [flags]
 commands:
   reconcile  reconcile the registries of a registries file into Firestore
   catalog    print the specs the catalog serves
+  run        serve the local stack (every function, emulators, local OCI
+             registry, push subscription) until interrupted
   demo       start the emulators and a local OCI registry, reconcile the
              example registry twice, print the catalog, stop everything
 
@@ -57,6 +59,8 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return cmdCatalog(ctx, args[1:], stdout, stderr)
 	case "demo":
 		return cmdDemo(ctx, args[1:], stdout, stderr)
+	case "run":
+		return cmdRun(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintln(stdout, usage)
 		return nil

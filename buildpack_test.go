@@ -1,0 +1,154 @@
+package specsync_test
+
+// This test does what the Cloud Functions Go buildpack does with this
+// repository: generate a main package that imports the root package and
+// starts functions-framework-go, build it, run it once per FUNCTION_TARGET
+// and call it. If the root package stopped registering a function, or a
+// function could not cold-start from its documented environment, this
+// fails the way a deploy would.
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/specsync/specsync/emulator/emulatortest"
+)
+
+// generatedMain mirrors the buildpack's generated main (functions-framework
+// with the user's package imported for its init side effects).
+const generatedMain = `package main
+
+import (
+	"log"
+	"os"
+
+	_ "github.com/specsync/specsync"
+	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
+)
+
+func main() {
+	port := os.Getenv("PORT")
+	if port == "" {
+		port = "8080"
+	}
+	if err := funcframework.Start(port); err != nil {
+		log.Fatalf("funcframework.Start: %v", err)
+	}
+}
+`
+
+func TestBuildpackServesEveryFunction(t *testing.T) {
+	for _, v := range []string{"FIRESTORE_EMULATOR_HOST", "PUBSUB_EMULATOR_HOST"} {
+		if os.Getenv(v) == "" {
+			t.Fatalf("%s is not set: run through `make test`", v)
+		}
+	}
+	// The generated main must live inside this module to build against
+	// its go.mod, as the buildpack's does; a directory the test removes.
+	dir, err := os.MkdirTemp(".", "buildpack-main-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(generatedMain), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "server")
+	if out, err := exec.Command("go", "build", "-o", bin, "./"+dir).CombinedOutput(); err != nil {
+		t.Fatalf("build the generated main: %v\n%s", err, out)
+	}
+
+	_, project := emulatortest.FirestoreProject(t)
+	registries := filepath.Join(t.TempDir(), "registries.yaml")
+	if err := os.WriteFile(registries, []byte("registries:\n- name: bundled\n  type: dir\n  dir: {embedded: true}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{
+		"GOOGLE_CLOUD_PROJECT=" + project,
+		"SPECSYNC_REGISTRIES=" + registries,
+		"SPECSYNC_ADMIN_TOKEN=buildpack-admin-token",
+		"SPECSYNC_BROKER_USERNAME=u",
+		"SPECSYNC_BROKER_PASSWORD=p",
+	}
+	cases := []struct {
+		target string
+		req    func(base string) *http.Request
+		want   int
+	}{
+		{"Catalog", func(base string) *http.Request {
+			r, _ := http.NewRequest("GET", base+"/v2/catalog", nil)
+			r.SetBasicAuth("u", "p")
+			r.Header.Set("X-Broker-API-Version", "2.17")
+			return r
+		}, http.StatusOK},
+		{"Bootstrap", func(base string) *http.Request {
+			r, _ := http.NewRequest("GET", base+"/bootstrap/last_operation", nil)
+			r.Header.Set("Authorization", "Bearer buildpack-admin-token")
+			return r
+		}, http.StatusBadRequest}, // no operation id: the handler answered
+		{"Reconcile", func(base string) *http.Request {
+			// A Pub/Sub push body with a malformed message: acknowledged (2xx)
+			// after being decoded by the framework and the function.
+			body := `{"message":{"data":"` + "bm90IGpzb24=" + `","messageId":"1"},"subscription":"projects/p/subscriptions/s"}`
+			r, _ := http.NewRequest("POST", base+"/projects/"+project+"/topics/t", strings.NewReader(body))
+			r.Header.Set("Content-Type", "application/json")
+			return r
+		}, http.StatusOK},
+	}
+	for _, c := range cases {
+		t.Run(c.target, func(t *testing.T) {
+			port := freePort(t)
+			cmd := exec.Command(bin)
+			cmd.Env = append(os.Environ(), env...)
+			cmd.Env = append(cmd.Env, "FUNCTION_TARGET="+c.target, fmt.Sprintf("PORT=%d", port))
+			var logs bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &logs, &logs
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+			base := fmt.Sprintf("http://127.0.0.1:%d", port)
+			waitUp(t, base)
+			resp, err := http.DefaultClient.Do(c.req(base))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != c.want {
+				t.Fatalf("%s: %d %s, want %d\nlogs:\n%s", c.target, resp.StatusCode, b, c.want, logs.String())
+			}
+		})
+	}
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func waitUp(t *testing.T, base string) {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", strings.TrimPrefix(base, "http://"), 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s never listened", base)
+}
