@@ -4,7 +4,7 @@ GO ?= go
 WITH_EMULATORS = $(GO) run ./emulator/cmd/withemulators --
 TEST_FLAGS ?= -count=1 -timeout 15m
 
-.PHONY: test demo bench fuzz vet fmt check
+.PHONY: test demo run bench fuzz vet fmt
 
 ## test: every test, with the Firestore and Pub/Sub emulators running.
 test: vet
@@ -28,3 +28,7 @@ vet:
 
 fmt:
 	gofmt -w .
+
+## run: the local stack (every function, emulators, OCI registry, push subscription) on $PORT.
+run:
+	$(GO) run ./cmd/specsync run
