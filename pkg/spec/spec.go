@@ -80,8 +80,11 @@ func (p Platform) String() string {
 	return s
 }
 
-// PlanByName returns the plan with that name.
+// PlanByName returns the plan with that name. No plan has the empty name.
 func (s *Spec) PlanByName(name string) (Plan, bool) {
+	if name == "" {
+		return Plan{}, false
+	}
 	for _, p := range s.Plans {
 		if p.Name == name {
 			return p, true
@@ -90,8 +93,12 @@ func (s *Spec) PlanByName(name string) (Plan, bool) {
 	return Plan{}, false
 }
 
-// PlanByID returns the plan with that id.
+// PlanByID returns the plan with that id. No plan has the empty id, not
+// even one whose id is not assigned yet.
 func (s *Spec) PlanByID(id string) (Plan, bool) {
+	if id == "" {
+		return Plan{}, false
+	}
 	for _, p := range s.Plans {
 		if p.ID == id {
 			return p, true

@@ -1,7 +1,9 @@
 package spec
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
 	"regexp"
 	"strings"
 )
@@ -58,6 +60,10 @@ var asyncValues = map[string]bool{"": true, "optional": true, "required": true, 
 // returns a *ValidationError naming every problem found.
 func Validate(s *Spec) error {
 	var v validator
+	if s == nil {
+		v.add("", "no spec")
+		return &ValidationError{Problems: v.problems}
+	}
 	v.name("name", s.Name)
 	if s.ID != "" {
 		v.id("id", s.ID)
@@ -78,6 +84,7 @@ func Validate(s *Spec) error {
 			v.add(fmt.Sprintf("platforms[%d]", i), "needs both os and architecture")
 		}
 	}
+	v.jsonValue("metadata", s.Metadata)
 	if len(s.Plans) == 0 {
 		v.add("plans", "at least one plan is required")
 	}
@@ -102,12 +109,13 @@ func Validate(s *Spec) error {
 		if strings.TrimSpace(p.Description) == "" {
 			v.add(f+".description", "must not be empty")
 		}
+		v.jsonValue(f+".metadata", p.Metadata)
 		v.parameters(f+".parameters", p.Parameters)
 		v.parameters(f+".bind_parameters", p.BindParameters)
 	}
 	for i, p := range s.Plans {
 		for j, target := range p.UpdatesTo {
-			if _, ok := planNames[target]; !ok {
+			if _, ok := planNames[target]; !ok || target == "" {
 				v.add(fmt.Sprintf("plans[%d].updates_to[%d]", i, j), fmt.Sprintf("%q is not a plan of this spec", target))
 			}
 		}
@@ -179,15 +187,32 @@ func (v *validator) parameters(field string, params []Parameter) {
 		if p.MinLength != nil && p.MaxLength != nil && *p.MinLength > *p.MaxLength {
 			v.add(f+".min_length", fmt.Sprintf("%d is greater than max_length %d", *p.MinLength, *p.MaxLength))
 		}
+		if p.Minimum != nil && (math.IsNaN(*p.Minimum) || math.IsInf(*p.Minimum, 0)) {
+			v.add(f+".minimum", "must be a finite number")
+		}
+		if p.Maximum != nil && (math.IsNaN(*p.Maximum) || math.IsInf(*p.Maximum, 0)) {
+			v.add(f+".maximum", "must be a finite number")
+		}
 		if p.Minimum != nil && p.Maximum != nil && *p.Minimum > *p.Maximum {
 			v.add(f+".minimum", fmt.Sprintf("%v is greater than maximum %v", *p.Minimum, *p.Maximum))
 		}
+		v.jsonValue(f+".default", p.Default)
+		v.jsonValue(f+".enum", p.Enum)
 		if p.Default != nil && len(p.Enum) > 0 && !containsValue(p.Enum, p.Default) {
 			v.add(f+".default", fmt.Sprintf("%v is not one of the enum values", p.Default))
 		}
 		if p.Default != nil && p.Secret() {
 			v.add(f+".default", "a secret (display_type password) parameter must not have a default")
 		}
+	}
+}
+
+// jsonValue reports a value JSON cannot encode (NaN, a channel...): it
+// could not be stored, served, or digested. Only a spec built in Go can
+// hold one; a parsed spec holds JSON values only.
+func (v *validator) jsonValue(field string, x any) {
+	if _, err := json.Marshal(x); err != nil {
+		v.add(field, fmt.Sprintf("is not representable as JSON: %v", err))
 	}
 }
 
