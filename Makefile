@@ -20,7 +20,7 @@ bench:
 
 ## fuzz: fuzz the spec parser for a minute.
 fuzz:
-	$(GO) test ./pkg/spec -run '^$$' -fuzz FuzzParse -fuzztime 60s
+	$(GO) test ./pkg/spec -run '^$$' -fuzz FuzzParse -fuzztime 60s -fuzzminimizetime 2s
 
 vet:
 	$(GO) vet ./...

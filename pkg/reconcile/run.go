@@ -80,7 +80,9 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 	run := store.Run{ID: runID, StartedAt: r.now().UTC()}
 	log := r.logger().With("registry", reg.Name, "run", runID)
 
-	finish := func(result string) {
+	// finish stamps the run; closures would capture one copy of it, so
+	// it takes the run explicitly.
+	finish := func(run *store.Run, result string) {
 		run.Result = result
 		run.FinishedAt = r.now().UTC()
 		run.DurationMS = run.FinishedAt.Sub(run.StartedAt).Milliseconds()
@@ -89,7 +91,7 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 
 	status, err := st.RegistryStatus(ctx, reg.Name)
 	if err != nil {
-		finish(ResultError)
+		finish(&run, ResultError)
 		run.Error = err.Error()
 		return run, fmt.Errorf("reconcile %s: %w", reg.Name, err)
 	}
@@ -98,7 +100,7 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 	listing, err := reg.Source.Fetch(ctx, registry.FetchOptions{ETag: status.ETag, PreviousDigest: status.ListingDigest})
 	if err != nil {
 		run.Error = err.Error()
-		finish(ResultFetchFailed)
+		finish(&run, ResultFetchFailed)
 		run.Ops.Writes++ // the status write below
 		log.Warn("registry fetch failed; nothing changed", "error", err)
 		if rerr := st.RecordRun(ctx, reg.Name, run, false, "", "", status.Marked); rerr != nil {
@@ -112,7 +114,7 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 		len(status.LastRun.Conflicts) == 0
 	if baseline && (listing.NotModified || listing.Digest == status.ListingDigest) {
 		if status.Marked == 0 {
-			finish(ResultUnchanged)
+			finish(&run, ResultUnchanged)
 			log.Info("registry unchanged", "firestore_reads", run.Ops.Reads)
 			return run, nil
 		}
@@ -122,7 +124,7 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 	if r.LeaseTTL > 0 {
 		if err := st.AcquireLease(ctx, reg.Name, runID, r.LeaseTTL); err != nil {
 			run.Error = err.Error()
-			finish(ResultBusy)
+			finish(&run, ResultBusy)
 			return run, fmt.Errorf("reconcile %s: %w", reg.Name, err)
 		}
 		defer func() {
@@ -270,7 +272,7 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 		result = ResultGuarded
 		log.Warn("mass-deletion guard withheld marking", "reason", plan.Guarded)
 	}
-	finish(result)
+	finish(&run, result)
 	run.Ops.Writes++ // the status write below
 	if markedAfter < 0 {
 		markedAfter = 0
@@ -284,7 +286,7 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 
 // deleteOnly is the run for an unchanged listing while marked specs wait:
 // only step 3 has anything to do, so only the marked specs are read.
-func (r *Runner) deleteOnly(ctx context.Context, st *store.Store, reg Registry, status *store.RegistryStatus, run store.Run, finish func(string), log *slog.Logger) (store.Run, error) {
+func (r *Runner) deleteOnly(ctx context.Context, st *store.Store, reg Registry, status *store.RegistryStatus, run store.Run, finish func(*store.Run, string), log *slog.Logger) (store.Run, error) {
 	marked, err := st.MarkedSpecs(ctx, reg.Name)
 	if err != nil {
 		return r.failed(ctx, st, reg, status, run, finish, err)
@@ -309,11 +311,11 @@ func (r *Runner) deleteOnly(ctx context.Context, st *store.Store, reg Registry, 
 	run.Errors, run.ErrorsTotal, run.Counts.EntryErrors = status.LastRun.Errors, status.LastRun.ErrorsTotal, status.LastRun.Counts.EntryErrors
 	if run.Counts.Deleted == 0 && sameKept(run.Kept, status.LastRun.Kept) {
 		// Nothing changed: do not pay a write to say so.
-		finish(ResultUnchanged)
+		finish(&run, ResultUnchanged)
 		log.Info("registry unchanged; marked specs still referenced", "kept", run.Counts.Kept)
 		return run, nil
 	}
-	finish(ResultSucceeded)
+	finish(&run, ResultSucceeded)
 	run.Ops.Writes++
 	if err := st.RecordRun(ctx, reg.Name, run, true, status.ListingDigest, status.ETag, remaining); err != nil {
 		return run, fmt.Errorf("reconcile %s: %w", reg.Name, err)
@@ -323,9 +325,9 @@ func (r *Runner) deleteOnly(ctx context.Context, st *store.Store, reg Registry, 
 }
 
 // failed records a run the store broke off and returns the error.
-func (r *Runner) failed(ctx context.Context, st *store.Store, reg Registry, status *store.RegistryStatus, run store.Run, finish func(string), cause error) (store.Run, error) {
+func (r *Runner) failed(ctx context.Context, st *store.Store, reg Registry, status *store.RegistryStatus, run store.Run, finish func(*store.Run, string), cause error) (store.Run, error) {
 	run.Error = cause.Error()
-	finish(ResultError)
+	finish(&run, ResultError)
 	run.Ops.Writes++
 	r.logger().Error("reconcile failed part-way; it is safe to run again", "registry", reg.Name, "run", run.ID, "error", cause)
 	// Best effort: the store that just failed may fail again.

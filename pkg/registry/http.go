@@ -1,0 +1,171 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/specsync/specsync/pkg/spec"
+)
+
+// HTTP defaults.
+const (
+	DefaultHTTPTimeout  = 30 * time.Second
+	DefaultHTTPMaxBytes = 8 << 20
+)
+
+// HTTPConfig configures a source that is one index document (a YAML or
+// JSON list of specs, or a mapping with a "specs" list) at a URL.
+type HTTPConfig struct {
+	URL    string
+	Filter *Filter
+	// Auth, when basic or token, becomes the Authorization header.
+	Auth Auth
+	// Timeout bounds the whole fetch, body included (default 30s).
+	Timeout time.Duration
+	// Client replaces a default client (tests, proxies).
+	Client *http.Client
+	// MaxBytes bounds the body (default 8 MiB); a bigger one is a fetch
+	// error, not a truncated listing.
+	MaxBytes int64
+}
+
+// HTTP lists the specs of an index document.
+type HTTP struct {
+	cfg HTTPConfig
+}
+
+// NewHTTP checks cfg and fills in defaults.
+func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
+	u, err := url.Parse(cfg.URL)
+	switch {
+	case cfg.URL == "":
+		return nil, errors.New("http: url is required")
+	case err != nil:
+		return nil, fmt.Errorf("http: url: %w", err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("http: url %q must be http or https", cfg.URL)
+	case u.Host == "":
+		return nil, fmt.Errorf("http: url %q has no host", cfg.URL)
+	case u.User != nil:
+		// It would end up in every ref and error; auth takes the password
+		// from the environment instead.
+		return nil, errors.New("http: url must not carry credentials; use auth")
+	case cfg.Timeout < 0:
+		return nil, fmt.Errorf("http: timeout %s must not be negative", cfg.Timeout)
+	case cfg.MaxBytes < 0:
+		return nil, fmt.Errorf("http: max bytes %d must not be negative", cfg.MaxBytes)
+	}
+	if err := cfg.Auth.Validate(); err != nil {
+		return nil, fmt.Errorf("http: %w", err)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultHTTPTimeout
+	}
+	if cfg.MaxBytes == 0 {
+		cfg.MaxBytes = DefaultHTTPMaxBytes
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{}
+	}
+	return &HTTP{cfg: cfg}, nil
+}
+
+// String names the source for logs; it shows no credential.
+func (h *HTTP) String() string { return "http " + h.cfg.URL + " (auth " + h.cfg.Auth.String() + ")" }
+
+// Fetch reads the document, or learns from a 304 that it is unchanged.
+func (h *HTTP) Fetch(ctx context.Context, opts FetchOptions) (*Listing, error) {
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
+	defer cancel()
+	where := "index " + h.cfg.URL
+	authz, secrets, err := h.cfg.Auth.authorization()
+	if err != nil {
+		return nil, fmt.Errorf("%s: credentials: %w", where, err)
+	}
+	fail := func(err error) (*Listing, error) {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			err = fmt.Errorf("fetch did not finish within %s: %w", h.cfg.Timeout, err)
+		}
+		return nil, redact(fmt.Errorf("%s: %w", where, err), secrets)
+	}
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.cfg.URL, nil)
+	if err != nil {
+		return fail(err)
+	}
+	req.Header.Set("Accept", "application/yaml, application/json;q=0.9, text/plain;q=0.5, */*;q=0.1")
+	req.Header.Set("User-Agent", "specsync")
+	if authz != "" {
+		req.Header.Set("Authorization", authz)
+	}
+	if opts.ETag != "" {
+		req.Header.Set("If-None-Match", opts.ETag)
+	}
+	resp, err := h.cfg.Client.Do(req)
+	if err != nil {
+		return fail(err)
+	}
+	defer resp.Body.Close()
+
+	if resp.StatusCode == http.StatusNotModified && opts.ETag != "" {
+		return &Listing{NotModified: true, Digest: opts.PreviousDigest, ETag: opts.ETag}, nil
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
+		return fail(fmt.Errorf("status %s: %q", resp.Status, snippet))
+	}
+	if resp.ContentLength > h.cfg.MaxBytes {
+		return fail(fmt.Errorf("body of %d bytes is more than the %d allowed", resp.ContentLength, h.cfg.MaxBytes))
+	}
+	// net/http reports a body shorter than its Content-Length (or a broken
+	// chunked encoding) as io.ErrUnexpectedEOF, so a truncated document
+	// never reaches the parser.
+	body, err := io.ReadAll(io.LimitReader(resp.Body, h.cfg.MaxBytes+1))
+	if err != nil {
+		return fail(fmt.Errorf("reading body: %w", err))
+	}
+	if int64(len(body)) > h.cfg.MaxBytes {
+		return fail(fmt.Errorf("body is more than the %d bytes allowed", h.cfg.MaxBytes))
+	}
+	if resp.ContentLength >= 0 && int64(len(body)) != resp.ContentLength {
+		return fail(fmt.Errorf("body is %d bytes, Content-Length said %d", len(body), resp.ContentLength))
+	}
+	items, err := spec.ParseList(body)
+	if err != nil {
+		return fail(err)
+	}
+
+	entries := []Entry{}
+	first := map[string]int{}
+	for _, it := range items {
+		e := Entry{Name: it.Name, Ref: h.cfg.URL + "#" + strconv.Itoa(it.Index), Spec: it.Spec, Err: it.Err}
+		if e.Name == "" {
+			e.Name = "entry-" + strconv.Itoa(it.Index)
+		}
+		if !h.cfg.Filter.Allows(e.Name) {
+			continue
+		}
+		if e.Err != nil {
+			e.Spec = nil
+			e.Err = fmt.Errorf("entry %d (%s): %w", it.Index, e.Name, e.Err)
+		}
+		if j, dup := first[e.Name]; dup {
+			e.Spec = nil
+			e.Err = fmt.Errorf("entry %d: name %q is already used by entry %d", it.Index, e.Name, j)
+		} else {
+			first[e.Name] = it.Index
+		}
+		entries = append(entries, e)
+	}
+	// Stable, so that of two entries with one name the first (the one that
+	// counts) stays first.
+	sort.SliceStable(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
+	return &Listing{Entries: entries, Digest: ListingDigest(entries), ETag: resp.Header.Get("ETag")}, nil
+}

@@ -1,0 +1,483 @@
+package registry
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+
+	"github.com/specsync/specsync/pkg/spec"
+)
+
+// OCI defaults.
+const (
+	DefaultOCITag         = "latest"
+	DefaultOCIPageSize    = 100
+	DefaultOCIConcurrency = 8
+	DefaultOCITimeout     = 60 * time.Second
+)
+
+// OCIConfig configures an OCI Distribution (Docker Registry v2) source.
+type OCIConfig struct {
+	// Host is the registry host[:port], without a scheme or path.
+	Host string
+	// Insecure talks plain HTTP (local registries). Loopback and RFC 1918
+	// hosts get HTTP anyway, as go-containerregistry decides.
+	Insecure bool
+	// Repositories lists the repositories to read; empty means every
+	// repository the catalog API lists.
+	Repositories []string
+	// Tag is the tag whose image carries the current spec (default
+	// "latest").
+	Tag    string
+	Filter *Filter
+	Auth   Auth
+	// PageSize is the catalog page size (default 100).
+	PageSize int
+	// Concurrency bounds parallel repository fetches (default 8).
+	Concurrency int
+	// Timeout bounds the whole fetch (default 60s).
+	Timeout time.Duration
+	// Transport replaces remote.DefaultTransport (tests).
+	Transport http.RoundTripper
+}
+
+// OCI lists the spec images of an OCI registry: one entry per repository
+// whose tag points at an image (or index) with a spec label.
+type OCI struct {
+	cfg      OCIConfig
+	nameOpts []name.Option
+	// backoff is go-containerregistry's retry of 408/429/5xx and network
+	// blips. Its default (1s then 3s, per request) would let one flaky
+	// repository eat most of a scheduled run, and its sleeps ignore the
+	// context; a short one still rides out a blip.
+	backoff remote.Backoff
+
+	mu sync.Mutex
+	// cache maps a manifest digest to what it offers. A digest names its
+	// content, so an entry never goes stale; it is pruned to the digests
+	// of the last complete fetch so it cannot outgrow the registry.
+	cache map[string]ociResult
+}
+
+// ociResult is what one manifest offers, kept as the raw label so that
+// every fetch returns a freshly parsed spec nobody else holds.
+type ociResult struct {
+	offers    bool // has a spec label
+	label     string
+	platforms []spec.Platform
+}
+
+// NewOCI checks cfg and fills in defaults.
+func NewOCI(cfg OCIConfig) (*OCI, error) {
+	cfg.Host = strings.TrimSpace(cfg.Host)
+	switch {
+	case cfg.Host == "":
+		return nil, errors.New("oci: host is required")
+	case strings.Contains(cfg.Host, "://"):
+		return nil, fmt.Errorf("oci: host %q must be host[:port] without a scheme (use insecure for plain HTTP)", cfg.Host)
+	case strings.Contains(cfg.Host, "/"):
+		return nil, fmt.Errorf("oci: host %q must be host[:port] without a path (list repositories instead)", cfg.Host)
+	case cfg.PageSize < 0:
+		return nil, fmt.Errorf("oci: page size %d must not be negative", cfg.PageSize)
+	case cfg.Concurrency < 0:
+		return nil, fmt.Errorf("oci: concurrency %d must not be negative", cfg.Concurrency)
+	case cfg.Timeout < 0:
+		return nil, fmt.Errorf("oci: timeout %s must not be negative", cfg.Timeout)
+	}
+	var opts []name.Option
+	if cfg.Insecure {
+		opts = append(opts, name.Insecure)
+	}
+	if _, err := name.NewRegistry(cfg.Host, opts...); err != nil {
+		return nil, fmt.Errorf("oci: host %q: %w", cfg.Host, err)
+	}
+	if cfg.Tag == "" {
+		cfg.Tag = DefaultOCITag
+	}
+	if _, err := name.NewTag(cfg.Host+"/x:"+cfg.Tag, opts...); err != nil {
+		return nil, fmt.Errorf("oci: tag %q: %w", cfg.Tag, err)
+	}
+	seen := map[string]bool{}
+	repos := make([]string, 0, len(cfg.Repositories))
+	for i, r := range cfg.Repositories {
+		if _, err := name.NewRepository(cfg.Host+"/"+r, opts...); err != nil || r == "" {
+			return nil, fmt.Errorf("oci: repositories[%d] %q is not a repository name", i, r)
+		}
+		if seen[r] {
+			return nil, fmt.Errorf("oci: repositories[%d] %q is listed twice", i, r)
+		}
+		seen[r] = true
+		repos = append(repos, r)
+	}
+	cfg.Repositories = repos
+	if err := cfg.Auth.Validate(); err != nil {
+		return nil, fmt.Errorf("oci: %w", err)
+	}
+	if cfg.PageSize == 0 {
+		cfg.PageSize = DefaultOCIPageSize
+	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = DefaultOCIConcurrency
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultOCITimeout
+	}
+	if cfg.Transport == nil {
+		cfg.Transport = remote.DefaultTransport
+	}
+	return &OCI{
+		cfg:      cfg,
+		nameOpts: opts,
+		backoff:  remote.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 3},
+		cache:    map[string]ociResult{},
+	}, nil
+}
+
+// String names the source for logs; it shows no credential.
+func (o *OCI) String() string { return "oci " + o.cfg.Host + " (auth " + o.cfg.Auth.String() + ")" }
+
+// repoOutcome is the result for one repository: an entry, or nothing
+// (no such tag, not a spec image).
+type repoOutcome struct {
+	entry *Entry
+	// unreachable marks a failure to talk to the registry about this
+	// repository, as opposed to a problem with what it holds.
+	unreachable bool
+	digest      string
+}
+
+// Fetch lists the registry. See Source.
+func (o *OCI) Fetch(ctx context.Context, _ FetchOptions) (*Listing, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.cfg.Timeout)
+	defer cancel()
+	where := "registry " + o.cfg.Host
+
+	creds, err := o.cfg.Auth.resolve()
+	if err != nil {
+		return nil, fmt.Errorf("%s: credentials: %w", where, err)
+	}
+	secrets := []string{creds.Password, creds.RegistryToken}
+	fail := func(err error) (*Listing, error) { return nil, redact(err, secrets) }
+	var auth authn.Authenticator = authn.Anonymous
+	if creds != (authn.AuthConfig{}) {
+		auth = authn.FromConfig(creds)
+	}
+	puller, err := remote.NewPuller(
+		remote.WithAuth(auth),
+		remote.WithTransport(o.cfg.Transport),
+		remote.WithPageSize(o.cfg.PageSize),
+		remote.WithRetryBackoff(o.backoff),
+		remote.WithUserAgent("specsync"),
+	)
+	if err != nil {
+		return fail(fmt.Errorf("%s: %w", where, err))
+	}
+
+	repos := o.cfg.Repositories
+	if len(repos) == 0 {
+		if repos, err = o.catalog(ctx, puller); err != nil {
+			return fail(fmt.Errorf("%s: %w", where, o.deadline(ctx, err)))
+		}
+	}
+	var selected []string
+	for _, r := range repos {
+		if o.cfg.Filter.Allows(r) {
+			selected = append(selected, r)
+		}
+	}
+
+	outcomes := make([]repoOutcome, len(selected))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(o.cfg.Concurrency, len(selected)) {
+		wg.Go(func() {
+			for i := range work {
+				outcomes[i] = o.repository(ctx, puller, selected[i])
+			}
+		})
+	}
+	for i := range selected {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+
+	// A repository that timed out is not a problem of that repository: the
+	// listing as a whole is incomplete.
+	if err := ctx.Err(); err != nil {
+		return fail(fmt.Errorf("%s: %w", where, o.deadline(ctx, err)))
+	}
+	// With an explicit repository list nothing but the repositories
+	// themselves proves the registry answers and accepts the credentials:
+	// when every one failed to load, the registry is down or refuses us,
+	// which is the fetch's failure, not each spec's.
+	if len(outcomes) > 0 && !slices.ContainsFunc(outcomes, func(r repoOutcome) bool { return !r.unreachable }) {
+		first := outcomes[0]
+		for _, r := range outcomes {
+			if r.entry.Name < first.entry.Name {
+				first = r
+			}
+		}
+		return fail(fmt.Errorf("%s: all %d repositories failed, first: %w", where, len(outcomes), first.entry.Err))
+	}
+
+	entries := []Entry{}
+	seen := map[string]bool{}
+	for _, r := range outcomes {
+		if r.digest != "" {
+			seen[r.digest] = true
+		}
+		if r.entry != nil {
+			e := *r.entry
+			e.Err = redact(e.Err, secrets)
+			entries = append(entries, e)
+		}
+	}
+	sort.SliceStable(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
+	o.mu.Lock()
+	for d := range o.cache {
+		if !seen[d] {
+			delete(o.cache, d)
+		}
+	}
+	o.mu.Unlock()
+	return &Listing{Entries: entries, Digest: ListingDigest(entries)}, nil
+}
+
+// deadline makes a timeout say so: go-containerregistry reports it as
+// whatever request was in flight.
+func (o *OCI) deadline(ctx context.Context, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("fetch did not finish within %s: %w", o.cfg.Timeout, err)
+	}
+	return err
+}
+
+// catalog lists every repository, page by page, so that the page that
+// failed can be named. Any failed page fails the whole list: a partial
+// catalog would read as repositories having disappeared.
+func (o *OCI) catalog(ctx context.Context, puller *remote.Puller) ([]string, error) {
+	reg, err := name.NewRegistry(o.cfg.Host, o.nameOpts...)
+	if err != nil {
+		return nil, err
+	}
+	cat, err := puller.Catalogger(ctx, reg)
+	if err != nil {
+		return nil, fmt.Errorf("catalog page 1: %w", err)
+	}
+	var repos []string
+	dup := map[string]bool{}
+	links := map[string]bool{}
+	for page := 1; cat.HasNext(); page++ {
+		p, err := cat.Next(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("catalog page %d: %w", page, err)
+		}
+		for _, r := range p.Repos {
+			if !dup[r] {
+				dup[r] = true
+				repos = append(repos, r)
+			}
+		}
+		if p.Next != "" {
+			if links[p.Next] {
+				return nil, fmt.Errorf("catalog page %d links back to an earlier page", page)
+			}
+			links[p.Next] = true
+		}
+	}
+	return repos, nil
+}
+
+func (o *OCI) repository(ctx context.Context, puller *remote.Puller, repo string) repoOutcome {
+	tagged := o.cfg.Host + "/" + repo + ":" + o.cfg.Tag
+	broken := func(ref string, unreachable bool, err error) repoOutcome {
+		return repoOutcome{unreachable: unreachable, entry: &Entry{Name: repo, Ref: ref, Err: fmt.Errorf("repository %s: %w", repo, err)}}
+	}
+	tag, err := name.NewTag(tagged, o.nameOpts...)
+	if err != nil {
+		return broken(tagged, false, err)
+	}
+	var got *remote.Descriptor
+	desc, err := puller.Head(ctx, tag)
+	if err != nil && !notFound(err) && !isTransportError(err) && ctx.Err() == nil {
+		// HEAD is the cheap way to learn the digest, but some registries
+		// answer it without Docker-Content-Digest; one GET does both.
+		if got, err = puller.Get(ctx, tag); err == nil {
+			desc = &got.Descriptor
+		}
+	}
+	switch {
+	case notFound(err):
+		return repoOutcome{}
+	case err != nil:
+		return broken(tagged, true, err)
+	}
+	digest := desc.Digest.String()
+	out := repoOutcome{digest: digest}
+	ref := o.cfg.Host + "/" + repo + "@" + digest
+
+	o.mu.Lock()
+	res, ok := o.cache[digest]
+	o.mu.Unlock()
+	if !ok {
+		if res, err = o.inspect(ctx, puller, tag.Context().Digest(digest), got); err != nil {
+			b := broken(ref, true, err)
+			b.digest = digest
+			return b
+		}
+		o.mu.Lock()
+		o.cache[digest] = res
+		o.mu.Unlock()
+	}
+	if !res.offers {
+		return out
+	}
+	e := &Entry{Name: repo, Ref: ref}
+	if s, err := spec.Parse([]byte(res.label)); err != nil {
+		e.Err = fmt.Errorf("repository %s: label %s: %w", repo, spec.LabelKey, err)
+	} else {
+		s.Platforms = slices.Clone(res.platforms)
+		e.Spec = s
+	}
+	out.entry = e
+	return out
+}
+
+// inspect reads what one manifest offers. got is the manifest if it was
+// already fetched.
+func (o *OCI) inspect(ctx context.Context, puller *remote.Puller, ref name.Digest, got *remote.Descriptor) (ociResult, error) {
+	if got == nil {
+		var err error
+		if got, err = puller.Get(ctx, ref); err != nil {
+			return ociResult{}, err
+		}
+	}
+	switch {
+	case got.MediaType.IsIndex():
+		idx, err := got.ImageIndex()
+		if err != nil {
+			return ociResult{}, err
+		}
+		im, err := idx.IndexManifest()
+		if err != nil {
+			return ociResult{}, err
+		}
+		var platforms []spec.Platform
+		for _, m := range im.Manifests {
+			if p, ok := platformOf(m.Platform); ok {
+				platforms = append(platforms, p)
+			}
+		}
+		platforms = sortPlatforms(platforms)
+		for _, m := range im.Manifests {
+			// Attestations (buildx provenance, SBOMs) sit in the index as
+			// unknown/unknown images; they are not the service's image.
+			if m.Platform != nil && (m.Platform.OS == "unknown" || m.Platform.Architecture == "unknown") {
+				continue
+			}
+			// A nested index is not followed: no tool builds spec images so.
+			if !m.MediaType.IsImage() {
+				continue
+			}
+			img, err := idx.Image(m.Digest)
+			if err != nil {
+				return ociResult{}, fmt.Errorf("manifest %s: %w", m.Digest, err)
+			}
+			label, ok, _, err := imageLabel(img)
+			if err != nil {
+				return ociResult{}, fmt.Errorf("manifest %s: %w", m.Digest, err)
+			}
+			if ok {
+				return ociResult{offers: true, label: label, platforms: platforms}, nil
+			}
+		}
+		return ociResult{}, nil
+	case got.MediaType.IsImage():
+		img, err := got.Image()
+		if err != nil {
+			return ociResult{}, err
+		}
+		label, ok, cf, err := imageLabel(img)
+		if err != nil || !ok {
+			return ociResult{}, err
+		}
+		var platforms []spec.Platform
+		if p, ok := platformOf(&v1.Platform{OS: cf.OS, Architecture: cf.Architecture, Variant: cf.Variant}); ok {
+			platforms = []spec.Platform{p}
+		}
+		return ociResult{offers: true, label: label, platforms: platforms}, nil
+	default:
+		// Schema 1 manifests, artifacts: registries hold more than spec
+		// images.
+		return ociResult{}, nil
+	}
+}
+
+// imageLabel reads an image's spec label. An image whose config is not an
+// image config (a Helm chart, a signature, some other artifact) has none.
+func imageLabel(img v1.Image) (label string, ok bool, cf *v1.ConfigFile, err error) {
+	m, err := img.Manifest()
+	if err != nil {
+		return "", false, nil, err
+	}
+	if !m.Config.MediaType.IsConfig() {
+		return "", false, nil, nil
+	}
+	cf, err = img.ConfigFile()
+	if err != nil {
+		return "", false, nil, fmt.Errorf("config: %w", err)
+	}
+	label, ok = cf.Config.Labels[spec.LabelKey]
+	return label, ok, cf, nil
+}
+
+func platformOf(p *v1.Platform) (spec.Platform, bool) {
+	if p == nil || p.OS == "" || p.Architecture == "" || p.OS == "unknown" || p.Architecture == "unknown" {
+		return spec.Platform{}, false
+	}
+	return spec.Platform{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant}, true
+}
+
+func sortPlatforms(ps []spec.Platform) []spec.Platform {
+	slices.SortFunc(ps, func(a, b spec.Platform) int {
+		return cmp.Or(cmp.Compare(a.OS, b.OS), cmp.Compare(a.Architecture, b.Architecture), cmp.Compare(a.Variant, b.Variant))
+	})
+	return slices.Compact(ps)
+}
+
+// notFound reports a missing tag or repository: the repository offers
+// nothing, which is not an error.
+func notFound(err error) bool {
+	var te *transport.Error
+	if !errors.As(err, &te) {
+		return false
+	}
+	if te.StatusCode == http.StatusNotFound {
+		return true
+	}
+	for _, d := range te.Errors {
+		if d.Code == transport.ManifestUnknownErrorCode || d.Code == transport.NameUnknownErrorCode {
+			return true
+		}
+	}
+	return false
+}
+
+func isTransportError(err error) bool {
+	var te *transport.Error
+	return errors.As(err, &te)
+}
