@@ -120,8 +120,8 @@ func specFiles(names ...string) fstest.MapFS {
 // faults wraps a registry server and breaks it on demand, the way real
 // registries break: all down, one catalog page failing, one repository.
 type faults struct {
-	mu           sync.Mutex
-	down         bool
+	mu   sync.Mutex
+	down bool
 	// failLaterPages makes every catalog page but the first answer 500.
 	failLaterPages bool
 	failRepo       string
