@@ -2,87 +2,198 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"os"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
 
-	"github.com/specsync/specsync/emulator"
-	"github.com/specsync/specsync/examples"
-	"github.com/specsync/specsync/pkg/config"
+	"github.com/specsync/specsync/emulator/stack"
 	"github.com/specsync/specsync/pkg/logging"
-	"github.com/specsync/specsync/pkg/reconcile"
-	"github.com/specsync/specsync/pkg/store"
 )
 
-// cmdDemo shows the engine end to end on one machine: the Firestore
-// emulator (reused if FIRESTORE_EMULATOR_HOST is set), a local OCI
-// registry seeded with the example specs as labelled images, two
-// reconciles (the second one the no-write path) and the catalog.
+// cmdDemo shows specsync end to end on one machine, wired as in
+// production: the local stack (emulators, a local OCI registry seeded with
+// the example specs, the push subscription, every function), then a
+// bootstrap over HTTP polled to the end, the catalog as an OSB client sees
+// it, and a second bootstrap of the unchanged world, which writes nothing.
 func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	configPath := fs.String("config", "examples/registries.yaml", "registries file; ${SPECSYNC_DEMO_REGISTRY} is the local registry's host")
-	logLevel := fs.String("log-level", envOr("LOG_LEVEL", "warn"), "log level of the JSON logs on stderr")
+	logLevel := fs.String("log-level", envOr("LOG_LEVEL", "error"), "log level of the JSON logs on stderr")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	project := "specsync-demo"
+	fmt.Fprintln(stdout, "== starting the local stack: Firestore and Pub/Sub emulators, a local OCI registry, every function")
+	s, err := stack.Start(ctx, stack.Options{Addr: "127.0.0.1:0", Logger: logging.New(stderr, *logLevel)})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		s.Close()
+		fmt.Fprintln(stdout, "== stopped everything the demo started")
+	}()
+	fmt.Fprintf(stdout, "   serving on %s; OCI registry %s holds the example specs as labelled images\n", s.URL, s.Registry)
+	c := &demoClient{base: s.URL, admin: s.AdminToken, user: s.BrokerUser, pass: s.BrokerPass, out: stdout}
 
-	if os.Getenv("FIRESTORE_EMULATOR_HOST") == "" {
-		fmt.Fprintln(stdout, "== starting the Firestore emulator (takes a few seconds)")
-		fsEmu, err := emulator.StartFirestore(ctx)
+	fmt.Fprintln(stdout, "\n== POST /bootstrap: the store is empty, every spec is created")
+	if err := c.bootstrap(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "\n== GET /v2/catalog, as an OSB platform sees it")
+	etag, err := c.catalog(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "\n== POST /bootstrap again: nothing changed upstream, so one read and no writes per registry")
+	if err := c.bootstrap(ctx); err != nil {
+		return err
+	}
+	status, err := c.get(ctx, "/v2/catalog", "broker", "If-None-Match", etag)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "   GET /v2/catalog with If-None-Match %s: %d (the catalog did not change)\n\n", etag, status)
+	return nil
+}
+
+type demoClient struct {
+	base, admin, user, pass string
+	out                     io.Writer
+}
+
+func (c *demoClient) request(ctx context.Context, method, path, auth string, headers ...string) (*http.Response, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if auth == "admin" {
+		req.Header.Set("Authorization", "Bearer "+c.admin)
+	} else {
+		req.SetBasicAuth(c.user, c.pass)
+		req.Header.Set("X-Broker-API-Version", "2.17")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp, body, err
+}
+
+func (c *demoClient) get(ctx context.Context, path, auth string, headers ...string) (int, error) {
+	resp, _, err := c.request(ctx, http.MethodGet, path, auth, headers...)
+	if err != nil {
+		return 0, err
+	}
+	return resp.StatusCode, nil
+}
+
+func (c *demoClient) bootstrap(ctx context.Context) error {
+	resp, body, err := c.request(ctx, http.MethodPost, "/bootstrap", "admin")
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusAccepted {
+		return fmt.Errorf("POST /bootstrap: %d %s", resp.StatusCode, body)
+	}
+	var start struct{ Operation string }
+	if err := json.Unmarshal(body, &start); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.out, "   202 Accepted, operation %s, Location %s\n", start.Operation, resp.Header.Get("Location"))
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		resp, body, err := c.request(ctx, http.MethodGet, resp.Header.Get("Location"), "admin")
 		if err != nil {
 			return err
 		}
-		defer func() {
-			fsEmu.Stop()
-			fmt.Fprintln(stdout, "== stopped the Firestore emulator")
-		}()
-		os.Setenv("FIRESTORE_EMULATOR_HOST", fsEmu.Host)
-		defer os.Unsetenv("FIRESTORE_EMULATOR_HOST")
-	} else {
-		fmt.Fprintf(stdout, "== using the Firestore emulator at %s\n", os.Getenv("FIRESTORE_EMULATOR_HOST"))
-		if err := emulator.ResetFirestore(ctx, os.Getenv("FIRESTORE_EMULATOR_HOST"), project); err != nil {
-			return err
+		var op struct {
+			State       string `json:"state"`
+			Description string `json:"description"`
+			Registries  map[string]struct {
+				State     string                    `json:"state"`
+				Result    string                    `json:"result"`
+				Error     string                    `json:"error"`
+				Counts    map[string]int            `json:"counts"`
+				Firestore struct{ Reads, Writes int } `json:"firestore"`
+			} `json:"registries"`
 		}
+		if err := json.Unmarshal(body, &op); err != nil {
+			return fmt.Errorf("last_operation: %d %s", resp.StatusCode, body)
+		}
+		fmt.Fprintf(c.out, "   last_operation: %s (%s)\n", op.State, op.Description)
+		if op.State != "in progress" {
+			names := make([]string, 0, len(op.Registries))
+			for n := range op.Registries {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			for _, n := range names {
+				r := op.Registries[n]
+				fmt.Fprintf(c.out, "   registry %s: %s; created %d, updated %d, unchanged %d, marked %d, deleted %d, entry errors %d; firestore %d reads, %d writes\n",
+					n, r.Result, r.Counts["created"], r.Counts["updated"], r.Counts["unchanged"], r.Counts["marked"], r.Counts["deleted"], r.Counts["entry_errors"], r.Firestore.Reads, r.Firestore.Writes)
+				if r.Error != "" {
+					fmt.Fprintf(c.out, "     error: %s\n", r.Error)
+				}
+			}
+			if op.State != "succeeded" {
+				return fmt.Errorf("bootstrap %s", op.State)
+			}
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bootstrap still in progress after 2 minutes")
+		}
+		time.Sleep(300 * time.Millisecond)
 	}
+}
 
-	reg, err := emulator.StartRegistry("127.0.0.1:0")
+func (c *demoClient) catalog(ctx context.Context) (string, error) {
+	resp, body, err := c.request(ctx, http.MethodGet, "/v2/catalog", "broker")
 	if err != nil {
-		return err
+		return "", err
 	}
-	defer reg.Close()
-	repos, err := emulator.SeedRegistry(ctx, reg.Host(), examples.Registry, examples.RegistryDir)
-	if err != nil {
-		return err
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET /v2/catalog: %d %s", resp.StatusCode, body)
 	}
-	fmt.Fprintf(stdout, "== local OCI registry at %s with %d spec images: %v\n", reg.Host(), len(repos), repos)
-	os.Setenv("SPECSYNC_DEMO_REGISTRY", reg.Host())
-	defer os.Unsetenv("SPECSYNC_DEMO_REGISTRY")
-
-	cfg, err := config.Load(*configPath)
-	if err != nil {
-		return err
+	var cat struct {
+		Services []struct {
+			Name     string         `json:"name"`
+			ID       string         `json:"id"`
+			Metadata map[string]any `json:"metadata"`
+			Plans    []struct {
+				Name    string          `json:"name"`
+				Schemas json.RawMessage `json:"schemas"`
+			} `json:"plans"`
+		} `json:"services"`
 	}
-	st, err := store.Open(ctx, project, "")
-	if err != nil {
-		return err
+	if err := json.Unmarshal(body, &cat); err != nil {
+		return "", err
 	}
-	defer st.Close()
-	runner := &reconcile.Runner{Store: st, Logger: logging.New(stderr, *logLevel)}
-
-	fmt.Fprintln(stdout, "\n== first reconcile: the store is empty, every spec is created")
-	if err := reconcileAll(ctx, runner, cfg, "", stdout); err != nil {
-		return err
+	fmt.Fprintf(c.out, "   200 OK, ETag %s, %d services, %d bytes\n", resp.Header.Get("ETag"), len(cat.Services), len(body))
+	for _, svc := range cat.Services {
+		plans := make([]string, len(svc.Plans))
+		for i, p := range svc.Plans {
+			plans[i] = p.Name
+			if len(p.Schemas) > 0 {
+				plans[i] += "*"
+			}
+		}
+		var platforms []string
+		if ps, ok := svc.Metadata["platforms"].([]any); ok {
+			for _, p := range ps {
+				platforms = append(platforms, fmt.Sprint(p))
+			}
+		}
+		fmt.Fprintf(c.out, "   %-16s %s  plans %-22s platforms %s\n", svc.Name, svc.ID, strings.Join(plans, ","), strings.Join(platforms, ","))
 	}
-	fmt.Fprintln(stdout, "\n== what the catalog now holds")
-	if err := printCatalog(ctx, st, stdout); err != nil {
-		return err
-	}
-	fmt.Fprintln(stdout, "\n== second reconcile: nothing changed upstream, so one read and no writes")
-	if err := reconcileAll(ctx, runner, cfg, "", stdout); err != nil {
-		return err
-	}
-	fmt.Fprintln(stdout)
-	return nil
+	fmt.Fprintln(c.out, "   (* = plan with parameter schemas)")
+	return resp.Header.Get("ETag"), nil
 }

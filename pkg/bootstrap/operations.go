@@ -39,6 +39,7 @@ type RegistryResult struct {
 	State      string          `json:"state" firestore:"state"` // succeeded | failed
 	Result     string          `json:"result" firestore:"result"`
 	Counts     store.RunCounts `json:"counts" firestore:"counts"`
+	Firestore  store.Counts    `json:"firestore" firestore:"firestore"`
 	Error      string          `json:"error,omitempty" firestore:"error,omitempty"`
 	RunID      string          `json:"run_id,omitempty" firestore:"run_id,omitempty"`
 	ReportedAt time.Time       `json:"reported_at" firestore:"reported_at"`

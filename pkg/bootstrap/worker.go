@@ -68,7 +68,7 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 	if run.Result != reconcile.ResultSucceeded && run.Result != reconcile.ResultUnchanged {
 		state = Failed
 	}
-	res := RegistryResult{State: state, Result: run.Result, Counts: run.Counts, Error: run.Error, RunID: run.ID}
+	res := RegistryResult{State: state, Result: run.Result, Counts: run.Counts, Firestore: run.Ops, Error: run.Error, RunID: run.ID}
 	if run.Guard != "" && res.Error == "" {
 		res.Error = run.Guard
 	}
