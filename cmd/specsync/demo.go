@@ -118,10 +118,10 @@ func (c *demoClient) bootstrap(ctx context.Context) error {
 			State       string `json:"state"`
 			Description string `json:"description"`
 			Registries  map[string]struct {
-				State     string                    `json:"state"`
-				Result    string                    `json:"result"`
-				Error     string                    `json:"error"`
-				Counts    map[string]int            `json:"counts"`
+				State     string                      `json:"state"`
+				Result    string                      `json:"result"`
+				Error     string                      `json:"error"`
+				Counts    map[string]int              `json:"counts"`
 				Firestore struct{ Reads, Writes int } `json:"firestore"`
 			} `json:"registries"`
 		}
