@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -22,10 +23,13 @@ import (
 // it, and a second bootstrap of the unchanged world, which writes nothing.
 func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	logLevel := fs.String("log-level", envOr("LOG_LEVEL", "error"), "log level of the JSON logs on stderr")
+	logLevel := fs.String("log-level", envOr("LOG_LEVEL", "warn"), "log level of the JSON logs on stderr (the functions' too)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	// The functions read their log level from the environment, like in
+	// Cloud Functions; the demo's narrative is on stdout.
+	os.Setenv("LOG_LEVEL", *logLevel)
 	fmt.Fprintln(stdout, "== starting the local stack: Firestore and Pub/Sub emulators, a local OCI registry, every function")
 	s, err := stack.Start(ctx, stack.Options{Addr: "127.0.0.1:0", Logger: logging.New(stderr, *logLevel)})
 	if err != nil {
