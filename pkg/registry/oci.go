@@ -55,7 +55,12 @@ type OCIConfig struct {
 }
 
 // OCI lists the spec images of an OCI registry: one entry per repository
-// whose tag points at an image (or index) with a spec label.
+// whose tag points at an image (or index) with a spec label. A repository
+// without the tag, or whose image has no spec label, offers nothing; one
+// that cannot be read is that entry's error, unless every selected
+// repository fails, which fails the fetch (the registry is down or refuses
+// the credentials, and with an explicit repository list nothing else would
+// tell).
 type OCI struct {
 	cfg      OCIConfig
 	nameOpts []name.Option
@@ -179,6 +184,9 @@ func (o *OCI) Fetch(ctx context.Context, _ FetchOptions) (*Listing, error) {
 		remote.WithAuth(auth),
 		remote.WithTransport(o.cfg.Transport),
 		remote.WithPageSize(o.cfg.PageSize),
+		// Its blob limiter (4 by default) would otherwise cap config
+		// fetches below Concurrency.
+		remote.WithJobs(o.cfg.Concurrency),
 		remote.WithRetryBackoff(o.backoff),
 		remote.WithUserAgent("specsync"),
 	)
@@ -220,10 +228,10 @@ func (o *OCI) Fetch(ctx context.Context, _ FetchOptions) (*Listing, error) {
 	if err := ctx.Err(); err != nil {
 		return fail(fmt.Errorf("%s: %w", where, o.deadline(ctx, err)))
 	}
-	// With an explicit repository list nothing but the repositories
-	// themselves proves the registry answers and accepts the credentials:
-	// when every one failed to load, the registry is down or refuses us,
-	// which is the fetch's failure, not each spec's.
+	// When every repository failed to load, the registry is down or
+	// refuses the credentials: the fetch's failure, not each spec's. With
+	// an explicit repository list nothing else would show it, as no
+	// catalog request is made.
 	if len(outcomes) > 0 && !slices.ContainsFunc(outcomes, func(r repoOutcome) bool { return !r.unreachable }) {
 		first := outcomes[0]
 		for _, r := range outcomes {
