@@ -1,0 +1,216 @@
+package bootstrap_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/bootstrap"
+	"github.com/specsync/specsync/pkg/failure"
+	"github.com/specsync/specsync/pkg/queue"
+	"github.com/specsync/specsync/pkg/reconcile"
+	"github.com/specsync/specsync/pkg/registry"
+	"github.com/specsync/specsync/pkg/store"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func worker(t *testing.T) (*bootstrap.Worker, *bootstrap.Operations, *store.Store) {
+	t.Helper()
+	client := emulatortest.Firestore(t)
+	st := store.New(client)
+	src, err := registry.NewDir(registry.DirConfig{FS: fstest.MapFS{
+		"a.yaml": {Data: []byte("name: a\ndescription: d\nplans:\n  - name: p\n    description: p\n")},
+	}, Root: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	regs := map[string]reconcile.Registry{"local": {Name: "local", Source: src, Policy: reconcile.Policy{MaxMarkShare: 0.5}}}
+	ops := bootstrap.NewOperations(client, 10*time.Minute, time.Hour)
+	w := &bootstrap.Worker{
+		Operations: ops,
+		Runner:     &reconcile.Runner{Store: st, Logger: quiet, LeaseTTL: time.Minute},
+		Lookup:     func(n string) (reconcile.Registry, bool) { r, ok := regs[n]; return r, ok },
+		Logger:     quiet,
+	}
+	return w, ops, st
+}
+
+// Invariant 6: a redelivered message changes nothing more: the registry
+// counts once and the second delivery does not even reconcile.
+func TestWorkerRedeliveryCountsOnce(t *testing.T) {
+	ctx := context.Background()
+	w, ops, st := worker(t)
+	op, _, err := ops.Start(ctx, []string{"local"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := queue.Message{Operation: op.ID, Registry: "local"}
+	if err := w.Handle(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := ops.Get(ctx, op.ID)
+	if got.State != bootstrap.Succeeded || got.Results["local"].Counts.Created != 1 {
+		t.Fatalf("after one delivery: %+v", got)
+	}
+	status, _ := st.RegistryStatus(ctx, "local")
+	if err := w.Handle(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	again, _ := ops.Get(ctx, op.ID)
+	if again.Results["local"] != got.Results["local"] {
+		t.Fatalf("redelivery changed the recorded result: %+v -> %+v", got.Results["local"], again.Results["local"])
+	}
+	after, _ := st.RegistryStatus(ctx, "local")
+	if after.LastRun.ID != status.LastRun.ID {
+		t.Fatal("a redelivered message ran the reconcile again")
+	}
+}
+
+// Permanent problems are recorded and acknowledged (nil), never retried.
+func TestWorkerPermanentFailuresAreAcknowledged(t *testing.T) {
+	ctx := context.Background()
+	w, ops, _ := worker(t)
+	op, _, err := ops.Start(ctx, []string{"local", "gone"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Handle(ctx, queue.Message{Operation: op.ID, Registry: "gone"}); err != nil {
+		t.Fatalf("unknown registry must be acknowledged: %v", err)
+	}
+	got, _ := ops.Get(ctx, op.ID)
+	if r := got.Results["gone"]; r.State != bootstrap.Failed || !strings.Contains(r.Error, "not in this deployment") {
+		t.Fatalf("unknown registry result %+v", r)
+	}
+	for _, m := range []queue.Message{
+		{Operation: "no-such-operation", Registry: "local"},
+		{Operation: "bad id with spaces", Registry: "local"},
+		{Operation: op.ID, Registry: "Not_A_Name"},
+	} {
+		if err := w.Handle(ctx, m); err != nil {
+			t.Fatalf("%+v must be acknowledged: %v", m, err)
+		}
+	}
+}
+
+// A second delivery while another run holds the registry's lease is
+// retried through Pub/Sub (an error), not waited for.
+func TestWorkerBusyLeaseIsRetried(t *testing.T) {
+	ctx := context.Background()
+	w, ops, st := worker(t)
+	op, _, _ := ops.Start(ctx, []string{"local"}, false)
+	if err := st.AcquireLease(ctx, "local", "someone-else", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	err := w.Handle(ctx, queue.Message{Operation: op.ID, Registry: "local"})
+	if !failure.Is(err, failure.Precondition) || !failure.Retryable(err) {
+		t.Fatalf("busy registry: %v, want a retryable precondition error", err)
+	}
+	if got, _ := ops.Get(ctx, op.ID); len(got.Results) != 0 {
+		t.Fatal("a busy delivery reported a result")
+	}
+	if err := st.ReleaseLease(ctx, "local", "someone-else"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Handle(ctx, queue.Message{Operation: op.ID, Registry: "local"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := ops.Get(ctx, op.ID); got.State != bootstrap.Succeeded {
+		t.Fatalf("after the lease was freed: %+v", got)
+	}
+}
+
+func TestLeaseExpires(t *testing.T) {
+	ctx := context.Background()
+	st := store.New(emulatortest.Firestore(t))
+	if err := st.AcquireLease(ctx, "r", "a", time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AcquireLease(ctx, "r", "a", time.Minute); err != nil {
+		t.Fatalf("holder re-acquiring: %v", err)
+	}
+	if err := st.AcquireLease(ctx, "r", "b", time.Minute); !failure.Is(err, failure.Precondition) {
+		t.Fatalf("second holder: %v", err)
+	}
+	if err := st.ReleaseLease(ctx, "r", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AcquireLease(ctx, "r", "b", time.Minute); err == nil {
+		t.Fatal("a non-holder's release freed the lease")
+	}
+	if err := st.AcquireLease(ctx, "r2", "a", time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond) // let the 1ms lease lapse; not a timing assertion
+	if err := st.AcquireLease(ctx, "r2", "b", time.Minute); err != nil {
+		t.Fatalf("an expired lease must be taken over: %v", err)
+	}
+}
+
+type failingPublisher struct{ err error }
+
+func (f failingPublisher) Publish(context.Context, []queue.Message) error { return f.err }
+
+type recordingPublisher struct{ msgs []queue.Message }
+
+func (r *recordingPublisher) Publish(_ context.Context, m []queue.Message) error {
+	r.msgs = append(r.msgs, m...)
+	return nil
+}
+
+func TestStartPublishesOneMessagePerRegistry(t *testing.T) {
+	ops, _ := newOps(t)
+	pub := &recordingPublisher{}
+	svc := &bootstrap.Service{Operations: ops, Publisher: pub, Registries: []string{"b", "a"}, VerifyAdmin: func(*http.Request, string) bool { return true }, Logger: quiet}
+	srv := httptest.NewServer(svc.Handler())
+	defer srv.Close()
+	req, _ := http.NewRequest("POST", srv.URL+"/bootstrap", nil)
+	req.Header.Set("Authorization", "Bearer x")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted || len(pub.msgs) != 2 || pub.msgs[0].Registry != "a" {
+		t.Fatalf("status %d, messages %+v", resp.StatusCode, pub.msgs)
+	}
+	for _, m := range pub.msgs {
+		body, _ := m.Encode()
+		if strings.Contains(string(body), "password") || len(body) > 200 {
+			t.Fatalf("message carries more than identity: %s", body)
+		}
+	}
+}
+
+// A publish failure fails the operation and tells the caller with a 503.
+func TestStartPublishFailure(t *testing.T) {
+	ctx := context.Background()
+	ops, _ := newOps(t)
+	svc := &bootstrap.Service{Operations: ops, Publisher: failingPublisher{errors.New("topic not found")}, Registries: []string{"a"},
+		VerifyAdmin: func(*http.Request, string) bool { return true }, Logger: quiet}
+	srv := httptest.NewServer(svc.Handler())
+	defer srv.Close()
+	req, _ := http.NewRequest("POST", srv.URL+"/bootstrap", nil)
+	req.Header.Set("Authorization", "Bearer x")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "topic not found") {
+		t.Fatalf("publish failure: %d %s", resp.StatusCode, body)
+	}
+	// The failed operation does not block the next bootstrap.
+	if _, started, err := ops.Start(ctx, []string{"a"}, false); err != nil || !started {
+		t.Fatalf("a failed publish left the operation in progress: started=%v %v", started, err)
+	}
+}
