@@ -1,0 +1,92 @@
+package queue_test
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+
+	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/failure"
+	"github.com/specsync/specsync/pkg/queue"
+)
+
+func TestDecode(t *testing.T) {
+	good := `{"operation":"op-1","registry":"team-a"}`
+	m, err := queue.Decode([]byte(good))
+	if err != nil || m.Operation != "op-1" || m.Registry != "team-a" {
+		t.Fatalf("decode: %+v %v", m, err)
+	}
+	for _, bad := range []string{``, `nope`, `{"operation":"op-1"}`, `{"operation":"","registry":"a"}`, `{"operation":"op","registry":"A_B"}`,
+		`{"operation":"op","registry":"a","password":"x"}`} {
+		if _, err := queue.Decode([]byte(bad)); !failure.Is(err, failure.Invalid) {
+			t.Errorf("Decode(%q) = %v, want an invalid-input error", bad, err)
+		}
+	}
+	if _, err := (queue.Message{Operation: "op"}).Encode(); !failure.Is(err, failure.Invalid) {
+		t.Fatal("encoding a message without a registry must fail")
+	}
+}
+
+func TestFromEvent(t *testing.T) {
+	data := base64.StdEncoding.EncodeToString([]byte(`{"operation":"op-1","registry":"team-a"}`))
+	env := fmt.Sprintf(`{"message":{"data":%q,"messageId":"42","attributes":{"registry":"team-a"}},"subscription":"projects/p/subscriptions/s"}`, data)
+	m, id, err := queue.FromEvent([]byte(env))
+	if err != nil || id != "42" || m.Registry != "team-a" {
+		t.Fatalf("FromEvent: %+v %s %v", m, id, err)
+	}
+	for _, bad := range []string{`{}`, `[]`, `{"message":{"data":"!!"}}`, `{"message":{"messageId":"1"}}`} {
+		if _, _, err := queue.FromEvent([]byte(bad)); !failure.Is(err, failure.Invalid) {
+			t.Errorf("FromEvent(%s) = %v, want invalid", bad, err)
+		}
+	}
+}
+
+// Publish through the Pub/Sub emulator and read the messages back.
+func TestPublishThroughEmulator(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client, project := emulatortest.PubSub(t)
+	topic := "projects/" + project + "/topics/reconcile"
+	if _, err := client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
+		t.Fatal(err)
+	}
+	sub := "projects/" + project + "/subscriptions/pull"
+	if _, err := client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub, Topic: topic}); err != nil {
+		t.Fatal(err)
+	}
+	p := queue.NewPublisher(client, topic)
+	defer p.Stop()
+	want := []queue.Message{{Operation: "op-1", Registry: "a"}, {Operation: "op-1", Registry: "b"}}
+	if err := p.Publish(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	rctx, rcancel := context.WithCancel(ctx)
+	err := client.Subscriber(sub).Receive(rctx, func(_ context.Context, msg *pubsub.Message) {
+		m, err := queue.Decode(msg.Data)
+		if err == nil && msg.Attributes["registry"] == m.Registry {
+			got[m.Registry] = true
+		}
+		msg.Ack()
+		if len(got) == len(want) {
+			rcancel()
+		}
+	})
+	if err != nil && ctx.Err() != nil {
+		t.Fatalf("receive: %v", err)
+	}
+	if !got["a"] || !got["b"] {
+		t.Fatalf("received %v, want both registries", got)
+	}
+	// Publishing to a topic that does not exist fails with the registries named.
+	missing := queue.NewPublisher(client, "projects/"+project+"/topics/missing")
+	defer missing.Stop()
+	if err := missing.Publish(ctx, want[:1]); err == nil {
+		t.Fatal("publishing to a missing topic succeeded")
+	}
+}
