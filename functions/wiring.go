@@ -3,6 +3,7 @@ package functions
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 
@@ -22,18 +23,31 @@ import (
 // The constructors below are what a cold start does; the local stack and
 // the tests call them too, with their own environment.
 
+// open is what every cold start shares: the logger, the registries file
+// (when the function needs it) and the store.
+func open(ctx context.Context, c settings.Common, registries bool) (*slog.Logger, *config.Config, *store.Store, error) {
+	log := logging.New(os.Stderr, c.LogLevel)
+	var cfg *config.Config
+	if registries {
+		var err error
+		if cfg, err = config.Load(c.RegistriesFile); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	st, err := store.Open(ctx, c.Project, c.Database)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return log, cfg, st, nil
+}
+
 // newBootstrap builds the bootstrap handler from env.
 func newBootstrap(ctx context.Context, env settings.Lookup) (http.Handler, error) {
 	s, err := settings.LoadBootstrap(env)
 	if err != nil {
 		return nil, err
 	}
-	log := logging.New(os.Stderr, s.LogLevel)
-	cfg, err := config.Load(s.RegistriesFile)
-	if err != nil {
-		return nil, err
-	}
-	st, err := store.Open(ctx, s.Project, s.Database)
+	log, cfg, st, err := open(ctx, s.Common, true)
 	if err != nil {
 		return nil, err
 	}
@@ -60,12 +74,7 @@ func newReconcile(ctx context.Context, env settings.Lookup) (*reconcileApp, erro
 	if err != nil {
 		return nil, err
 	}
-	log := logging.New(os.Stderr, s.LogLevel)
-	cfg, err := config.Load(s.RegistriesFile)
-	if err != nil {
-		return nil, err
-	}
-	st, err := store.Open(ctx, s.Project, s.Database)
+	log, cfg, st, err := open(ctx, s.Common, true)
 	if err != nil {
 		return nil, err
 	}
@@ -84,8 +93,7 @@ func newCatalog(ctx context.Context, env settings.Lookup) (http.Handler, error) 
 	if err != nil {
 		return nil, err
 	}
-	log := logging.New(os.Stderr, s.LogLevel)
-	st, err := store.Open(ctx, s.Project, s.Database)
+	log, _, st, err := open(ctx, s.Common, false)
 	if err != nil {
 		return nil, err
 	}

@@ -240,7 +240,7 @@ func (o *Operations) Get(ctx context.Context, id string) (*Operation, error) {
 				missing = append(missing, r)
 			}
 		}
-		desc := fmt.Sprintf("registries %s did not report within %s", strings.Join(missing, ", "), o.Deadline)
+		desc := fmt.Sprintf("registries %s did not report within %s", strings.Join(missing, ", "), op.Deadline.Sub(op.CreatedAt))
 		if err := o.Fail(ctx, id, desc); err != nil {
 			return nil, err
 		}

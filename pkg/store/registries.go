@@ -167,6 +167,11 @@ type Lease struct {
 	ExpiresAt time.Time `json:"expires_at" firestore:"expires_at"`
 }
 
+// leaseDoc is the part of a registries/{name} document the lease reads.
+type leaseDoc struct {
+	Lease *Lease `firestore:"lease"`
+}
+
 // AcquireLease takes the registry's lease for holder until ttl from now.
 // A lease held by another holder and not yet expired is a
 // failure.Precondition: the caller should retry later (for Pub/Sub: return
@@ -175,19 +180,12 @@ type Lease struct {
 func (s *Store) AcquireLease(ctx context.Context, registry, holder string, ttl time.Duration) error {
 	ref := s.registries().Doc(registry)
 	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		snap, err := tx.Get(ref)
-		s.ops.read(1)
-		if err != nil && !isNotFound(err) {
+		doc, err := txGet[leaseDoc](s, tx, ref)
+		if err != nil {
 			return err
 		}
 		now := s.now().UTC()
-		if err == nil {
-			var doc struct {
-				Lease *Lease `firestore:"lease"`
-			}
-			if err := snap.DataTo(&doc); err != nil {
-				return err
-			}
+		if doc != nil {
 			if l := doc.Lease; l != nil && l.Holder != holder && now.Before(l.ExpiresAt) {
 				return failure.New(failure.Precondition, "registry %s is being reconciled by %s until %s", registry, l.Holder, l.ExpiresAt.Format(time.RFC3339))
 			}
@@ -207,18 +205,8 @@ func (s *Store) ReleaseLease(ctx context.Context, registry, holder string) error
 	released := false
 	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		released = false
-		snap, err := tx.Get(ref)
-		s.ops.read(1)
-		if isNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		var doc struct {
-			Lease *Lease `firestore:"lease"`
-		}
-		if err := snap.DataTo(&doc); err != nil {
+		doc, err := txGet[leaseDoc](s, tx, ref)
+		if err != nil || doc == nil {
 			return err
 		}
 		if doc.Lease == nil || doc.Lease.Holder != holder {

@@ -230,16 +230,8 @@ func (s *Store) MarkSpec(ctx context.Context, registry, id, runID string, revisi
 	marked := false
 	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		marked = false
-		snap, err := tx.Get(ref)
-		s.ops.read(1)
-		if isNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		var cur SpecRecord
-		if err := snap.DataTo(&cur); err != nil {
+		cur, err := txGet[SpecRecord](s, tx, ref)
+		if err != nil || cur == nil {
 			return err
 		}
 		if cur.Registry != registry || cur.State != StateActive {
@@ -286,16 +278,8 @@ func (s *Store) DeleteMarked(ctx context.Context, registry, id, runID string) (D
 	var refs int64
 	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		outcome, refs = Skipped, 0
-		snap, err := tx.Get(ref)
-		s.ops.read(1)
-		if isNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		var cur SpecRecord
-		if err := snap.DataTo(&cur); err != nil {
+		cur, err := txGet[SpecRecord](s, tx, ref)
+		if err != nil || cur == nil {
 			return err
 		}
 		if cur.Registry != registry || cur.State != StateMarked || cur.MarkedRun == runID {

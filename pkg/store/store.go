@@ -178,3 +178,22 @@ func Open(ctx context.Context, project, database string) (*Store, error) {
 
 // Close releases the client.
 func (s *Store) Close() error { return s.client.Close() }
+
+// txGet reads a document inside a transaction into a T, counting the
+// read; a missing document is (nil, nil), which is what every
+// check-then-write here wants to branch on.
+func txGet[T any](s *Store, tx *firestore.Transaction, ref *firestore.DocumentRef) (*T, error) {
+	snap, err := tx.Get(ref)
+	s.ops.read(1)
+	if isNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var v T
+	if err := snap.DataTo(&v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
