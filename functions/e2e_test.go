@@ -239,9 +239,11 @@ func (o lastOp) result(t *testing.T, name string) registryResult {
 }
 
 // bootstrap starts a bootstrap and polls it to the end.
-func (s *stack) bootstrap() lastOp {
+func (s *stack) bootstrap() lastOp { s.t.Helper(); return s.bootstrapAt("/bootstrap") }
+
+func (s *stack) bootstrapAt(path string) lastOp {
 	s.t.Helper()
-	r := s.do(http.MethodPost, "/bootstrap", "admin", nil)
+	r := s.do(http.MethodPost, path, "admin", nil)
 	if r.status != http.StatusAccepted {
 		s.t.Fatalf("POST /bootstrap: %d %s", r.status, r.body)
 	}
@@ -473,6 +475,14 @@ func TestE2ECoalesceAndETag(t *testing.T) {
 		t.Fatalf("ETag moved without a change: %s -> %s", etag, again)
 	}
 	a.set(false, "alpha", "omega")
+	// A dry run forecasts the change and changes nothing.
+	dry := s.bootstrapAt("/bootstrap?dry_run=true")
+	if r := dry.result(t, "team-a"); dry.State != "succeeded" || r.Result != "dry_run" || r.Counts.Created != 1 {
+		t.Fatalf("dry run: %+v %+v", dry, r)
+	}
+	if c, again := s.catalog(); again != etag || strings.Contains(names(c), "omega") {
+		t.Fatalf("a dry run changed the catalog: %s %s", again, names(c))
+	}
 	s.bootstrap()
 	c, changed := s.catalog()
 	if changed == etag || !strings.Contains(names(c), "omega") {
@@ -502,7 +512,8 @@ func TestE2EBadInput(t *testing.T) {
 		{"unknown path", "GET", "/v2/nothing", "broker", "", nil, 404},
 		{"bootstrap without token", "POST", "/bootstrap", "", "", nil, 401},
 		{"bootstrap wrong token", "POST", "/bootstrap", "", "", []string{"Authorization", "Bearer nope"}, 401},
-		{"bootstrap dry run", "POST", "/bootstrap?dry_run=true", "admin", "", nil, 400},
+		{"bootstrap bad dry_run", "POST", "/bootstrap?dry_run=maybe", "admin", "", nil, 400},
+		{"bootstrap unknown parameter", "POST", "/bootstrap?force=1", "admin", "", nil, 400},
 		{"bootstrap wrong method", "GET", "/bootstrap", "admin", "", nil, 405},
 		{"last_operation without id", "GET", "/bootstrap/last_operation", "admin", "", nil, 400},
 		{"last_operation unknown", "GET", "/bootstrap/last_operation?operation=nope", "admin", "", nil, 404},

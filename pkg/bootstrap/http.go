@@ -61,22 +61,28 @@ func (s *Service) logger() *slog.Logger {
 type StartResponse struct {
 	Operation string `json:"operation"`
 	Coalesced bool   `json:"coalesced"`
+	DryRun    bool   `json:"dry_run"`
 }
 
 func (s *Service) start(w http.ResponseWriter, r *http.Request) {
-	if v := r.URL.Query().Get("dry_run"); v != "" {
-		osb.WriteError(w, http.StatusBadRequest, "DryRunNotSupported", "dry_run is reserved for a later version and not supported yet; run without it")
-		return
-	}
-	for k := range r.URL.Query() {
-		osb.WriteError(w, http.StatusBadRequest, "BadRequest", "unknown query parameter %q", k)
-		return
+	dryRun := false
+	for k, v := range r.URL.Query() {
+		if k != "dry_run" {
+			osb.WriteError(w, http.StatusBadRequest, "BadRequest", "unknown query parameter %q (only dry_run is known)", k)
+			return
+		}
+		b, err := strconv.ParseBool(v[len(v)-1])
+		if err != nil {
+			osb.WriteError(w, http.StatusBadRequest, "BadRequest", "dry_run=%q is not true or false", v[len(v)-1])
+			return
+		}
+		dryRun = b
 	}
 	if r.ContentLength > 0 {
 		osb.WriteError(w, http.StatusBadRequest, "BadRequest", "POST /bootstrap takes no body")
 		return
 	}
-	op, started, err := s.Operations.Start(r.Context(), s.Registries, false)
+	op, started, err := s.Operations.Start(r.Context(), s.Registries, dryRun)
 	if err != nil {
 		osb.WriteFailure(w, err)
 		return
@@ -99,12 +105,13 @@ func (s *Service) start(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", "/bootstrap/last_operation?operation="+url.QueryEscape(op.ID))
 	w.Header().Set("Retry-After", s.retryAfter())
-	osb.WriteJSON(w, http.StatusAccepted, StartResponse{Operation: op.ID, Coalesced: !started})
+	osb.WriteJSON(w, http.StatusAccepted, StartResponse{Operation: op.ID, Coalesced: !started, DryRun: op.DryRun})
 }
 
 // LastOperation is the body of GET /bootstrap/last_operation.
 type LastOperation struct {
 	State       string                    `json:"state"`
+	DryRun      bool                      `json:"dry_run"`
 	Description string                    `json:"description"`
 	Operation   string                    `json:"operation"`
 	Registries  map[string]RegistryResult `json:"registries"`
@@ -128,7 +135,7 @@ func (s *Service) lastOperation(w http.ResponseWriter, r *http.Request) {
 		osb.WriteFailure(w, err)
 		return
 	}
-	body := LastOperation{State: op.State, Description: op.Description, Operation: op.ID, Registries: op.Results, StartedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}
+	body := LastOperation{State: op.State, DryRun: op.DryRun, Description: op.Description, Operation: op.ID, Registries: op.Results, StartedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}
 	if body.Registries == nil {
 		body.Registries = map[string]RegistryResult{}
 	}

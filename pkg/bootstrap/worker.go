@@ -56,7 +56,11 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 		return w.report(ctx, log, m, RegistryResult{State: Failed, Result: "unknown_registry",
 			Error: fmt.Sprintf("registry %q is not in this deployment's registries file", m.Registry)})
 	}
-	run, err := w.Runner.Reconcile(ctx, reg)
+	reconcileOrPlan := w.Runner.Reconcile
+	if op.DryRun {
+		reconcileOrPlan = w.Runner.DryRun
+	}
+	run, err := reconcileOrPlan(ctx, reg)
 	if err != nil {
 		if failure.Retryable(err) {
 			log.Warn("reconcile will be retried", "error", err, "result", run.Result)
@@ -65,7 +69,9 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 		return w.report(ctx, log, m, RegistryResult{State: Failed, Result: run.Result, Counts: run.Counts, Error: err.Error(), RunID: run.ID})
 	}
 	state := Succeeded
-	if run.Result != reconcile.ResultSucceeded && run.Result != reconcile.ResultUnchanged {
+	switch run.Result {
+	case reconcile.ResultSucceeded, reconcile.ResultUnchanged, reconcile.ResultDryRun:
+	default:
 		state = Failed
 	}
 	res := RegistryResult{State: state, Result: run.Result, Counts: run.Counts, Firestore: run.Ops, Error: run.Error, RunID: run.ID}

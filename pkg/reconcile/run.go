@@ -142,13 +142,10 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 	if err != nil {
 		return r.failed(ctx, st, reg, status, run, finish, err)
 	}
-	stored := make([]Stored, len(records))
+	stored := storedFrom(records)
 	wasMarked := map[string]bool{}
-	names := map[string]string{}
-	for i, rec := range records {
-		stored[i] = Stored{ID: rec.ID, Entry: rec.Entry, Name: rec.Name, Digest: rec.Digest, State: rec.State, Instances: int(rec.Instances), EntryError: rec.EntryError}
+	for _, rec := range records {
 		wasMarked[rec.ID] = rec.State == StateMarked
-		names[rec.ID] = rec.Name
 	}
 
 	plan := MakePlan(Candidates(reg.Name, listing.Entries), stored, reg.Policy)
@@ -414,4 +411,68 @@ func sameKept(a, b []store.KeptSpec) bool {
 		}
 	}
 	return true
+}
+
+// ResultDryRun is the result of a dry run: the counts say what a real run
+// would do; nothing was written.
+const ResultDryRun = "dry_run"
+
+// DryRun fetches the registry and plans a run without writing anything:
+// no spec, no status, no lease, no revision. Its counts are what a real
+// run would do now (created, updated, unmarked, repaired, marked, deleted,
+// kept); a failed fetch is reported as it would be, without being
+// recorded.
+func (r *Runner) DryRun(ctx context.Context, reg Registry) (store.Run, error) {
+	ops := &store.Ops{}
+	st := r.Store.WithOps(ops)
+	run := store.Run{ID: "dry-run", StartedAt: r.now().UTC()}
+	stamp := func(result string) {
+		run.Result = result
+		run.FinishedAt = r.now().UTC()
+		run.DurationMS = run.FinishedAt.Sub(run.StartedAt).Milliseconds()
+		run.Ops = ops.Snapshot()
+	}
+	// No validators: a 304 would leave nothing to plan with.
+	listing, err := reg.Source.Fetch(ctx, registry.FetchOptions{})
+	if err != nil {
+		run.Error = err.Error()
+		stamp(ResultFetchFailed)
+		return run, nil
+	}
+	records, err := st.OwnedSpecs(ctx, reg.Name)
+	if err != nil {
+		run.Error = err.Error()
+		stamp(ResultError)
+		return run, fmt.Errorf("dry run %s: %w", reg.Name, err)
+	}
+	plan := MakePlan(Candidates(reg.Name, listing.Entries), storedFrom(records), reg.Policy)
+	run.Guard = plan.Guarded
+	run.Counts = store.RunCounts{
+		Created: len(plan.Create), Updated: len(plan.Update), Unchanged: plan.Unchanged,
+		Unmarked: len(plan.Unmark), Repaired: len(plan.Repair), Marked: len(plan.Mark),
+		Deleted: len(plan.Delete), Kept: len(plan.Keep), EntryErrors: len(plan.Errors),
+	}
+	for _, k := range plan.Keep {
+		run.Kept = append(run.Kept, store.KeptSpec{SpecID: k.ID, Name: k.Name, Instances: int64(k.Instances)})
+	}
+	errs := make([]store.EntryError, 0, len(plan.Errors))
+	for _, e := range plan.Errors {
+		errs = append(errs, store.EntryError(e))
+	}
+	run.ErrorsTotal = len(errs)
+	if len(errs) > MaxRecordedErrors {
+		errs = errs[:MaxRecordedErrors]
+	}
+	run.Errors = errs
+	stamp(ResultDryRun)
+	return run, nil
+}
+
+// storedFrom is what planning needs of the stored records.
+func storedFrom(records []store.SpecRecord) []Stored {
+	out := make([]Stored, len(records))
+	for i, rec := range records {
+		out[i] = Stored{ID: rec.ID, Entry: rec.Entry, Name: rec.Name, Digest: rec.Digest, State: rec.State, Instances: int(rec.Instances), EntryError: rec.EntryError}
+	}
+	return out
 }

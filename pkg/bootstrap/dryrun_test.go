@@ -1,0 +1,116 @@
+package bootstrap_test
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sort"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"cloud.google.com/go/firestore"
+
+	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/bootstrap"
+	"github.com/specsync/specsync/pkg/queue"
+	"github.com/specsync/specsync/pkg/reconcile"
+	"github.com/specsync/specsync/pkg/registry"
+	"github.com/specsync/specsync/pkg/store"
+)
+
+func specFile(name string) *fstest.MapFile {
+	return &fstest.MapFile{Data: []byte(fmt.Sprintf("name: %s\ndescription: d\nplans:\n  - name: p\n    description: p\n", name))}
+}
+
+// snapshot is every document outside operations/ (and the meta pointer to
+// the current operation), as data.
+func snapshot(t *testing.T, c *firestore.Client) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	for _, coll := range []string{store.SpecsCollection, store.InstancesCollection, store.RegistriesCollection, store.MetaCollection} {
+		docs, err := c.Collection(coll).Documents(context.Background()).GetAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range docs {
+			if coll == store.MetaCollection && d.Ref.ID == "bootstrap" {
+				continue
+			}
+			out[d.Ref.Path] = d.Data()
+		}
+	}
+	return out
+}
+
+// A dry run reports what a real run would do and writes nothing but the
+// operation record.
+func TestDryRunWritesOnlyTheOperation(t *testing.T) {
+	ctx := context.Background()
+	client := emulatortest.Firestore(t)
+	st := store.New(client)
+	fsys := fstest.MapFS{"a.yaml": specFile("a"), "b.yaml": specFile("b"), "c.yaml": specFile("c")}
+	src, err := registry.NewDir(registry.DirConfig{FS: fsys, Root: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := reconcile.Registry{Name: "local", Source: src, Policy: reconcile.Policy{MaxMarkShare: 0.5}}
+	runner := &reconcile.Runner{Store: st, Logger: quiet, LeaseTTL: time.Minute}
+	if _, err := runner.Reconcile(ctx, reg); err != nil {
+		t.Fatal(err)
+	}
+	delete(fsys, "c.yaml")
+	fsys["d.yaml"] = specFile("d")
+	fsys["a.yaml"] = &fstest.MapFile{Data: []byte("name: a\ndescription: changed\nplans:\n  - name: p\n    description: p\n")}
+
+	before := snapshot(t, client)
+	ops := bootstrap.NewOperations(client, 10*time.Minute, time.Hour)
+	w := &bootstrap.Worker{Operations: ops, Runner: runner, Logger: quiet,
+		Lookup: func(n string) (reconcile.Registry, bool) { return reg, n == "local" }}
+	op, _, err := ops.Start(ctx, []string{"local"}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Handle(ctx, queue.Message{Operation: op.ID, Registry: "local"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ops.Get(ctx, op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := got.Results["local"]
+	if got.State != bootstrap.Succeeded || !got.DryRun || r.Result != reconcile.ResultDryRun {
+		t.Fatalf("dry run operation %+v", got)
+	}
+	want := store.RunCounts{Created: 1, Updated: 1, Unchanged: 1, Marked: 1}
+	if r.Counts != want {
+		t.Fatalf("dry run counts %+v, want %+v", r.Counts, want)
+	}
+	if r.Firestore.Writes != 0 || r.Firestore.Deletes != 0 {
+		t.Fatalf("dry run wrote: %+v", r.Firestore)
+	}
+	after := snapshot(t, client)
+	if !reflect.DeepEqual(before, after) {
+		var changed []string
+		for k := range after {
+			if !reflect.DeepEqual(before[k], after[k]) {
+				changed = append(changed, k)
+			}
+		}
+		for k := range before {
+			if _, ok := after[k]; !ok {
+				changed = append(changed, k)
+			}
+		}
+		sort.Strings(changed)
+		t.Fatalf("a dry run changed documents: %v", changed)
+	}
+	// The real run afterwards does what the dry run said.
+	run, err := runner.Reconcile(ctx, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Counts.Created != 1 || run.Counts.Updated != 1 || run.Counts.Marked != 1 {
+		t.Fatalf("real run %+v differs from the dry run's forecast", run.Counts)
+	}
+}
