@@ -79,6 +79,7 @@ type stack struct {
 	project string
 	admin   string
 	client  *http.Client
+	logsMu  *sync.Mutex
 	logs    *bytes.Buffer
 }
 
@@ -115,7 +116,8 @@ func startStack(t *testing.T, registriesYAML string, extraEnv ...string) *stack 
 	cmd.Env = append(cmd.Env, extraEnv...)
 	logs := &bytes.Buffer{}
 	var logMu sync.Mutex
-	cmd.Stderr = writerFunc(func(p []byte) (int, error) { logMu.Lock(); defer logMu.Unlock(); return logs.Write(p) })
+	capture := writerFunc(func(p []byte) (int, error) { logMu.Lock(); defer logMu.Unlock(); return logs.Write(p) })
+	cmd.Stderr = capture
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -127,6 +129,7 @@ func startStack(t *testing.T, registriesYAML string, extraEnv ...string) *stack 
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
+			_, _ = capture.Write([]byte(sc.Text() + "\n"))
 			if strings.HasPrefix(sc.Text(), "ready") {
 				ready <- true
 			}
@@ -134,7 +137,7 @@ func startStack(t *testing.T, registriesYAML string, extraEnv ...string) *stack 
 		ready <- false
 	}()
 	s := &stack{t: t, url: fmt.Sprintf("http://127.0.0.1:%d", port), project: project, admin: adminToken,
-		client: &http.Client{Timeout: 30 * time.Second}, logs: logs}
+		client: &http.Client{Timeout: 30 * time.Second}, logs: logs, logsMu: &logMu}
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(os.Interrupt)
 		done := make(chan error, 1)

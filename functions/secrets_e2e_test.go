@@ -1,0 +1,180 @@
+package functions_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	ggcr "github.com/google/go-containerregistry/pkg/registry"
+
+	"github.com/specsync/specsync/emulator"
+)
+
+// Invariant 8 with a canary: a registry password that appears nowhere —
+// not in Firestore, not in Pub/Sub messages, not in logs, not in any HTTP
+// response — through a successful bootstrap, a wrong password and an
+// outage.
+func TestE2ESecretCanary(t *testing.T) {
+	t.Parallel()
+	buf := make([]byte, 16)
+	if _, err := rand.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	canary := "canary-" + hex.EncodeToString(buf)
+	wrong := canary + "-wrong"
+	basic := base64.StdEncoding.EncodeToString([]byte("robot:" + canary))
+
+	// One registry, two doors: an open one the test pushes through and a
+	// guarded one (basic auth with the canary) the stack reads from.
+	reg := ggcr.New(ggcr.Logger(log.New(ioDiscard{}, "", 0)))
+	open := httptest.NewServer(reg)
+	t.Cleanup(open.Close)
+	var down atomic.Bool
+	guarded := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, "registry down", http.StatusServiceUnavailable)
+			return
+		}
+		if r.Header.Get("Authorization") != "Basic "+basic {
+			w.Header().Set("WWW-Authenticate", `Basic realm="canary"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		reg.ServeHTTP(w, r)
+	}))
+	t.Cleanup(guarded.Close)
+	host := strings.TrimPrefix(open.URL, "http://")
+	for _, n := range []string{"db", "cache"} {
+		label := base64.StdEncoding.EncodeToString([]byte(fmt.Sprintf("name: %s\ndescription: the %s\nplans:\n  - name: p\n    description: p\n", n, n)))
+		if _, err := emulator.PushSpecImage(context.Background(), host, "specs/"+n, "latest", label, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pwFile := filepath.Join(t.TempDir(), "password")
+	if err := os.WriteFile(pwFile, []byte(canary+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startStack(t, fmt.Sprintf(`registries:
+  - name: private
+    type: oci
+    oci:
+      host: %s
+      insecure: true
+      auth: {type: basic, username: robot, password_file: %q}
+`, strings.TrimPrefix(guarded.URL, "http://"), pwFile))
+
+	// Listen to everything the bootstrap publishes.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ps, err := pubsub.NewClient(ctx, s.project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ps.Close()
+	sub := "projects/" + s.project + "/subscriptions/canary"
+	if _, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub, Topic: "projects/" + s.project + "/topics/reconcile-" + s.project}); err != nil {
+		t.Fatal(err)
+	}
+	var responses strings.Builder
+	record := func(r response) {
+		responses.Write(r.body)
+		for k, v := range r.header {
+			responses.WriteString(k + ": " + strings.Join(v, ",") + "\n")
+		}
+	}
+
+	op := s.bootstrap()
+	if op.State != "succeeded" {
+		t.Fatalf("bootstrap with the right password: %+v", op)
+	}
+	if err := os.WriteFile(pwFile, []byte(wrong), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	op = s.bootstrap()
+	if r := op.result(t, "private"); r.Result != "fetch_failed" {
+		t.Fatalf("wrong password: %+v", r)
+	}
+	down.Store(true)
+	op = s.bootstrap()
+	if r := op.result(t, "private"); r.Result != "fetch_failed" {
+		t.Fatalf("registry down: %+v", r)
+	}
+	for _, path := range []string{"/registries", "/bootstrap/last_operation?operation=" + op.Operation} {
+		record(s.do(http.MethodGet, path, "admin", nil))
+	}
+	record(s.do(http.MethodGet, "/v2/catalog", "broker", nil))
+
+	var published strings.Builder
+	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+	_ = ps.Subscriber(sub).Receive(rctx, func(_ context.Context, m *pubsub.Message) {
+		published.Write(m.Data)
+		for k, v := range m.Attributes {
+			published.WriteString(k + "=" + v + "\n")
+		}
+		m.Ack()
+	})
+	rcancel()
+	if published.Len() == 0 {
+		t.Fatal("no published message was captured: the Pub/Sub check would be vacuous")
+	}
+
+	var stored strings.Builder
+	fs, err := firestore.NewClient(ctx, s.project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	colls, err := fs.Collections(ctx).GetAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := 0
+	for _, c := range colls {
+		all, err := c.Documents(ctx).GetAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range all {
+			docs++
+			fmt.Fprintf(&stored, "%s %v\n", d.Ref.Path, d.Data())
+		}
+	}
+	if docs == 0 {
+		t.Fatal("no Firestore document read: the store check would be vacuous")
+	}
+	s.logsMu.Lock()
+	logs := s.logs.String()
+	s.logsMu.Unlock()
+	if !strings.Contains(logs, "private") {
+		t.Fatal("the stack's logs do not mention the registry: the log check would be vacuous")
+	}
+	for where, text := range map[string]string{"Firestore": stored.String(), "Pub/Sub": published.String(), "logs": logs, "HTTP responses": responses.String()} {
+		for _, secret := range []string{canary, wrong, basic} {
+			if strings.Contains(text, secret) {
+				t.Errorf("a secret leaked into %s", where)
+			}
+		}
+	}
+	// The failure is still explained without the secret.
+	if !strings.Contains(stored.String(), "401") && !strings.Contains(stored.String(), "nauthorized") {
+		t.Errorf("the recorded error does not say the credentials were refused")
+	}
+}
+
+type ioDiscard struct{}
+
+func (ioDiscard) Write(p []byte) (int, error) { return len(p), nil }
