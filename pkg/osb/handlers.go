@@ -101,6 +101,8 @@ func trimWeak(t string) string {
 	return t
 }
 
+var ociPlatform = regexp.MustCompile(`^[a-z0-9]+/[a-z0-9_]+(/[a-z0-9]+)?$`)
+
 var instanceID = regexp.MustCompile(`^[A-Za-z0-9._~-]{1,255}$`)
 
 func validInstanceID(w http.ResponseWriter, r *http.Request) (string, bool) {
@@ -151,7 +153,14 @@ func (b *Broker) putInstance(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	platform, _ := ctxMap["platform"].(string)
+	// OSB's context.platform names the platform kind (kubernetes,
+	// cloudfoundry); the OCI platform an instance runs on is specsync's
+	// context.oci_platform extension (os/arch[/variant]).
+	platform, _ := ctxMap["oci_platform"].(string)
+	if platform != "" && !ociPlatform.MatchString(platform) {
+		WriteError(w, http.StatusBadRequest, "BadRequest", "context.oci_platform %q is not os/arch[/variant]", platform)
+		return
+	}
 	res, err := b.store.CreateInstance(r.Context(), store.Instance{ID: id, SpecID: req.ServiceID, PlanID: req.PlanID, Platform: platform, Context: ctxMap})
 	switch {
 	case err == nil && res.Existed:

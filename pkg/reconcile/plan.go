@@ -42,6 +42,10 @@ type Stored struct {
 	State      string
 	Instances  int
 	EntryError string
+	// PlansInUse and PlatformsInUse count instances per plan id and per
+	// OCI platform: a new version must keep serving all of them.
+	PlansInUse     map[string]int
+	PlatformsInUse map[string]int
 }
 
 // Policy is a registry's deletion policy.
@@ -64,6 +68,12 @@ type EntryError struct {
 	Message string `json:"message" firestore:"message"`
 }
 
+// HeldBack is a candidate version withheld, and the instances it would strand.
+type HeldBack struct {
+	Candidate Candidate
+	Blockers  []string
+}
+
 // ErrorOn records an entry's error against the stored spec it protects.
 type ErrorOn struct {
 	SpecID  string
@@ -80,8 +90,11 @@ type Plan struct {
 	Mark      []Stored
 	Delete    []Stored
 	Keep      []Stored // marked, not offered, still referenced by instances
-	ErrorOn   []ErrorOn
-	Errors    []EntryError
+	// HoldBack are new versions not adopted: they drop a plan or a
+	// platform that instances still use. The stored version keeps serving.
+	HoldBack []HeldBack
+	ErrorOn  []ErrorOn
+	Errors   []EntryError
 	// Guarded says why marking (and deleting) was withheld, if it was.
 	Guarded string
 }
@@ -143,6 +156,10 @@ func MakePlan(listing []Candidate, stored []Stored, policy Policy) Plan {
 		case !known:
 			p.Create = append(p.Create, c)
 		case s.Digest != c.Digest:
+			if blockers := strands(s, c.Spec); len(blockers) > 0 {
+				p.HoldBack = append(p.HoldBack, HeldBack{Candidate: c, Blockers: blockers})
+				continue
+			}
 			p.Update = append(p.Update, c)
 		case s.State == StateMarked:
 			p.Unmark = append(p.Unmark, c)
@@ -199,5 +216,33 @@ func MakePlan(listing []Candidate, stored []Stored, policy Policy) Plan {
 func sortedStored(stored []Stored) []Stored {
 	out := append([]Stored(nil), stored...)
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// strands lists what a new version of a stored spec would take away from
+// running instances: a plan they use, or a platform they run on (when the
+// new version declares platforms at all). Empty means safe to adopt.
+func strands(s Stored, next *spec.Spec) []string {
+	var out []string
+	for planID, n := range s.PlansInUse {
+		if n <= 0 {
+			continue
+		}
+		if _, ok := next.PlanByID(planID); !ok {
+			out = append(out, fmt.Sprintf("plan %s is used by %d instances and the new version drops it", planID, n))
+		}
+	}
+	if len(next.Platforms) > 0 {
+		offered := map[string]bool{}
+		for _, p := range next.Platforms {
+			offered[p.String()] = true
+		}
+		for platform, n := range s.PlatformsInUse {
+			if n > 0 && !offered[platform] {
+				out = append(out, fmt.Sprintf("platform %s is used by %d instances and the new version does not support it", platform, n))
+			}
+		}
+	}
+	sort.Strings(out)
 	return out
 }

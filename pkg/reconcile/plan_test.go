@@ -191,6 +191,61 @@ func TestMakePlan(t *testing.T) {
 	}
 }
 
+func withPlans(c Candidate, planIDs []string, platforms ...spec.Platform) Candidate {
+	c.Spec = &spec.Spec{Name: c.Spec.Name, ID: c.ID, Platforms: platforms}
+	for _, id := range planIDs {
+		c.Spec.Plans = append(c.Spec.Plans, spec.Plan{Name: id, ID: id})
+	}
+	return c
+}
+
+func inUse(s Stored, plans map[string]int, platforms map[string]int) Stored {
+	s.PlansInUse, s.PlatformsInUse = plans, platforms
+	return s
+}
+
+// Invariant 10: a version that would strand instances is held back.
+func TestMakePlanHoldsBackStrandingVersions(t *testing.T) {
+	amd := spec.Platform{OS: "linux", Architecture: "amd64"}
+	arm := spec.Platform{OS: "linux", Architecture: "arm64"}
+	cases := []struct {
+		name     string
+		next     Candidate
+		stored   Stored
+		held     bool
+		blockers string
+	}{
+		{"drops a plan in use", withPlans(cand("a", "A", "d2"), []string{"small"}),
+			inUse(active("A", "a", "d1"), map[string]int{"large": 2}, nil), true, "plan large is used by 2 instances"},
+		{"drops a plan nobody uses", withPlans(cand("a", "A", "d2"), []string{"small"}),
+			inUse(active("A", "a", "d1"), map[string]int{"small": 1, "large": 0}, nil), false, ""},
+		{"drops a platform in use", withPlans(cand("a", "A", "d2"), []string{"small"}, amd),
+			inUse(active("A", "a", "d1"), map[string]int{"small": 1}, map[string]int{"linux/arm64": 1}), true, "platform linux/arm64 is used by 1 instances"},
+		{"keeps every platform in use", withPlans(cand("a", "A", "d2"), []string{"small"}, amd, arm),
+			inUse(active("A", "a", "d1"), map[string]int{"small": 1}, map[string]int{"linux/arm64": 1}), false, ""},
+		{"declares no platforms: nothing to strand", withPlans(cand("a", "A", "d2"), []string{"small"}),
+			inUse(active("A", "a", "d1"), map[string]int{"small": 1}, map[string]int{"linux/arm64": 1}), false, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := MakePlan([]Candidate{c.next}, []Stored{c.stored}, Policy{MaxMarkShare: 0.5})
+			if got := len(p.HoldBack) == 1; got != c.held {
+				t.Fatalf("held back %v, want %v (plan %+v)", got, c.held, summarize(p))
+			}
+			if c.held {
+				if len(p.Update) != 0 || !strings.Contains(strings.Join(p.HoldBack[0].Blockers, ";"), c.blockers) {
+					t.Fatalf("hold back %+v, update %d", p.HoldBack, len(p.Update))
+				}
+				if p.Visible() {
+					t.Fatal("a held-back version is not a visible change")
+				}
+			} else if len(p.Update) != 1 {
+				t.Fatalf("safe version not adopted: %+v", summarize(p))
+			}
+		})
+	}
+}
+
 func TestPlanVisible(t *testing.T) {
 	cases := []struct {
 		name string

@@ -111,7 +111,9 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 
 	baseline := status.ListingDigest != "" &&
 		(status.LastRun.Result == ResultSucceeded || status.LastRun.Result == ResultUnchanged) &&
-		len(status.LastRun.Conflicts) == 0
+		len(status.LastRun.Conflicts) == 0 &&
+		// A held-back version may be adoptable now that instances went.
+		len(status.LastRun.HeldBack) == 0
 	if baseline && (listing.NotModified || listing.Digest == status.ListingDigest) {
 		if status.Marked == 0 {
 			finish(&run, ResultUnchanged)
@@ -263,6 +265,11 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 	}
 	run.Errors = entryErrors
 	run.Conflicts = conflicts
+	run.HeldBack = heldBackRecords(plan.HoldBack)
+	run.Counts.HeldBack = len(plan.HoldBack)
+	if len(plan.HoldBack) > 0 {
+		log.Warn("new versions held back: they would strand instances", "held_back", run.HeldBack)
+	}
 
 	result := ResultSucceeded
 	if plan.Guarded != "" {
@@ -450,8 +457,9 @@ func (r *Runner) DryRun(ctx context.Context, reg Registry) (store.Run, error) {
 	run.Counts = store.RunCounts{
 		Created: len(plan.Create), Updated: len(plan.Update), Unchanged: plan.Unchanged,
 		Unmarked: len(plan.Unmark), Repaired: len(plan.Repair), Marked: len(plan.Mark),
-		Deleted: len(plan.Delete), Kept: len(plan.Keep), EntryErrors: len(plan.Errors),
+		Deleted: len(plan.Delete), Kept: len(plan.Keep), EntryErrors: len(plan.Errors), HeldBack: len(plan.HoldBack),
 	}
+	run.HeldBack = heldBackRecords(plan.HoldBack)
 	for _, k := range plan.Keep {
 		run.Kept = append(run.Kept, store.KeptSpec{SpecID: k.ID, Name: k.Name, Instances: int64(k.Instances)})
 	}
@@ -472,7 +480,27 @@ func (r *Runner) DryRun(ctx context.Context, reg Registry) (store.Run, error) {
 func storedFrom(records []store.SpecRecord) []Stored {
 	out := make([]Stored, len(records))
 	for i, rec := range records {
-		out[i] = Stored{ID: rec.ID, Entry: rec.Entry, Name: rec.Name, Digest: rec.Digest, State: rec.State, Instances: int(rec.Instances), EntryError: rec.EntryError}
+		out[i] = Stored{ID: rec.ID, Entry: rec.Entry, Name: rec.Name, Digest: rec.Digest, State: rec.State, Instances: int(rec.Instances), EntryError: rec.EntryError,
+			PlansInUse: counts(rec.PlanInstances), PlatformsInUse: counts(rec.PlatformInstances)}
+	}
+	return out
+}
+
+func counts(m map[string]int64) map[string]int {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		out[k] = int(v)
+	}
+	return out
+}
+
+func heldBackRecords(hs []HeldBack) []store.HeldBackSpec {
+	var out []store.HeldBackSpec
+	for _, h := range hs {
+		out = append(out, store.HeldBackSpec{SpecID: h.Candidate.ID, Name: h.Candidate.Spec.Name, Digest: h.Candidate.Digest, Blockers: h.Blockers})
 	}
 	return out
 }

@@ -517,3 +517,72 @@ func TestScenarioProvisionRacesDelete(t *testing.T) {
 	}
 	t.Logf("%d rounds: provision first %d, mark first %d", rounds, pinned, deleted)
 }
+
+// Invariant 10 end to end: a new version dropping a plan an instance uses
+// is held back (the old one keeps serving, the status names the blocker);
+// once the instance goes, the next run adopts it although the listing did
+// not change.
+func TestScenarioHalfUpgradeHeldBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t)
+	fsys := fstest.MapFS{"db.yaml": {Data: []byte(specYAML("db", "small", "large"))}}
+	reg := dirRegistry(t, "local", fsys, defaultPolicy)
+	e.run(reg)
+	rec := e.specs("local")["db"]
+	sp, _ := rec.Spec()
+	large, _ := sp.PlanByName("large")
+	if _, err := e.store.CreateInstance(ctx, store.Instance{ID: "i1", SpecID: rec.ID, PlanID: large.ID}); err != nil {
+		t.Fatal(err)
+	}
+	fsys["db.yaml"] = &fstest.MapFile{Data: []byte(specYAML("db", "small"))}
+	run := e.run(reg)
+	if run.Counts.HeldBack != 1 || run.Counts.Updated != 0 || len(run.HeldBack) != 1 || !strings.Contains(run.HeldBack[0].Blockers[0], large.ID) {
+		t.Fatalf("stranding version: counts %+v held %+v", run.Counts, run.HeldBack)
+	}
+	if got := e.specs("local")["db"]; got.Digest != rec.Digest {
+		t.Fatal("the held-back version was written")
+	}
+	if st := e.status("local"); len(st.LastRun.HeldBack) != 1 {
+		t.Fatalf("status does not say what is held back: %+v", st.LastRun)
+	}
+	// Still blocked: the unchanged listing is re-checked, not skipped.
+	if run := e.run(reg); run.Result == reconcile.ResultUnchanged || run.Counts.HeldBack != 1 {
+		t.Fatalf("repeat run: %+v", run)
+	}
+	if _, err := e.store.DeleteInstance(ctx, "i1"); err != nil {
+		t.Fatal(err)
+	}
+	run = e.run(reg)
+	if run.Counts.Updated != 1 || run.Counts.HeldBack != 0 {
+		t.Fatalf("after the instance went: %+v", run.Counts)
+	}
+	if got := e.specs("local")["db"]; got.Digest == rec.Digest {
+		t.Fatal("released version not adopted")
+	}
+}
+
+// A provision naming an OCI platform the spec does not support is refused;
+// one on a supported platform pins that platform.
+func TestScenarioPlatformPinned(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t)
+	withPlatforms := specYAML("web") + "platforms:\n  - {os: linux, architecture: amd64}\n  - {os: linux, architecture: arm64}\n"
+	fsys := fstest.MapFS{"web.yaml": {Data: []byte(withPlatforms)}}
+	reg := dirRegistry(t, "local", fsys, defaultPolicy)
+	e.run(reg)
+	rec := e.specs("local")["web"]
+	sp, _ := rec.Spec()
+	if _, err := e.store.CreateInstance(ctx, store.Instance{ID: "bad", SpecID: rec.ID, PlanID: sp.Plans[0].ID, Platform: "windows/amd64"}); !failure.Is(err, failure.Invalid) {
+		t.Fatalf("unsupported platform: %v", err)
+	}
+	if _, err := e.store.CreateInstance(ctx, store.Instance{ID: "arm", SpecID: rec.ID, PlanID: sp.Plans[0].ID, Platform: "linux/arm64"}); err != nil {
+		t.Fatal(err)
+	}
+	fsys["web.yaml"] = &fstest.MapFile{Data: []byte(specYAML("web") + "platforms:\n  - {os: linux, architecture: amd64}\n")}
+	run := e.run(reg)
+	if run.Counts.HeldBack != 1 || !strings.Contains(strings.Join(run.HeldBack[0].Blockers, ";"), "linux/arm64") {
+		t.Fatalf("dropping a used platform: %+v %+v", run.Counts, run.HeldBack)
+	}
+}

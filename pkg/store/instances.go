@@ -2,18 +2,22 @@ package store
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/firestore"
 	"github.com/specsync/specsync/pkg/failure"
+	"github.com/specsync/specsync/pkg/spec"
 )
 
 // Instance is an instances/{id} document: a service instance the broker
 // provisioned. While it exists, its spec cannot be deleted.
 type Instance struct {
-	ID        string         `firestore:"id" json:"id"`
-	SpecID    string         `firestore:"spec_id" json:"service_id"`
-	PlanID    string         `firestore:"plan_id" json:"plan_id"`
+	ID     string `firestore:"id" json:"id"`
+	SpecID string `firestore:"spec_id" json:"service_id"`
+	PlanID string `firestore:"plan_id" json:"plan_id"`
+	// Platform is the OCI platform (os/arch[/variant]) the instance runs
+	// on, when the provision request said so.
 	Platform  string         `firestore:"platform,omitempty" json:"platform,omitempty"`
 	Context   map[string]any `firestore:"context,omitempty" json:"context,omitempty"`
 	CreatedAt time.Time      `firestore:"created_at" json:"created_at"`
@@ -78,6 +82,9 @@ func (s *Store) CreateInstance(ctx context.Context, inst Instance) (CreateInstan
 		if _, ok := sp.PlanByID(inst.PlanID); !ok {
 			return failure.New(failure.NotFound, "service %s has no plan %s", inst.SpecID, inst.PlanID)
 		}
+		if inst.Platform != "" && len(sp.Platforms) > 0 && !supports(sp, inst.Platform) {
+			return failure.New(failure.Invalid, "service %s does not support platform %s (it supports %s)", inst.SpecID, inst.Platform, strings.Join(rec.Platforms, ", "))
+		}
 		if inst.CreatedAt.IsZero() {
 			inst.CreatedAt = s.now().UTC()
 		}
@@ -85,7 +92,7 @@ func (s *Store) CreateInstance(ctx context.Context, inst Instance) (CreateInstan
 		if err := tx.Create(instRef, inst); err != nil {
 			return err
 		}
-		return tx.Update(specRef, []firestore.Update{{Path: "instances", Value: firestore.Increment(1)}})
+		return tx.Update(specRef, usageUpdates(inst, 1))
 	})
 	if err != nil {
 		return CreateInstanceResult{}, classify(err, "create instance %s", inst.ID)
@@ -132,17 +139,15 @@ func (s *Store) DeleteInstance(ctx context.Context, id string) (*Instance, error
 			return err
 		}
 		specRef := s.specs().Doc(inst.SpecID)
-		_, err = tx.Get(specRef)
-		s.ops.read(1)
-		specExists := err == nil
-		if err != nil && !isNotFound(err) {
+		rec, err := txGet[SpecRecord](s, tx, specRef)
+		if err != nil {
 			return err
 		}
 		if err := tx.Delete(instRef); err != nil {
 			return err
 		}
-		if specExists {
-			return tx.Update(specRef, []firestore.Update{{Path: "instances", Value: firestore.Increment(-1)}})
+		if rec != nil {
+			return tx.Update(specRef, usageUpdates(inst, -1))
 		}
 		return nil
 	})
@@ -152,4 +157,25 @@ func (s *Store) DeleteInstance(ctx context.Context, id string) (*Instance, error
 	s.ops.delete(1)
 	s.ops.write(1)
 	return &inst, nil
+}
+
+// usageUpdates moves a spec's instance counters by delta for inst.
+func usageUpdates(inst Instance, delta int64) []firestore.Update {
+	u := []firestore.Update{
+		{Path: "instances", Value: firestore.Increment(delta)},
+		{FieldPath: firestore.FieldPath{"plan_instances", inst.PlanID}, Value: firestore.Increment(delta)},
+	}
+	if inst.Platform != "" {
+		u = append(u, firestore.Update{FieldPath: firestore.FieldPath{"platform_instances", inst.Platform}, Value: firestore.Increment(delta)})
+	}
+	return u
+}
+
+func supports(s *spec.Spec, platform string) bool {
+	for _, p := range s.Platforms {
+		if p.String() == platform {
+			return true
+		}
+	}
+	return false
 }

@@ -20,6 +20,16 @@ type RunCounts struct {
 	Kept        int `json:"kept_referenced" firestore:"kept_referenced"`
 	EntryErrors int `json:"entry_errors" firestore:"entry_errors"`
 	Conflicts   int `json:"conflicts" firestore:"conflicts"`
+	HeldBack    int `json:"held_back" firestore:"held_back"`
+}
+
+// HeldBackSpec is a new version not adopted because instances would be
+// stranded; the last good version keeps serving.
+type HeldBackSpec struct {
+	SpecID   string   `json:"spec_id" firestore:"spec_id"`
+	Name     string   `json:"name" firestore:"name"`
+	Digest   string   `json:"digest" firestore:"digest"` // of the held-back version
+	Blockers []string `json:"blockers" firestore:"blockers"`
 }
 
 // EntryError is one failed registry entry, as recorded.
@@ -59,6 +69,7 @@ type Run struct {
 	ErrorsTotal int            `json:"errors_total" firestore:"errors_total"`
 	Kept        []KeptSpec     `json:"kept,omitempty" firestore:"kept"`
 	Conflicts   []SpecConflict `json:"conflicts,omitempty" firestore:"conflicts"`
+	HeldBack    []HeldBackSpec `json:"held_back,omitempty" firestore:"held_back"`
 }
 
 // RegistryStatus is a registries/{name} document.

@@ -24,19 +24,24 @@ const (
 // every number into a float or an int by guesswork) and so its digest can
 // be recomputed from what is stored.
 type SpecRecord struct {
-	ID        string    `firestore:"id"`
-	Registry  string    `firestore:"registry"`
-	Entry     string    `firestore:"entry"`
-	Ref       string    `firestore:"ref"`
-	Name      string    `firestore:"name"`
-	Digest    string    `firestore:"digest"`
-	SpecJSON  string    `firestore:"spec"`
-	State     string    `firestore:"state"`
-	Platforms []string  `firestore:"platforms"`
-	Revision  int64     `firestore:"revision"`
-	Instances int64     `firestore:"instances"`
-	CreatedAt time.Time `firestore:"created_at"`
-	UpdatedAt time.Time `firestore:"updated_at"`
+	ID        string   `firestore:"id"`
+	Registry  string   `firestore:"registry"`
+	Entry     string   `firestore:"entry"`
+	Ref       string   `firestore:"ref"`
+	Name      string   `firestore:"name"`
+	Digest    string   `firestore:"digest"`
+	SpecJSON  string   `firestore:"spec"`
+	State     string   `firestore:"state"`
+	Platforms []string `firestore:"platforms"`
+	Revision  int64    `firestore:"revision"`
+	Instances int64    `firestore:"instances"`
+	// PlanInstances and PlatformInstances count the instances per plan id
+	// and per OCI platform, kept in the same transactions as Instances:
+	// they are what holds back a version that would strand instances.
+	PlanInstances     map[string]int64 `firestore:"plan_instances,omitempty"`
+	PlatformInstances map[string]int64 `firestore:"platform_instances,omitempty"`
+	CreatedAt         time.Time        `firestore:"created_at"`
+	UpdatedAt         time.Time        `firestore:"updated_at"`
 	// Set while State is marked.
 	MarkedAt  time.Time `firestore:"marked_at,omitempty"`
 	MarkedRun string    `firestore:"marked_run,omitempty"`
