@@ -1,0 +1,28 @@
+# The APIs the deployment uses. Everything else depends on these being on.
+# disable_on_destroy is false: `terraform destroy` must not switch off an
+# API that other things in the project may use.
+locals {
+  apis = toset([
+    "artifactregistry.googleapis.com",     # the functions' images (gcf-artifacts)
+    "cloudbuild.googleapis.com",           # builds the source with the Go buildpack
+    "cloudfunctions.googleapis.com",       # the three functions (2nd gen)
+    "cloudresourcemanager.googleapis.com", # project IAM
+    "cloudscheduler.googleapis.com",       # the scheduled bootstrap
+    "firestore.googleapis.com",            # specs, instances, registries, operations
+    "iam.googleapis.com",                  # service accounts
+    "logging.googleapis.com",              # function and build logs
+    "pubsub.googleapis.com",               # the reconcile fan-out
+    "run.googleapis.com",                  # 2nd gen functions are Cloud Run services
+    "secretmanager.googleapis.com",        # broker, admin and registry credentials
+    "storage.googleapis.com",              # the source archive
+  ])
+}
+
+resource "google_project_service" "enabled" {
+  for_each = local.apis
+
+  project                    = var.project_id
+  service                    = each.value
+  disable_on_destroy         = false
+  disable_dependent_services = false
+}

@@ -1,0 +1,66 @@
+# Firestore (native mode): the database, the composite indexes the store's
+# queries need, and TTL policies for the fields that expire.
+#
+# The emulator does not enforce indexes; production does. The indexes are
+# derived from pkg/store/queries.go (store.Queries, itself checked against
+# the store's code), and terraform/terraform_test.go checks that every query
+# there has its index here and that no index here is left without a query.
+# Queries on one field are served by Firestore's automatic single-field
+# indexes and need nothing here.
+
+resource "google_firestore_database" "main" {
+  project     = var.project_id
+  name        = var.firestore_database
+  location_id = var.firestore_location != null ? var.firestore_location : var.region
+  type        = "FIRESTORE_NATIVE"
+  # The store relies on transactions that lock what they read.
+  concurrency_mode = "PESSIMISTIC"
+
+  # Holds the catalog and the instance records: never deleted by terraform.
+  # ABANDON makes `terraform destroy` forget it; delete protection keeps it
+  # from being deleted by anyone until switched off.
+  delete_protection_state = var.deletion_protection ? "DELETE_PROTECTION_ENABLED" : "DELETE_PROTECTION_DISABLED"
+  deletion_policy         = "ABANDON"
+
+  depends_on = [google_project_service.enabled]
+}
+
+# store.Queries MarkedSpecs: specs where registry == R and state == marked.
+# (Firestore can sometimes serve equality on two fields by merging
+# single-field indexes; the composite index makes it direct and certain.)
+resource "google_firestore_index" "specs_registry_state" {
+  project     = var.project_id
+  database    = google_firestore_database.main.name
+  collection  = "specs"
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "registry"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "state"
+    order      = "ASCENDING"
+  }
+}
+
+# operations/{id}.expires_at (bootstrap.Operation.ExpiresAt): a finished
+# bootstrap is forgotten after SPECSYNC_OPERATION_RETENTION; reads already
+# treat it as gone, TTL deletes it (within about a day of expiring; TTL
+# deletes are billed as deletes). The field is only ever read by TTL, so it
+# has no single-field indexes.
+#
+# Not here on purpose: registries/{name}.lease.expires_at is a lease
+# inside the registry's status document; a TTL on it would delete the
+# status. The change feed's records (a later issue) get their TTL here when
+# they exist.
+resource "google_firestore_field" "operations_expires_at" {
+  project    = var.project_id
+  database   = google_firestore_database.main.name
+  collection = "operations"
+  field      = "expires_at"
+
+  ttl_config {}
+
+  index_config {}
+}

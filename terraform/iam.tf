@@ -1,0 +1,157 @@
+# Identities and what they may do. One service account per function, one
+# for the push subscription, one for the scheduler, one for the builds; no
+# primitive role anywhere (terraform/terraform_test.go checks it).
+#
+#   bootstrap  Firestore (operations), publish to the work topic, the admin token
+#   reconcile  Firestore (specs, registries, operations), the registry credentials
+#   catalog    Firestore (reads; writes only instance records), the broker
+#              password and the admin token; no Pub/Sub at all
+#   push       invoke the reconcile function, nothing else
+#   scheduler  invoke the bootstrap function, nothing else
+#   build      what Cloud Build needs to build the functions
+#
+# IAM cannot scope Firestore to collections: roles/datastore.user is the
+# narrowest role that can write, and it covers the whole database. That the
+# catalog writes nothing but instance records (and their specs' instance
+# counts, in the same transaction) is a property of its code
+# (pkg/osb, pkg/store), not of its role. Secret access is granted per
+# secret in secrets.tf.
+
+resource "google_service_account" "function" {
+  for_each = local.function_entry_points
+
+  project      = var.project_id
+  account_id   = "${var.name_prefix}-${each.key}"
+  display_name = "specsync ${each.key} function"
+  description  = "Runs the specsync ${each.value} function."
+
+  depends_on = [google_project_service.enabled]
+}
+
+resource "google_service_account" "reconcile_push" {
+  project      = var.project_id
+  account_id   = "${var.name_prefix}-reconcile-push"
+  display_name = "specsync reconcile push"
+  description  = "Identity of the reconcile push subscription: may invoke the reconcile function and nothing else."
+
+  depends_on = [google_project_service.enabled]
+}
+
+resource "google_service_account" "scheduler" {
+  project      = var.project_id
+  account_id   = "${var.name_prefix}-scheduler"
+  display_name = "specsync scheduler"
+  description  = "Identity of the scheduled bootstrap: may invoke the bootstrap function and nothing else."
+
+  depends_on = [google_project_service.enabled]
+}
+
+resource "google_service_account" "build" {
+  project      = var.project_id
+  account_id   = "${var.name_prefix}-build"
+  display_name = "specsync build"
+  description  = "Builds the specsync functions (Cloud Build)."
+
+  depends_on = [google_project_service.enabled]
+}
+
+# Firestore for every function. datastore.user reads and writes documents;
+# it cannot manage indexes, TTL policies or the database.
+resource "google_project_iam_member" "function_firestore" {
+  for_each = local.function_entry_points
+
+  project = var.project_id
+  role    = "roles/datastore.user"
+  member  = "serviceAccount:${google_service_account.function[each.key].email}"
+}
+
+# The bootstrap publishes reconcile messages, to the work topic only.
+resource "google_pubsub_topic_iam_member" "bootstrap_publisher" {
+  project = var.project_id
+  topic   = google_pubsub_topic.reconcile.name
+  role    = "roles/pubsub.publisher"
+  member  = "serviceAccount:${google_service_account.function["bootstrap"].email}"
+}
+
+# Cloud Build: write build logs, push the image to Artifact Registry, read
+# the uploaded source.
+resource "google_project_iam_member" "build" {
+  for_each = toset([
+    "roles/logging.logWriter",
+    "roles/artifactregistry.writer",
+    "roles/storage.objectViewer",
+  ])
+
+  project = var.project_id
+  role    = each.value
+  member  = "serviceAccount:${google_service_account.build.email}"
+}
+
+# Invokers. 2nd gen functions are Cloud Run services: run.invoker on the
+# service is what lets a caller through.
+
+# The reconcile function: only its trigger.
+resource "google_cloud_run_v2_service_iam_member" "reconcile_push_invoker" {
+  project  = var.project_id
+  location = var.region
+  name     = google_cloudfunctions2_function.function["reconcile"].service_config[0].service
+  role     = "roles/run.invoker"
+  member   = "serviceAccount:${google_service_account.reconcile_push.email}"
+}
+
+# The bootstrap function: the scheduler (and, with bootstrap_public,
+# anyone: the function checks the admin token or the scheduler's OIDC
+# token itself).
+resource "google_cloud_run_v2_service_iam_member" "scheduler_invoker" {
+  project  = var.project_id
+  location = var.region
+  name     = google_cloudfunctions2_function.function["bootstrap"].service_config[0].service
+  role     = "roles/run.invoker"
+  member   = "serviceAccount:${google_service_account.scheduler.email}"
+}
+
+# Platforms call the catalog with basic auth, which Cloud Run IAM cannot
+# check: the function does. The bootstrap likewise with bootstrap_public.
+resource "google_cloud_run_v2_service_iam_member" "public_invoker" {
+  for_each = toset(concat(["catalog"], var.bootstrap_public ? ["bootstrap"] : []))
+
+  project  = var.project_id
+  location = var.region
+  name     = google_cloudfunctions2_function.function[each.key].service_config[0].service
+  role     = "roles/run.invoker"
+  member   = "allUsers"
+}
+
+# Pub/Sub's service agent: it signs the push subscription's OIDC tokens as
+# the push account, and moves undeliverable messages to the dead-letter
+# topic (which needs publish there and subscribe on the source
+# subscription).
+data "google_project" "this" {
+  project_id = var.project_id
+
+  depends_on = [google_project_service.enabled]
+}
+
+locals {
+  pubsub_agent = "serviceAccount:service-${data.google_project.this.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+}
+
+resource "google_service_account_iam_member" "pubsub_push_token_creator" {
+  service_account_id = google_service_account.reconcile_push.name
+  role               = "roles/iam.serviceAccountTokenCreator"
+  member             = local.pubsub_agent
+}
+
+resource "google_pubsub_topic_iam_member" "dead_letter_publisher" {
+  project = var.project_id
+  topic   = google_pubsub_topic.reconcile_dead_letter.name
+  role    = "roles/pubsub.publisher"
+  member  = local.pubsub_agent
+}
+
+resource "google_pubsub_subscription_iam_member" "dead_letter_subscriber" {
+  project      = var.project_id
+  subscription = google_pubsub_subscription.reconcile_push.name
+  role         = "roles/pubsub.subscriber"
+  member       = local.pubsub_agent
+}

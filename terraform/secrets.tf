@@ -1,0 +1,137 @@
+# Secret Manager: the admin token, the broker password, and one secret for
+# every registry credential the registries file names. Secrets are created
+# empty; values are added out of band (`gcloud secrets versions add`, see
+# the README) or, with write_secrets, from an ephemeral input through
+# a write-only argument. Either way no value is ever in the plan or the
+# state. Each secret is readable only by the function that mounts it.
+
+locals {
+  # The registries file as the functions will read it. Credentials are only
+  # ever named there: *_env is an environment variable of the reconcile
+  # function, *_file a file in it; both are filled from Secret Manager.
+  registries_path = "${path.module}/../${var.registries_file}"
+  registries_text = file(local.registries_path)
+  registries      = yamldecode(local.registries_text).registries
+  registry_auths  = [for r in local.registries : try(r.oci.auth, r.http.auth, {})]
+
+  registry_secret_envs = toset(flatten([
+    for a in local.registry_auths : [
+      for k in ["username_env", "password_env", "token_env"] : a[k] if try(a[k], null) != null
+    ]
+  ]))
+  registry_secret_files = toset(flatten([
+    for a in local.registry_auths : [
+      for k in ["password_file", "token_file"] : a[k] if try(a[k], null) != null
+    ]
+  ]))
+
+  # $${VAR} references, replaced from the environment before the file is
+  # parsed (config.Parse): the bootstrap and reconcile functions need them
+  # set, from var.registry_env. Same pattern as pkg/config.
+  registry_env_refs = toset(flatten(regexall("\\$\\{([A-Za-z_][A-Za-z0-9_]*)\\}", local.registries_text)))
+
+  # Every secret, keyed by how the code names it: the setting it fills, or
+  # the registry credential's *_env name or *_file path.
+  credential_secrets = merge(
+    {
+      SPECSYNC_ADMIN_TOKEN     = "${var.name_prefix}-admin-token"
+      SPECSYNC_BROKER_PASSWORD = "${var.name_prefix}-broker-password"
+    },
+    { for e in local.registry_secret_envs : e => "${var.name_prefix}-registry-env-${lower(replace(e, "_", "-"))}" },
+    { for f in local.registry_secret_files : f => "${var.name_prefix}-registry-file-${trim(replace(lower(f), "/[^a-z0-9]+/", "-"), "-")}" },
+  )
+
+  # Who reads which secret: the function that mounts it, and only that one.
+  # The catalog reads the broker password and the admin token (its
+  # GET /registries is an admin endpoint); the bootstrap only the admin
+  # token; registry credentials only the reconcile, which fetches.
+  secret_readers = merge(
+    {
+      SPECSYNC_ADMIN_TOKEN     = ["bootstrap", "catalog"]
+      SPECSYNC_BROKER_PASSWORD = ["catalog"]
+    },
+    { for k in setunion(local.registry_secret_envs, local.registry_secret_files) : k => ["reconcile"] },
+  )
+  secret_access = {
+    for pair in flatten([
+      for secret, readers in local.secret_readers : [
+        for fn in readers : { key = "${secret}:${fn}", secret = secret, function = fn }
+      ]
+    ]) : pair.key => pair
+  }
+}
+
+resource "google_secret_manager_secret" "credential" {
+  for_each = local.credential_secrets
+
+  project   = var.project_id
+  secret_id = each.value
+  labels = {
+    app = "specsync"
+  }
+  annotations = {
+    specsync-credential = each.key
+  }
+  deletion_protection = var.deletion_protection
+
+  replication {
+    auto {}
+  }
+
+  depends_on = [google_project_service.enabled]
+}
+
+resource "google_secret_manager_secret_iam_member" "accessor" {
+  for_each = local.secret_access
+
+  project   = var.project_id
+  secret_id = google_secret_manager_secret.credential[each.value.secret].secret_id
+  role      = "roles/secretmanager.secretAccessor"
+  member    = "serviceAccount:${google_service_account.function[each.value.function].email}"
+}
+
+# Only for the secrets in write_secrets: a first version, written through
+# a write-only argument from the ephemeral var.secret_values. Later
+# versions (rotation) are added out of band; this resource never reads or
+# stores them, and destroying it (emptying write_secrets) leaves the
+# version in place.
+resource "google_secret_manager_secret_version" "initial" {
+  for_each = { for k, v in local.credential_secrets : k => v if contains(var.write_secrets, k) }
+
+  secret                 = google_secret_manager_secret.credential[each.key].id
+  secret_data_wo         = var.secret_values[each.key]
+  secret_data_wo_version = 1
+  deletion_policy        = "ABANDON"
+}
+
+# Checks of the registries file that terraform can make before anything is
+# created: every $${VAR} it references has a value, every credential gets a
+# distinct secret, and every credential file can be mounted.
+resource "terraform_data" "registries_file" {
+  input = sha256(local.registries_text)
+
+  lifecycle {
+    precondition {
+      condition     = length(setsubtract(local.registry_env_refs, keys(var.registry_env))) == 0
+      error_message = "The registries file references environment variables that registry_env does not set: ${join(", ", sort(setsubtract(local.registry_env_refs, keys(var.registry_env))))}."
+    }
+    precondition {
+      condition     = length(setsubtract(var.write_secrets, keys(local.credential_secrets))) == 0
+      error_message = "write_secrets names secrets that do not exist: ${join(", ", sort(setsubtract(var.write_secrets, keys(local.credential_secrets))))}."
+    }
+    precondition {
+      condition     = length(distinct(values(local.credential_secrets))) == length(local.credential_secrets)
+      error_message = "Two credentials of the registries file map to the same secret id; rename one of the *_env variables or *_file paths."
+    }
+    precondition {
+      condition     = alltrue([for e in setunion(local.registry_secret_envs, local.registry_env_refs) : !can(regex("^(SPECSYNC_|GOOGLE_|FIRESTORE_|FUNCTION_|K_|X_GOOGLE_)|^(LOG_LEVEL|PORT)$", e))])
+      error_message = "The registries file names an environment variable that is a setting of the functions or reserved by the platform (SPECSYNC_*, GOOGLE_*, FIRESTORE_*, FUNCTION_*, K_*, X_GOOGLE_*, LOG_LEVEL, PORT)."
+    }
+    precondition {
+      # A secret volume mounts a whole directory: each credential file needs
+      # an absolute path in a directory of its own, outside the source.
+      condition     = alltrue([for f in local.registry_secret_files : startswith(f, "/") && dirname(f) != "/" && !startswith(f, "/workspace")]) && length(distinct([for f in local.registry_secret_files : dirname(f)])) == length(local.registry_secret_files)
+      error_message = "Every *_file credential must be an absolute path outside /workspace, in a directory no other credential file uses (a Secret Manager volume mounts the whole directory)."
+    }
+  }
+}

@@ -1,0 +1,367 @@
+# Inputs. Only project_id is required; every default is safe: nothing that
+# holds data is destroyed, secrets are created empty, and each function
+# gets only what it needs.
+
+variable "project_id" {
+  type        = string
+  description = "The Google Cloud project to deploy into (it must exist and have billing enabled)."
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{4,28}[a-z0-9]$", var.project_id))
+    error_message = "project_id must be a project id: 6 to 30 lowercase letters, digits or hyphens, starting with a letter."
+  }
+}
+
+variable "region" {
+  type        = string
+  description = "Region of the functions, the scheduler job and the source bucket."
+  default     = "europe-west1"
+
+  validation {
+    condition     = can(regex("^[a-z]+-[a-z]+[0-9]+$", var.region))
+    error_message = "region must be a Google Cloud region such as europe-west1 or us-central1."
+  }
+}
+
+variable "firestore_location" {
+  type        = string
+  description = "Location of the Firestore database: a region (e.g. europe-west1) or a multi-region (nam5, eur3). Defaults to region. It cannot be changed once the database exists."
+  default     = null
+
+  validation {
+    condition     = var.firestore_location == null || can(regex("^[a-z0-9-]+$", var.firestore_location))
+    error_message = "firestore_location must be a Firestore location id such as europe-west1, nam5 or eur3."
+  }
+}
+
+variable "firestore_database" {
+  type        = string
+  description = "Firestore database id. \"(default)\" is the one the free tier applies to."
+  default     = "(default)"
+
+  validation {
+    condition     = var.firestore_database == "(default)" || can(regex("^[a-z][a-z0-9-]{2,61}[a-z0-9]$", var.firestore_database))
+    error_message = "firestore_database must be \"(default)\" or 4 to 63 lowercase letters, digits and hyphens, starting with a letter."
+  }
+}
+
+variable "name_prefix" {
+  type        = string
+  description = "Prefix of every resource name (functions, topics, service accounts, secrets). The default matches the code's default topic, specsync-reconcile."
+  default     = "specsync"
+
+  validation {
+    # Service account ids are at most 30 characters: prefix + "-reconcile-push".
+    condition     = can(regex("^[a-z][a-z0-9-]{0,10}[a-z0-9]$", var.name_prefix))
+    error_message = "name_prefix must be 2 to 12 lowercase letters, digits or hyphens, starting with a letter."
+  }
+}
+
+variable "registries_file" {
+  type        = string
+  description = "The registries file, relative to the repository root. It is shipped in the source archive (the functions read it at cold start) and read here to create a secret for every credential it names (*_env, *_file)."
+  default     = "registries.yaml"
+
+  validation {
+    condition     = !startswith(var.registries_file, "/") && !strcontains(var.registries_file, "..") && !startswith(var.registries_file, "terraform/")
+    error_message = "registries_file must be a path inside the repository, relative to its root, and not under terraform/ (which is not uploaded)."
+  }
+  validation {
+    condition     = fileexists("${path.module}/../${var.registries_file}")
+    error_message = "registries_file does not exist. Write one (see examples/registries.reference.yaml and the README's \"The registries file\") at the repository root or set registries_file."
+  }
+}
+
+variable "registry_env" {
+  type        = map(string)
+  description = "Values of the $${VAR} references in the registries file (hosts, URLs; never secrets: name those with *_env / *_file instead). Set on the bootstrap and reconcile functions, which load the file."
+  default     = {}
+  nullable    = false
+
+  validation {
+    condition     = alltrue([for k in keys(var.registry_env) : can(regex("^[A-Za-z_][A-Za-z0-9_]*$", k))])
+    error_message = "registry_env keys must be environment variable names."
+  }
+  validation {
+    condition     = alltrue([for k in keys(var.registry_env) : !can(regex("^(SPECSYNC_|GOOGLE_|FIRESTORE_|FUNCTION_|K_|X_GOOGLE_)|^(LOG_LEVEL|PORT)$", k))])
+    error_message = "registry_env keys may not be settings the functions read or names the platform reserves (SPECSYNC_*, GOOGLE_*, FIRESTORE_*, FUNCTION_*, K_*, X_GOOGLE_*, LOG_LEVEL, PORT)."
+  }
+}
+
+variable "log_level" {
+  type        = string
+  description = "LOG_LEVEL of every function."
+  default     = "info"
+
+  validation {
+    condition     = contains(["debug", "info", "warn", "error"], var.log_level)
+    error_message = "log_level must be debug, info, warn or error."
+  }
+}
+
+variable "broker_username" {
+  type        = string
+  description = "The user name platforms use for basic auth (SPECSYNC_BROKER_USERNAME). The password is a secret (see the secrets output)."
+  default     = "specsync"
+
+  validation {
+    condition     = length(var.broker_username) > 0 && !strcontains(var.broker_username, ":")
+    error_message = "broker_username must be non-empty and may not contain a colon (basic auth)."
+  }
+}
+
+variable "bootstrap_schedule" {
+  type        = string
+  description = "Cron schedule of the Cloud Scheduler job that calls the bootstrap. An unchanged world costs a handful of Firestore operations per run (README: Deploy to Google Cloud)."
+  default     = "0 * * * *"
+
+  validation {
+    condition     = length(split(" ", trimspace(var.bootstrap_schedule))) == 5
+    error_message = "bootstrap_schedule must be a five-field cron expression such as \"0 * * * *\"."
+  }
+}
+
+variable "bootstrap_time_zone" {
+  type        = string
+  description = "Time zone of bootstrap_schedule (tz database name)."
+  default     = "Etc/UTC"
+
+  validation {
+    condition     = can(regex("^[A-Za-z_+-]+(/[A-Za-z0-9_+-]+)*$", var.bootstrap_time_zone))
+    error_message = "bootstrap_time_zone must be a tz database name such as Etc/UTC or Europe/Berlin."
+  }
+}
+
+variable "bootstrap_public" {
+  type        = bool
+  description = "Let anyone reach the bootstrap function's URL: the function itself accepts only the admin token and the scheduler's OIDC token, and manual callers use the admin token. false requires Cloud Run IAM as well (callers then also send X-Serverless-Authorization with an identity token)."
+  default     = true
+}
+
+variable "operation_deadline_seconds" {
+  type        = number
+  description = "SPECSYNC_OPERATION_DEADLINE: a bootstrap whose registries have not all reported by then fails, naming them."
+  default     = 900
+
+  validation {
+    condition     = var.operation_deadline_seconds >= 60 && var.operation_deadline_seconds <= 86400 && floor(var.operation_deadline_seconds) == var.operation_deadline_seconds
+    error_message = "operation_deadline_seconds must be a whole number of seconds between 60 and 86400."
+  }
+}
+
+variable "operation_retention_seconds" {
+  type        = number
+  description = "SPECSYNC_OPERATION_RETENTION (bootstrap and reconcile): how long a finished operation can be polled. A Firestore TTL policy deletes it afterwards."
+  default     = 86400
+
+  validation {
+    condition     = var.operation_retention_seconds >= 60 && floor(var.operation_retention_seconds) == var.operation_retention_seconds
+    error_message = "operation_retention_seconds must be a whole number of seconds, at least 60."
+  }
+}
+
+variable "lease_ttl_seconds" {
+  type        = number
+  description = "SPECSYNC_LEASE_TTL: one reconcile per registry at a time; a lease outlives a crashed holder by at most this. Must exceed the reconcile timeout so a live run never loses its lease."
+  default     = 600
+
+  validation {
+    condition     = floor(var.lease_ttl_seconds) == var.lease_ttl_seconds && var.lease_ttl_seconds > var.reconcile_service.timeout_seconds
+    error_message = "lease_ttl_seconds must be a whole number of seconds greater than reconcile_service.timeout_seconds."
+  }
+}
+
+variable "catalog_refresh_seconds" {
+  type        = number
+  description = "SPECSYNC_CATALOG_REFRESH: a warm catalog instance re-reads the catalog revision at most this often."
+  default     = 5
+
+  validation {
+    condition     = var.catalog_refresh_seconds >= 1 && floor(var.catalog_refresh_seconds) == var.catalog_refresh_seconds
+    error_message = "catalog_refresh_seconds must be a whole number of seconds, at least 1."
+  }
+}
+
+variable "max_body_bytes" {
+  type        = number
+  description = "SPECSYNC_MAX_BODY_BYTES: the catalog's request body limit."
+  default     = 65536
+
+  validation {
+    condition     = var.max_body_bytes >= 1024 && var.max_body_bytes <= 33554432 && floor(var.max_body_bytes) == var.max_body_bytes
+    error_message = "max_body_bytes must be a whole number between 1024 and 33554432."
+  }
+}
+
+# What bounds a run of each function. cpu below 1 allows no concurrency.
+
+variable "bootstrap_service" {
+  type = object({
+    timeout_seconds = optional(number, 60)
+    memory          = optional(string, "256Mi")
+    cpu             = optional(string, "1")
+    min_instances   = optional(number, 0)
+    max_instances   = optional(number, 2)
+    concurrency     = optional(number, 10)
+  })
+  description = "Bootstrap function limits: it creates an operation and publishes one message per registry."
+  default     = {}
+  nullable    = false
+
+  validation {
+    condition     = var.bootstrap_service.timeout_seconds >= 10 && var.bootstrap_service.timeout_seconds <= 3600
+    error_message = "bootstrap_service.timeout_seconds must be between 10 and 3600."
+  }
+  validation {
+    condition     = can(regex("^[0-9]+(Mi|Gi)$", var.bootstrap_service.memory))
+    error_message = "bootstrap_service.memory must be a size such as 256Mi or 1Gi."
+  }
+  validation {
+    condition     = var.bootstrap_service.min_instances >= 0 && var.bootstrap_service.max_instances >= 1 && var.bootstrap_service.min_instances <= var.bootstrap_service.max_instances
+    error_message = "bootstrap_service needs 0 <= min_instances <= max_instances and max_instances >= 1."
+  }
+  validation {
+    condition     = var.bootstrap_service.concurrency >= 1 && var.bootstrap_service.concurrency <= 1000 && (var.bootstrap_service.concurrency == 1 || tonumber(var.bootstrap_service.cpu) >= 1)
+    error_message = "bootstrap_service.concurrency must be between 1 and 1000, and above 1 only with cpu >= 1."
+  }
+}
+
+variable "reconcile_service" {
+  type = object({
+    timeout_seconds = optional(number, 300)
+    memory          = optional(string, "512Mi")
+    cpu             = optional(string, "1")
+    min_instances   = optional(number, 0)
+    max_instances   = optional(number, 5)
+    concurrency     = optional(number, 1)
+  })
+  description = "Reconcile function limits: one registry per request. max_instances x concurrency reconciles run at once; the rest wait for Pub/Sub's redelivery. The timeout is also the push subscription's ack deadline (at most 600s)."
+  default     = {}
+  nullable    = false
+
+  validation {
+    condition     = var.reconcile_service.timeout_seconds >= 10 && var.reconcile_service.timeout_seconds <= 600
+    error_message = "reconcile_service.timeout_seconds must be between 10 and 600 (the longest push ack deadline)."
+  }
+  validation {
+    condition     = can(regex("^[0-9]+(Mi|Gi)$", var.reconcile_service.memory))
+    error_message = "reconcile_service.memory must be a size such as 512Mi or 1Gi."
+  }
+  validation {
+    condition     = var.reconcile_service.min_instances >= 0 && var.reconcile_service.max_instances >= 1 && var.reconcile_service.min_instances <= var.reconcile_service.max_instances
+    error_message = "reconcile_service needs 0 <= min_instances <= max_instances and max_instances >= 1."
+  }
+  validation {
+    condition     = var.reconcile_service.concurrency >= 1 && var.reconcile_service.concurrency <= 1000 && (var.reconcile_service.concurrency == 1 || tonumber(var.reconcile_service.cpu) >= 1)
+    error_message = "reconcile_service.concurrency must be between 1 and 1000, and above 1 only with cpu >= 1."
+  }
+}
+
+variable "catalog_service" {
+  type = object({
+    timeout_seconds = optional(number, 30)
+    memory          = optional(string, "256Mi")
+    cpu             = optional(string, "1")
+    min_instances   = optional(number, 0)
+    max_instances   = optional(number, 10)
+    concurrency     = optional(number, 80)
+  })
+  description = "Catalog function limits: the OSB API. min_instances 1 removes cold starts for platforms, at the price of an always-on instance."
+  default     = {}
+  nullable    = false
+
+  validation {
+    condition     = var.catalog_service.timeout_seconds >= 5 && var.catalog_service.timeout_seconds <= 3600
+    error_message = "catalog_service.timeout_seconds must be between 5 and 3600."
+  }
+  validation {
+    condition     = can(regex("^[0-9]+(Mi|Gi)$", var.catalog_service.memory))
+    error_message = "catalog_service.memory must be a size such as 256Mi or 1Gi."
+  }
+  validation {
+    condition     = var.catalog_service.min_instances >= 0 && var.catalog_service.max_instances >= 1 && var.catalog_service.min_instances <= var.catalog_service.max_instances
+    error_message = "catalog_service needs 0 <= min_instances <= max_instances and max_instances >= 1."
+  }
+  validation {
+    condition     = var.catalog_service.concurrency >= 1 && var.catalog_service.concurrency <= 1000 && (var.catalog_service.concurrency == 1 || tonumber(var.catalog_service.cpu) >= 1)
+    error_message = "catalog_service.concurrency must be between 1 and 1000, and above 1 only with cpu >= 1."
+  }
+}
+
+variable "reconcile_max_delivery_attempts" {
+  type        = number
+  description = "Deliveries of one reconcile message (a retryable failure: store unavailable, lease held, cold start failed) before it goes to the dead-letter topic."
+  default     = 10
+
+  validation {
+    condition     = var.reconcile_max_delivery_attempts >= 5 && var.reconcile_max_delivery_attempts <= 100 && floor(var.reconcile_max_delivery_attempts) == var.reconcile_max_delivery_attempts
+    error_message = "reconcile_max_delivery_attempts must be a whole number between 5 and 100 (Pub/Sub's limits)."
+  }
+}
+
+variable "reconcile_retry_backoff_seconds" {
+  type = object({
+    minimum = optional(number, 10)
+    maximum = optional(number, 600)
+  })
+  description = "Exponential backoff between redeliveries of a reconcile message."
+  default     = {}
+  nullable    = false
+
+  validation {
+    condition     = var.reconcile_retry_backoff_seconds.minimum >= 0 && var.reconcile_retry_backoff_seconds.minimum <= var.reconcile_retry_backoff_seconds.maximum && var.reconcile_retry_backoff_seconds.maximum <= 600
+    error_message = "reconcile_retry_backoff_seconds needs 0 <= minimum <= maximum <= 600."
+  }
+}
+
+variable "dead_letter_retention_seconds" {
+  type        = number
+  description = "How long dead-lettered reconcile messages are kept for inspection."
+  default     = 604800
+
+  validation {
+    condition     = var.dead_letter_retention_seconds >= 600 && var.dead_letter_retention_seconds <= 2678400
+    error_message = "dead_letter_retention_seconds must be between 600 (10 minutes) and 2678400 (31 days)."
+  }
+}
+
+variable "deletion_protection" {
+  type        = bool
+  description = "Protect what holds data from deletion: the Firestore database (delete protection; terraform destroy abandons it in any case) and the secrets. Set false, apply, then destroy to really remove them."
+  default     = true
+}
+
+# Secret values never go through terraform by default: the secrets are
+# created empty and you add versions out of band (README). For a single
+# apply from an empty project, pass them as an ephemeral input instead:
+# write-only arguments keep them out of the plan and the state.
+
+variable "write_secrets" {
+  type        = set(string)
+  description = "Secrets (keys of the secrets output) to give a first version from secret_values, through a write-only argument: never stored in the plan or the state. Empty (the default): add the values out of band. Empty it again after the apply that wrote them (the versions stay)."
+  default     = []
+  nullable    = false
+
+  validation {
+    condition     = alltrue([for k in var.write_secrets : can(regex("^(SPECSYNC_ADMIN_TOKEN|SPECSYNC_BROKER_PASSWORD|[A-Za-z_][A-Za-z0-9_]*|/.+)$", k))])
+    error_message = "write_secrets holds keys of the secrets output: SPECSYNC_ADMIN_TOKEN, SPECSYNC_BROKER_PASSWORD, a registry credential's *_env name or its *_file path."
+  }
+}
+
+variable "secret_values" {
+  type        = map(string)
+  description = "With write_secrets: the value of each secret to write, keyed as the secrets output is (SPECSYNC_ADMIN_TOKEN, SPECSYNC_BROKER_PASSWORD, and each registry credential's *_env name or *_file path). Ephemeral: pass it with TF_VAR_secret_values at apply time."
+  default     = {}
+  nullable    = false
+  sensitive   = true
+  ephemeral   = true
+
+  validation {
+    condition     = alltrue([for v in values(var.secret_values) : length(v) > 0])
+    error_message = "secret_values may not hold empty values."
+  }
+  validation {
+    condition     = length(lookup(var.secret_values, "SPECSYNC_ADMIN_TOKEN", "absent-is-checked-later")) >= 16
+    error_message = "SPECSYNC_ADMIN_TOKEN must be at least 16 characters."
+  }
+}
