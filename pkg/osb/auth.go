@@ -51,13 +51,21 @@ func StaticToken(want string) func(*http.Request, string) bool {
 
 var apiVersion = regexp.MustCompile(`^2\.\d+$`)
 
-// Version requires X-Broker-API-Version 2.x (412 otherwise) and echoes
-// X-Broker-API-Request-Identity, as OSB asks.
-func Version(next http.Handler) http.Handler {
+// RequestIdentity echoes X-Broker-API-Request-Identity, as OSB asks of
+// every response. It wraps the broker's other guards so that a refused
+// request (401, 412) can be traced like any other.
+func RequestIdentity(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if id := r.Header.Get("X-Broker-API-Request-Identity"); id != "" {
 			w.Header().Set("X-Broker-API-Request-Identity", id)
 		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Version requires X-Broker-API-Version 2.x (412 otherwise).
+func Version(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		v := r.Header.Get("X-Broker-API-Version")
 		if !apiVersion.MatchString(v) {
 			WriteError(w, http.StatusPreconditionFailed, "PreconditionFailed", "X-Broker-API-Version must be 2.x (this broker implements 2.17), got %q", v)

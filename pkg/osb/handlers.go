@@ -47,7 +47,9 @@ func NewBroker(st *store.Store, cfg Config) *Broker {
 // Handler routes the broker's endpoints; anything else is an OSB 404.
 func (b *Broker) Handler() http.Handler {
 	mux := http.NewServeMux()
-	broker := func(h http.Handler) http.Handler { return BasicAuth(b.cfg.Username, b.cfg.Password, Version(h)) }
+	broker := func(h http.Handler) http.Handler {
+		return RequestIdentity(BasicAuth(b.cfg.Username, b.cfg.Password, Version(h)))
+	}
 	mux.Handle("/v2/catalog", broker(Methods(map[string]http.HandlerFunc{http.MethodGet: b.getCatalog})))
 	mux.Handle("/v2/service_instances/{id}", broker(Methods(map[string]http.HandlerFunc{
 		http.MethodPut: b.putInstance, http.MethodGet: b.getInstance, http.MethodDelete: b.deleteInstance,
