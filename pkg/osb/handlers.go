@@ -169,8 +169,10 @@ func (b *Broker) putInstance(w http.ResponseWriter, r *http.Request) {
 		WriteJSON(w, http.StatusOK, struct{}{})
 	case err == nil:
 		WriteJSON(w, http.StatusCreated, struct{}{})
-	case failure.Is(err, failure.NotFound), failure.Is(err, failure.Precondition):
-		// OSB: a service or plan the catalog does not offer is a bad request.
+	case failure.Is(err, failure.NotFound), failure.Is(err, failure.Invalid):
+		// OSB: a service or plan the catalog does not offer (unknown, or
+		// marked for deletion) is a bad request. Contention (Precondition)
+		// falls through to a retryable 422.
 		WriteError(w, http.StatusBadRequest, "BadRequest", "%s", err)
 	default:
 		WriteFailure(w, err)

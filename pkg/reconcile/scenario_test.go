@@ -216,8 +216,8 @@ func TestScenarioPinnedMarkedSpecSurvives(t *testing.T) {
 	}
 	// A marked spec takes no new instances.
 	_, err = e.store.CreateInstance(ctx, store.Instance{ID: "inst-2", SpecID: rec.ID, PlanID: sp.Plans[0].ID})
-	if !failure.Is(err, failure.Precondition) {
-		t.Fatalf("provisioning a marked spec: %v, want a precondition failure", err)
+	if !failure.Is(err, failure.Invalid) {
+		t.Fatalf("provisioning a marked spec: %v, want an invalid-request failure", err)
 	}
 
 	if _, err := e.store.DeleteInstance(ctx, "inst-1"); err != nil {
@@ -503,7 +503,7 @@ func TestScenarioProvisionRacesDelete(t *testing.T) {
 			pinned++
 		default:
 			// The mark won: the provision failed cleanly, nothing half-written.
-			if !failure.Is(provErr, failure.Precondition) && !failure.Is(provErr, failure.NotFound) {
+			if !failure.Is(provErr, failure.Invalid) && !failure.Is(provErr, failure.NotFound) {
 				t.Fatalf("%s: provision failed uncleanly: %v", n, provErr)
 			}
 			if !failure.Is(instErr, failure.NotFound) {

@@ -73,7 +73,7 @@ func (s *Store) CreateInstance(ctx context.Context, inst Instance) (CreateInstan
 			return err
 		}
 		if rec.State != StateActive {
-			return failure.New(failure.Precondition, "service %s is marked for deletion and takes no new instances", inst.SpecID)
+			return failure.New(failure.Invalid, "service %s is marked for deletion and takes no new instances", inst.SpecID)
 		}
 		sp, err := rec.Spec()
 		if err != nil {
