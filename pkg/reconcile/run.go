@@ -194,10 +194,7 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 
 	// Step 4: upsert what is offered.
 	var conflicts []store.SpecConflict
-	var entryErrors []store.EntryError
-	for _, e := range plan.Errors {
-		entryErrors = append(entryErrors, store.EntryError(e))
-	}
+	entryErrors := planErrors(plan)
 	run.Counts.Unchanged = plan.Unchanged
 	for _, group := range [][]Candidate{plan.Create, plan.Update, plan.Unmark, plan.Repair} {
 		for _, c := range group {
@@ -257,13 +254,7 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 		return r.failed(ctx, st, reg, status, run, finish, err)
 	}
 
-	sortEntryErrors(entryErrors)
-	run.Counts.EntryErrors = len(entryErrors)
-	run.ErrorsTotal = len(entryErrors)
-	if len(entryErrors) > MaxRecordedErrors {
-		entryErrors = entryErrors[:MaxRecordedErrors]
-	}
-	run.Errors = entryErrors
+	recordErrors(&run, entryErrors)
 	run.Conflicts = conflicts
 	run.HeldBack = heldBackRecords(plan.HoldBack)
 	run.Counts.HeldBack = len(plan.HoldBack)
@@ -399,6 +390,27 @@ func cloneSpec(s *spec.Spec) (*spec.Spec, error) {
 	return &c, nil
 }
 
+// planErrors are the plan's entry errors in the store's shape.
+func planErrors(plan Plan) []store.EntryError {
+	out := make([]store.EntryError, 0, len(plan.Errors))
+	for _, e := range plan.Errors {
+		out = append(out, store.EntryError(e))
+	}
+	return out
+}
+
+// recordErrors puts entry errors on a run: sorted, counted in full, and
+// capped at MaxRecordedErrors so a status document stays small.
+func recordErrors(run *store.Run, errs []store.EntryError) {
+	sortEntryErrors(errs)
+	run.Counts.EntryErrors = len(errs)
+	run.ErrorsTotal = len(errs)
+	if len(errs) > MaxRecordedErrors {
+		errs = errs[:MaxRecordedErrors]
+	}
+	run.Errors = errs
+}
+
 func sortEntryErrors(es []store.EntryError) {
 	sort.Slice(es, func(i, j int) bool {
 		if es[i].Entry != es[j].Entry {
@@ -463,15 +475,7 @@ func (r *Runner) DryRun(ctx context.Context, reg Registry) (store.Run, error) {
 	for _, k := range plan.Keep {
 		run.Kept = append(run.Kept, store.KeptSpec{SpecID: k.ID, Name: k.Name, Instances: int64(k.Instances)})
 	}
-	errs := make([]store.EntryError, 0, len(plan.Errors))
-	for _, e := range plan.Errors {
-		errs = append(errs, store.EntryError(e))
-	}
-	run.ErrorsTotal = len(errs)
-	if len(errs) > MaxRecordedErrors {
-		errs = errs[:MaxRecordedErrors]
-	}
-	run.Errors = errs
+	recordErrors(&run, planErrors(plan))
 	stamp(ResultDryRun)
 	return run, nil
 }
