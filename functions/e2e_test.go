@@ -319,9 +319,22 @@ type index struct {
 	mu   sync.Mutex
 	body string
 	down bool
+	// gate, while set, holds every request until it is closed: it keeps an
+	// operation in progress for as long as a test needs.
+	gate chan struct{}
 }
 
 func (ix *index) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ix.mu.Lock()
+	gate := ix.gate
+	ix.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-r.Context().Done():
+			return
+		}
+	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if ix.down {
@@ -329,6 +342,20 @@ func (ix *index) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, _ = io.WriteString(w, ix.body)
+}
+
+// hold makes requests wait until the returned release is called.
+func (ix *index) hold() (release func()) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	gate := make(chan struct{})
+	ix.gate = gate
+	return func() {
+		ix.mu.Lock()
+		defer ix.mu.Unlock()
+		ix.gate = nil
+		close(gate)
+	}
 }
 
 func (ix *index) set(down bool, specs ...string) {
@@ -443,6 +470,9 @@ func TestE2ECoalesceAndETag(t *testing.T) {
 	_, urlB := newIndex(t, "gamma")
 	s := startStack(t, twoIndexes(urlA, urlB))
 
+	// Held, team-a keeps the operation in progress until every request has
+	// been answered, so "concurrent" does not depend on the scheduler.
+	release := a.hold()
 	var wg sync.WaitGroup
 	ids := make([]string, 3)
 	for i := range ids {
@@ -458,6 +488,7 @@ func TestE2ECoalesceAndETag(t *testing.T) {
 		}(i)
 	}
 	wg.Wait()
+	release()
 	if ids[0] == "" || ids[0] != ids[1] || ids[1] != ids[2] {
 		t.Fatalf("concurrent bootstraps did not coalesce: %v", ids)
 	}
