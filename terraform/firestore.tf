@@ -52,8 +52,7 @@ resource "google_firestore_index" "specs_registry_state" {
 #
 # Not here on purpose: registries/{name}.lease.expires_at is a lease
 # inside the registry's status document; a TTL on it would delete the
-# status. The change feed's records (a later issue) get their TTL here when
-# they exist.
+# status.
 resource "google_firestore_field" "operations_expires_at" {
   project    = var.project_id
   database   = google_firestore_database.main.name
@@ -63,4 +62,18 @@ resource "google_firestore_field" "operations_expires_at" {
   ttl_config {}
 
   index_config {}
+}
+
+# changes/{id}.expires_at (store.Change.ExpiresAt): a change record leaves
+# the feed after SPECSYNC_CHANGE_RETENTION; the feed answers 410 Gone to a
+# watcher that needs a record already gone, so a late TTL delete is
+# harmless. The single-field index stays: the local stack's pruner queries
+# the field.
+resource "google_firestore_field" "changes_expires_at" {
+  project    = var.project_id
+  database   = google_firestore_database.main.name
+  collection = "changes"
+  field      = "expires_at"
+
+  ttl_config {}
 }

@@ -71,6 +71,10 @@ locals {
       env = merge(local.common_env, local.registry_env, {
         SPECSYNC_LEASE_TTL           = "${var.lease_ttl_seconds}s"
         SPECSYNC_OPERATION_RETENTION = local.operation_retention
+        # Every committed catalog change is also pushed here (iam.tf lets
+        # reconcile publish to this topic only).
+        SPECSYNC_CHANGES_TOPIC    = google_pubsub_topic.catalog_changes.name
+        SPECSYNC_CHANGE_RETENTION = "${var.change_retention_seconds}s"
       })
       # Registry credentials: *_env as environment variables, *_file as
       # files in a Secret Manager volume.
@@ -87,6 +91,8 @@ locals {
         SPECSYNC_BROKER_USERNAME = var.broker_username
         SPECSYNC_CATALOG_REFRESH = "${var.catalog_refresh_seconds}s"
         SPECSYNC_MAX_BODY_BYTES  = tostring(var.max_body_bytes)
+        # Long-polls of /v2/catalog/changes end before the request timeout.
+        SPECSYNC_CHANGES_MAX_WAIT = "${min(50, var.catalog_service.timeout_seconds - 5)}s"
         # GET /registries also accepts an identity token for this audience
         # issued to the scheduler's account (e.g. an operator impersonating
         # it), besides the admin token.

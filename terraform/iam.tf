@@ -73,6 +73,15 @@ resource "google_pubsub_topic_iam_member" "bootstrap_publisher" {
   member  = "serviceAccount:${google_service_account.function["bootstrap"].email}"
 }
 
+# The reconcile function publishes committed catalog changes, to the
+# catalog-changes topic only.
+resource "google_pubsub_topic_iam_member" "reconcile_changes_publisher" {
+  project = var.project_id
+  topic   = google_pubsub_topic.catalog_changes.name
+  role    = "roles/pubsub.publisher"
+  member  = "serviceAccount:${google_service_account.function["reconcile"].email}"
+}
+
 # Cloud Build: write build logs, push the image to Artifact Registry, read
 # the uploaded source.
 resource "google_project_iam_member" "build" {

@@ -649,6 +649,9 @@ func TestEnvironmentMatchesSettings(t *testing.T) {
 		if v, ok := env["SPECSYNC_TOPIC"]; ok && v != workTopic.str("name") {
 			t.Errorf("%s: SPECSYNC_TOPIC = %q, not the topic the reconcile subscription reads", r.Name, v)
 		}
+		if v, ok := env["SPECSYNC_CHANGES_TOPIC"]; ok && v != changesTopicOf(t, m).str("name") {
+			t.Errorf("%s: SPECSYNC_CHANGES_TOPIC = %q, not the catalog-changes topic", r.Name, v)
+		}
 		if v, ok := env["SPECSYNC_OPERATION_RETENTION"]; ok {
 			retention[r.Name] = v
 		}
@@ -700,6 +703,22 @@ func workTopicOf(t *testing.T, m *module) *instance {
 	}
 	t.Fatalf("%s: its topic %q is not a topic of the module", sub.addr(), sub.str("topic"))
 	return nil
+}
+
+// changesTopicOf is the topic the change feed publishes to: the one that
+// is neither the work topic nor a dead-letter topic.
+func changesTopicOf(t *testing.T, m *module) *instance {
+	t.Helper()
+	var found []*instance
+	for _, topic := range m.ofType("google_pubsub_topic") {
+		if strings.HasSuffix(topic.str("name"), "-catalog-changes") {
+			found = append(found, topic)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("want exactly one *-catalog-changes topic, found %d", len(found))
+	}
+	return found[0]
 }
 
 func pushSubscriptionOf(t *testing.T, m *module) *instance {
@@ -878,6 +897,7 @@ func queriesOnlyInStore(t *testing.T) {
 // nested, where a TTL would delete the enclosing document).
 var expiring = map[string]struct{ Collection, Field string }{
 	"bootstrap.Operation": {bootstrap.OperationsCollection, "expires_at"},
+	"store.Change":        {store.ChangesCollection, "expires_at"},
 }
 
 var nestedExpiry = map[string]string{
@@ -1066,6 +1086,7 @@ func TestLeastPrivilege(t *testing.T) {
 	// What each function's account may hold: Firestore at project level,
 	// plus the grants listed here.
 	workTopic := workTopicOf(t, m)
+	changesTopic := changesTopicOf(t, m)
 	secretsOf := func(ep string) map[string]bool {
 		out := map[string]bool{}
 		sc := fns[ep].one("service_config")
@@ -1097,6 +1118,7 @@ func TestLeastPrivilege(t *testing.T) {
 			case b.Role == "roles/secretmanager.secretAccessor" && strings.HasPrefix(b.Scope, "secret:"):
 				accessible[b.Scope] = true
 			case b.Role == "roles/pubsub.publisher" && r.Name == "Bootstrap" && b.Scope == "topic:"+workTopic.str("name"):
+			case b.Role == "roles/pubsub.publisher" && r.Name == "Reconcile" && b.Scope == "topic:"+changesTopic.str("name"):
 			default:
 				t.Errorf("%s: %s may not hold %s on %s", b.Addr, r.Name, b.Role, b.Scope)
 			}
@@ -1128,11 +1150,9 @@ func TestLeastPrivilege(t *testing.T) {
 			t.Errorf("%s: the catalog may not read %s", b.Addr, b.Scope)
 		}
 	}
-	for _, ep := range []string{"Catalog", "Reconcile"} {
-		for _, b := range held[accounts[ep]] {
-			if b.Role == "roles/pubsub.publisher" {
-				t.Errorf("%s: %s may not publish", b.Addr, ep)
-			}
+	for _, b := range held[accounts["Catalog"]] {
+		if b.Role == "roles/pubsub.publisher" {
+			t.Errorf("%s: the catalog may not publish", b.Addr)
 		}
 	}
 	for s := range secretsOf("Catalog") {

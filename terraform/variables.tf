@@ -149,6 +149,17 @@ variable "operation_deadline_seconds" {
   }
 }
 
+variable "change_retention_seconds" {
+  type        = number
+  description = "SPECSYNC_CHANGE_RETENTION (reconcile): how long change records stay in the change feed. A watcher that falls further behind gets 410 Gone and re-reads the catalog. A Firestore TTL policy deletes expired records."
+  default     = 604800
+
+  validation {
+    condition     = var.change_retention_seconds >= 3600 && floor(var.change_retention_seconds) == var.change_retention_seconds
+    error_message = "change_retention_seconds must be a whole number of seconds, at least 3600."
+  }
+}
+
 variable "operation_retention_seconds" {
   type        = number
   description = "SPECSYNC_OPERATION_RETENTION (bootstrap and reconcile): how long a finished operation can be polled. A Firestore TTL policy deletes it afterwards."

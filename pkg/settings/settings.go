@@ -48,6 +48,14 @@ type Reconcile struct {
 	Common
 	LeaseTTL  time.Duration // SPECSYNC_LEASE_TTL, default 10m
 	Retention time.Duration // SPECSYNC_OPERATION_RETENTION (must match bootstrap's)
+	// ChangesTopic is the Pub/Sub topic catalog changes are published to
+	// (SPECSYNC_CHANGES_TOPIC); empty publishes nothing (the HTTP feed
+	// works either way).
+	ChangesTopic string
+	// ChangeRetention is how long change records stay readable in the
+	// feed (SPECSYNC_CHANGE_RETENTION, default 168h); older ones expire
+	// through the Firestore TTL policy on changes.expires_at.
+	ChangeRetention time.Duration
 }
 
 // Catalog configures the catalog function.
@@ -57,7 +65,11 @@ type Catalog struct {
 	BrokerPassword string        // SPECSYNC_BROKER_PASSWORD (required, secret)
 	RefreshWindow  time.Duration // SPECSYNC_CATALOG_REFRESH, default 5s
 	MaxBodyBytes   int64         // SPECSYNC_MAX_BODY_BYTES, default 65536
-	Admin          Admin
+	// MaxWait bounds the wait of a change feed long-poll
+	// (SPECSYNC_CHANGES_MAX_WAIT, default 50s: under the function's
+	// request timeout).
+	MaxWait time.Duration
+	Admin   Admin
 }
 
 // reader collects every problem instead of stopping at the first.
@@ -164,9 +176,11 @@ func LoadBootstrap(env Lookup) (Bootstrap, error) {
 func LoadReconcile(env Lookup) (Reconcile, error) {
 	r := &reader{lookup: env}
 	c := Reconcile{
-		Common:    r.common(),
-		LeaseTTL:  r.duration("SPECSYNC_LEASE_TTL", 10*time.Minute),
-		Retention: r.duration("SPECSYNC_OPERATION_RETENTION", 24*time.Hour),
+		Common:          r.common(),
+		LeaseTTL:        r.duration("SPECSYNC_LEASE_TTL", 10*time.Minute),
+		Retention:       r.duration("SPECSYNC_OPERATION_RETENTION", 24*time.Hour),
+		ChangesTopic:    r.str("SPECSYNC_CHANGES_TOPIC", ""),
+		ChangeRetention: r.duration("SPECSYNC_CHANGE_RETENTION", 7*24*time.Hour),
 	}
 	return c, r.err("reconcile")
 }
@@ -180,6 +194,7 @@ func LoadCatalog(env Lookup) (Catalog, error) {
 		BrokerPassword: r.required("SPECSYNC_BROKER_PASSWORD"),
 		RefreshWindow:  r.duration("SPECSYNC_CATALOG_REFRESH", 5*time.Second),
 		MaxBodyBytes:   r.int64("SPECSYNC_MAX_BODY_BYTES", 64<<10),
+		MaxWait:        r.duration("SPECSYNC_CHANGES_MAX_WAIT", 50*time.Second),
 		Admin:          r.admin(),
 	}
 	return c, r.err("catalog")

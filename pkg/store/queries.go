@@ -56,6 +56,9 @@ type Query struct {
 	Limit      int
 }
 
+// VariableLimit is the Limit of a query whose limit is not a constant.
+const VariableLimit = -1
+
 // Queries is every query in this package.
 var Queries = []Query{
 	{Func: "OwnedSpecs", Collection: SpecsCollection,
@@ -66,6 +69,12 @@ var Queries = []Query{
 		Filters: []Filter{{"state", OpEqual}}},
 	{Func: "DeleteMarked", Collection: InstancesCollection,
 		Filters: []Filter{{"spec_id", OpEqual}}, Limit: 1},
+	{Func: "CommitChanges", Collection: ChangesCollection,
+		Filters: []Filter{{"pending_registry", OpEqual}}, Limit: VariableLimit},
+	{Func: "ChangesAfter", Collection: ChangesCollection,
+		Filters: []Filter{{"revision", OpMore}}, OrderBy: []Order{{"revision", Ascending}}, Limit: VariableLimit},
+	{Func: "PruneChanges", Collection: ChangesCollection,
+		Filters: []Filter{{"expires_at", OpLess}}, Limit: VariableLimit},
 	{Func: "RegistryStatuses", Collection: RegistriesCollection,
 		OrderBy: []Order{{DocumentIDField, Ascending}}},
 }

@@ -1,0 +1,262 @@
+package store
+
+import (
+	"context"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"google.golang.org/api/iterator"
+)
+
+// ChangesCollection holds the change feed: changes/{id}, one document per
+// visible catalog change.
+const ChangesCollection = "changes"
+
+// Change kinds: what happened to a spec, as the catalog sees it.
+const (
+	KindCreated  = "created"
+	KindUpdated  = "updated"   // a new version adopted
+	KindUnmarked = "unmarked"  // offered again: back in the catalog
+	KindMarked   = "marked"    // no longer offered: out of the catalog, kept until unreferenced
+	KindDeleted  = "deleted"   // gone for good
+	KindHeldBack = "held_back" // a new version not adopted; the served one is unchanged
+)
+
+// Change is a changes/{id} document.
+//
+// A change is written in the same transaction as the spec write it
+// describes, as pending: no revision yet, tagged with its registry. At the
+// end of the run CommitChanges numbers the registry's pending changes in
+// batches, each one transaction that reads meta/catalog, gives the batch
+// the next revisions and moves meta/catalog on. So revisions are dense,
+// every revision up to meta/catalog's is readable the moment it is
+// visible, and the one hot document is written once per batch instead of
+// once per spec. A run that dies before committing leaves its changes
+// pending; the registry's next run commits them.
+type Change struct {
+	// Revision is 0 (absent) while pending; absent fields are outside
+	// every "revision >" query, so a pending change is never served.
+	Revision int64  `firestore:"revision,omitempty"`
+	Kind     string `firestore:"kind"`
+	SpecID   string `firestore:"spec_id"`
+	Registry string `firestore:"registry"`
+	Name     string `firestore:"name"`
+	// SpecJSON is the spec as the catalog serves it after the change (see
+	// SpecRecord.SpecJSON), Generation its adopted version; both are empty
+	// when the spec left the catalog (marked, deleted). A change carries
+	// the whole new state, so applying one twice is harmless.
+	SpecJSON   string `firestore:"spec,omitempty"`
+	Generation int64  `firestore:"generation,omitempty"`
+	// HeldBack is the version not adopted and what blocks it.
+	HeldBack *HeldBackSpec `firestore:"held_back,omitempty"`
+	Run      string        `firestore:"run,omitempty"`
+	At       time.Time     `firestore:"at"`
+	// Seq orders one process's changes written in the same instant.
+	Seq int64 `firestore:"seq"`
+	// PendingRegistry is set while the change waits for its revision.
+	PendingRegistry string `firestore:"pending_registry,omitempty"`
+	// ExpiresAt is when the Firestore TTL policy may delete the change.
+	ExpiresAt time.Time `firestore:"expires_at,omitempty"`
+}
+
+// InCatalog reports whether the spec is in the catalog after the change.
+func (c *Change) InCatalog() bool { return c.SpecJSON != "" }
+
+// changeSeq breaks ties between changes stamped with the same time.
+var changeSeq atomic.Int64
+
+// changeBatch bounds one commit transaction: each change is one write,
+// plus meta/catalog, well under Firestore's 500 writes per commit.
+const changeBatch = 200
+
+func (s *Store) changes() *firestore.CollectionRef { return s.client.Collection(ChangesCollection) }
+
+func (s *Store) catalogMeta() *firestore.DocumentRef {
+	return s.client.Collection(MetaCollection).Doc(catalogDoc)
+}
+
+// pend writes a pending change inside the transaction of the spec write.
+func (s *Store) pend(tx *firestore.Transaction, c Change) error {
+	c.At = s.now().UTC()
+	c.Seq = changeSeq.Add(1)
+	c.PendingRegistry = c.Registry
+	c.Revision = 0
+	s.ops.write(1)
+	return tx.Create(s.changes().NewDoc(), c)
+}
+
+// catalogMetaDoc is meta/catalog.
+type catalogMetaDoc struct {
+	Revision int64 `firestore:"revision"`
+	// Published is the highest revision pushed to the changes topic.
+	Published int64     `firestore:"published"`
+	UpdatedAt time.Time `firestore:"updated_at"`
+}
+
+// CommitChanges gives every pending change of the registry its revision,
+// in the order they were written, and returns them as committed.
+// Committed changes expire (ExpiresAt) after retention.
+func (s *Store) CommitChanges(ctx context.Context, registry string, retention time.Duration) ([]Change, error) {
+	var all []Change
+	for {
+		var batch []Change
+		err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+			batch = nil
+			meta, err := txGet[catalogMetaDoc](s, tx, s.catalogMeta())
+			if err != nil {
+				return err
+			}
+			rev := int64(0)
+			if meta != nil {
+				rev = meta.Revision
+			}
+			docs, err := tx.Documents(s.changes().Where("pending_registry", "==", registry).Limit(changeBatch)).GetAll()
+			s.ops.read(len(docs))
+			if err != nil || len(docs) == 0 {
+				return err
+			}
+			type pending struct {
+				ref *firestore.DocumentRef
+				c   Change
+			}
+			ps := make([]pending, len(docs))
+			for i, d := range docs {
+				ps[i].ref = d.Ref
+				if err := d.DataTo(&ps[i].c); err != nil {
+					return err
+				}
+			}
+			sort.SliceStable(ps, func(i, j int) bool {
+				a, b := ps[i].c, ps[j].c
+				if !a.At.Equal(b.At) {
+					return a.At.Before(b.At)
+				}
+				return a.Seq < b.Seq
+			})
+			now := s.now().UTC()
+			for _, p := range ps {
+				rev++
+				c := p.c
+				c.Revision, c.PendingRegistry, c.ExpiresAt = rev, "", now.Add(retention)
+				if err := tx.Set(p.ref, c); err != nil {
+					return err
+				}
+				batch = append(batch, c)
+			}
+			return tx.Set(s.catalogMeta(), map[string]any{"revision": rev, "updated_at": now}, firestore.MergeAll)
+		})
+		if err != nil {
+			return all, classify(err, "commit the changes of registry %s", registry)
+		}
+		if len(batch) > 0 {
+			s.ops.write(len(batch) + 1)
+		}
+		all = append(all, batch...)
+		if len(batch) < changeBatch {
+			return all, nil
+		}
+	}
+}
+
+// ChangesAfter returns up to limit committed changes after revision since,
+// in revision order.
+func (s *Store) ChangesAfter(ctx context.Context, since int64, limit int) ([]Change, error) {
+	it := s.changes().Where("revision", ">", since).OrderBy("revision", firestore.Asc).Limit(limit).Documents(ctx)
+	defer it.Stop()
+	var out []Change
+	for {
+		snap, err := it.Next()
+		if err == iterator.Done {
+			break
+		}
+		if err != nil {
+			return nil, classify(err, "read changes after revision %d", since)
+		}
+		var c Change
+		if err := snap.DataTo(&c); err != nil {
+			return nil, classify(err, "decode %s", snap.Ref.Path)
+		}
+		out = append(out, c)
+	}
+	s.ops.read(len(out))
+	return out, nil
+}
+
+// Unpublished returns up to limit committed changes not yet published to
+// the changes topic, in revision order.
+func (s *Store) Unpublished(ctx context.Context, limit int) ([]Change, error) {
+	snap, err := s.catalogMeta().Get(ctx)
+	s.ops.read(1)
+	if isNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, classify(err, "read the published revision")
+	}
+	var meta catalogMetaDoc
+	if err := snap.DataTo(&meta); err != nil {
+		return nil, classify(err, "decode meta/catalog")
+	}
+	if meta.Published >= meta.Revision {
+		return nil, nil
+	}
+	return s.ChangesAfter(ctx, meta.Published, limit)
+}
+
+// MarkPublished records that every change up to revision was published.
+// It never moves the mark back: two runs publishing at once may both
+// publish a change (subscribers dedupe by revision), never skip one.
+func (s *Store) MarkPublished(ctx context.Context, revision int64) error {
+	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		meta, err := txGet[catalogMetaDoc](s, tx, s.catalogMeta())
+		if err != nil {
+			return err
+		}
+		if meta != nil && meta.Published >= revision {
+			return nil
+		}
+		s.ops.write(1)
+		return tx.Set(s.catalogMeta(), map[string]any{"published": revision}, firestore.MergeAll)
+	})
+	if err != nil {
+		return classify(err, "record published revision %d", revision)
+	}
+	return nil
+}
+
+// PruneChanges deletes up to limit committed changes that expired before
+// now and returns how many it deleted. Production leaves this to the
+// Firestore TTL policy on expires_at; the local stack calls it.
+func (s *Store) PruneChanges(ctx context.Context, now time.Time, limit int) (int, error) {
+	docs, err := s.changes().Where("expires_at", "<", now).Limit(limit).Documents(ctx).GetAll()
+	s.ops.read(len(docs))
+	if err != nil {
+		return 0, classify(err, "find expired changes")
+	}
+	if len(docs) == 0 {
+		return 0, nil
+	}
+	bw := s.client.BulkWriter(ctx)
+	jobs := make([]*firestore.BulkWriterJob, 0, len(docs))
+	for _, d := range docs {
+		job, err := bw.Delete(d.Ref)
+		if err != nil {
+			bw.End()
+			return 0, classify(err, "prune change %s", d.Ref.ID)
+		}
+		jobs = append(jobs, job)
+	}
+	bw.End()
+	deleted := 0
+	for i, job := range jobs {
+		if _, err := job.Results(); err != nil {
+			s.ops.delete(deleted)
+			return deleted, classify(err, "prune change %s", docs[i].Ref.ID)
+		}
+		deleted++
+	}
+	s.ops.delete(deleted)
+	return deleted, nil
+}
