@@ -142,6 +142,8 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	mux.HandleFunc("/bootstrap/", functions.Bootstrap)
 	mux.HandleFunc("/v2/", functions.Catalog)
 	mux.HandleFunc("/registries", functions.Catalog)
+	mux.HandleFunc("/admin/", functions.Catalog) // operator endpoints and status page
+	mux.HandleFunc("/status", functions.Catalog)
 	// The push endpoint: the topic's path, as the framework expects it.
 	mux.Handle("/projects/", httputil.NewSingleHostReverseProxy(innerURL))
 	mux.HandleFunc("/", osb.NotFound)

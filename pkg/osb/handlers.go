@@ -59,6 +59,7 @@ func (b *Broker) Handler() http.Handler {
 		verify = func(*http.Request, string) bool { return false }
 	}
 	mux.Handle("/registries", BearerAuth(verify, Methods(map[string]http.HandlerFunc{http.MethodGet: b.getRegistries})))
+	b.adminRoutes(mux, verify) // admin.go: /admin/*, /status
 	mux.HandleFunc("/", NotFound)
 	return mux
 }

@@ -77,4 +77,13 @@ var Queries = []Query{
 		Filters: []Filter{{"expires_at", OpLess}}, Limit: VariableLimit},
 	{Func: "RegistryStatuses", Collection: RegistriesCollection,
 		OrderBy: []Order{{DocumentIDField, Ascending}}},
+	// Operator reads (admin.go): one field each, no composite index.
+	{Func: "SpecsInState", Collection: SpecsCollection,
+		Filters: []Filter{{"state", OpEqual}}},
+	{Func: "AllSpecs", Collection: SpecsCollection,
+		OrderBy: []Order{{DocumentIDField, Ascending}}},
+	{Func: "InstancesOfSpec", Collection: InstancesCollection,
+		Filters: []Filter{{"spec_id", OpEqual}}, Limit: VariableLimit},
+	{Func: "RecentOperations", Collection: OperationsCollection,
+		OrderBy: []Order{{"created_at", Descending}}, Limit: VariableLimit},
 }

@@ -1,0 +1,277 @@
+package osb
+
+// Read-only admin endpoints of the catalog function, for the specsync CLI
+// and the status page (status.go). They sit behind the admin credential
+// (the same verifier as GET /registries) and only read.
+//
+//	GET /admin/specs?registry=R&state=active|marked
+//	GET /admin/instances?registry=R&marked=true&service_id=ID
+//	GET /admin/operations?limit=N
+//	GET /status                                    (HTML)
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/specsync/specsync/pkg/failure"
+	"github.com/specsync/specsync/pkg/store"
+)
+
+// Limits of the admin listings.
+const (
+	defaultOperations = 20
+	maxOperations     = 100
+	instancesPerSpec  = 500
+)
+
+// AdminAuth accepts the admin credential as a bearer token (CLI, curl) or
+// as the password of HTTP basic auth (a browser's own login prompt, so the
+// status page needs no script to authenticate; any user name).
+func AdminAuth(verify func(r *http.Request, token string) bool, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok {
+			_, token, ok = r.BasicAuth()
+		}
+		if !ok || token == "" || !verify(r, token) {
+			w.Header().Add("WWW-Authenticate", `Basic realm="specsync-admin", charset="UTF-8"`)
+			w.Header().Add("WWW-Authenticate", `Bearer realm="specsync-admin"`)
+			WriteError(w, http.StatusUnauthorized, "Unauthorized", "the admin credential is required (bearer token, or as the basic-auth password)")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// adminRoutes adds the admin endpoints to mux.
+func (b *Broker) adminRoutes(mux *http.ServeMux, verify func(*http.Request, string) bool) {
+	get := func(h http.HandlerFunc) http.Handler {
+		return AdminAuth(verify, Methods(map[string]http.HandlerFunc{http.MethodGet: h}))
+	}
+	mux.Handle("/admin/specs", get(b.adminSpecs))
+	mux.Handle("/admin/instances", get(b.adminInstances))
+	mux.Handle("/admin/operations", get(b.adminOperations))
+	mux.Handle("/status", get(b.statusPage))
+}
+
+// PlanView is a plan of a listed spec.
+type PlanView struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+// SpecView is a spec as the admin listing shows it.
+type SpecView struct {
+	ID                string           `json:"id"`
+	Name              string           `json:"name"`
+	Registry          string           `json:"registry"`
+	Entry             string           `json:"entry"`
+	Ref               string           `json:"ref,omitempty"`
+	State             string           `json:"state"`
+	Digest            string           `json:"digest"`
+	Revision          int64            `json:"revision"`
+	Platforms         []string         `json:"platforms,omitempty"`
+	Plans             []PlanView       `json:"plans"`
+	Instances         int64            `json:"instances"`
+	PlanInstances     map[string]int64 `json:"plan_instances,omitempty"`
+	PlatformInstances map[string]int64 `json:"platform_instances,omitempty"`
+	CreatedAt         time.Time        `json:"created_at"`
+	UpdatedAt         time.Time        `json:"updated_at"`
+	MarkedAt          *time.Time       `json:"marked_at,omitempty"`
+	MarkedRun         string           `json:"marked_run,omitempty"`
+	EntryError        string           `json:"entry_error,omitempty"`
+}
+
+func specView(r store.SpecRecord) SpecView {
+	v := SpecView{
+		ID: r.ID, Name: r.Name, Registry: r.Registry, Entry: r.Entry, Ref: r.Ref, State: r.State,
+		Digest: r.Digest, Revision: r.Revision, Platforms: r.Platforms, Plans: []PlanView{},
+		Instances: r.Instances, PlanInstances: r.PlanInstances, PlatformInstances: r.PlatformInstances,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, MarkedRun: r.MarkedRun, EntryError: r.EntryError,
+	}
+	if !r.MarkedAt.IsZero() {
+		t := r.MarkedAt
+		v.MarkedAt = &t
+	}
+	if s, err := r.Spec(); err == nil {
+		for _, p := range s.Plans {
+			v.Plans = append(v.Plans, PlanView{ID: p.ID, Name: p.Name})
+		}
+	}
+	return v
+}
+
+// specFilter reads registry= and state= (or marked=true).
+func specFilter(w http.ResponseWriter, r *http.Request, allowed ...string) (store.SpecFilter, bool) {
+	q := r.URL.Query()
+	known := map[string]bool{"registry": true, "state": true, "marked": true}
+	for _, k := range allowed {
+		known[k] = true
+	}
+	for k := range q {
+		if !known[k] {
+			WriteError(w, http.StatusBadRequest, "BadRequest", "unknown query parameter %q", k)
+			return store.SpecFilter{}, false
+		}
+	}
+	f := store.SpecFilter{Registry: q.Get("registry"), State: q.Get("state")}
+	if f.State != "" && f.State != store.StateActive && f.State != store.StateMarked {
+		WriteError(w, http.StatusBadRequest, "BadRequest", "state=%q is not active or marked", f.State)
+		return f, false
+	}
+	if m := q.Get("marked"); m != "" {
+		marked, err := strconv.ParseBool(m)
+		if err != nil {
+			WriteError(w, http.StatusBadRequest, "BadRequest", "marked=%q is not true or false", m)
+			return f, false
+		}
+		if marked {
+			if f.State == store.StateActive {
+				WriteError(w, http.StatusBadRequest, "BadRequest", "marked=true contradicts state=active")
+				return f, false
+			}
+			f.State = store.StateMarked
+		}
+	}
+	return f, true
+}
+
+func (b *Broker) adminSpecs(w http.ResponseWriter, r *http.Request) {
+	f, ok := specFilter(w, r)
+	if !ok {
+		return
+	}
+	recs, err := b.store.ListSpecs(r.Context(), f)
+	if err != nil {
+		WriteFailure(w, err)
+		return
+	}
+	out := make([]SpecView, 0, len(recs))
+	for _, rec := range recs {
+		out = append(out, specView(rec))
+	}
+	WriteJSON(w, http.StatusOK, map[string]any{"specs": out})
+}
+
+// InstanceView is an instance with the spec it pins.
+type InstanceView struct {
+	ID           string         `json:"id"`
+	ServiceID    string         `json:"service_id"`
+	ServiceName  string         `json:"service_name"`
+	ServiceState string         `json:"service_state"`
+	Registry     string         `json:"registry"`
+	PlanID       string         `json:"plan_id"`
+	PlanName     string         `json:"plan_name,omitempty"`
+	Platform     string         `json:"platform,omitempty"`
+	Context      map[string]any `json:"context,omitempty"`
+	CreatedAt    time.Time      `json:"created_at"`
+}
+
+// instancesOf lists the instances of the selected specs. Each spec
+// counts its instances (in the provision transaction), so only specs with
+// a count are queried.
+func (b *Broker) instancesOf(ctx context.Context, specs []store.SpecRecord) ([]InstanceView, error) {
+	out := []InstanceView{}
+	for _, rec := range specs {
+		if rec.Instances <= 0 {
+			continue
+		}
+		insts, err := b.store.InstancesOfSpec(ctx, rec.ID, instancesPerSpec)
+		if err != nil {
+			return nil, err
+		}
+		view := specView(rec)
+		for _, in := range insts {
+			iv := InstanceView{ID: in.ID, ServiceID: in.SpecID, ServiceName: rec.Name, ServiceState: rec.State, Registry: rec.Registry,
+				PlanID: in.PlanID, Platform: in.Platform, Context: in.Context, CreatedAt: in.CreatedAt}
+			for _, p := range view.Plans {
+				if p.ID == in.PlanID {
+					iv.PlanName = p.Name
+				}
+			}
+			out = append(out, iv)
+		}
+	}
+	return out, nil
+}
+
+func (b *Broker) adminInstances(w http.ResponseWriter, r *http.Request) {
+	f, ok := specFilter(w, r, "service_id")
+	if !ok {
+		return
+	}
+	var specs []store.SpecRecord
+	if id := r.URL.Query().Get("service_id"); id != "" {
+		rec, err := b.store.GetSpec(r.Context(), id)
+		if failure.Is(err, failure.NotFound) {
+			WriteJSON(w, http.StatusOK, map[string]any{"instances": []InstanceView{}})
+			return
+		}
+		if err != nil {
+			WriteFailure(w, err)
+			return
+		}
+		if (f.Registry == "" || rec.Registry == f.Registry) && (f.State == "" || rec.State == f.State) {
+			specs = []store.SpecRecord{*rec}
+		}
+	} else {
+		var err error
+		if specs, err = b.store.ListSpecs(r.Context(), f); err != nil {
+			WriteFailure(w, err)
+			return
+		}
+	}
+	out, err := b.instancesOf(r.Context(), specs)
+	if err != nil {
+		WriteFailure(w, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, map[string]any{"instances": out})
+}
+
+func operationsLimit(w http.ResponseWriter, r *http.Request) (int, bool) {
+	for k := range r.URL.Query() {
+		if k != "limit" {
+			WriteError(w, http.StatusBadRequest, "BadRequest", "unknown query parameter %q (only limit is known)", k)
+			return 0, false
+		}
+	}
+	n := defaultOperations
+	if v := r.URL.Query().Get("limit"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > maxOperations {
+			WriteError(w, http.StatusBadRequest, "BadRequest", "limit=%q is not a number from 1 to %d", v, maxOperations)
+			return 0, false
+		}
+	}
+	return n, true
+}
+
+// OperationView is a bootstrap operation with its total Firestore cost.
+type OperationView struct {
+	store.OperationRecord
+	Total store.Counts `json:"firestore_total"`
+}
+
+func (b *Broker) adminOperations(w http.ResponseWriter, r *http.Request) {
+	n, ok := operationsLimit(w, r)
+	if !ok {
+		return
+	}
+	ops, err := b.store.RecentOperations(r.Context(), n)
+	if err != nil {
+		WriteFailure(w, err)
+		return
+	}
+	out := make([]OperationView, 0, len(ops))
+	for _, op := range ops {
+		if op.Results == nil {
+			op.Results = map[string]store.OperationResult{}
+		}
+		out = append(out, OperationView{OperationRecord: op, Total: op.Firestore()})
+	}
+	WriteJSON(w, http.StatusOK, map[string]any{"operations": out})
+}

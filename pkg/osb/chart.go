@@ -1,0 +1,104 @@
+package osb
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/specsync/specsync/pkg/store"
+)
+
+// chart is a stacked bar chart of the Firestore operations (reads,
+// writes, deletes) each bootstrap cost, oldest on the left, drawn as
+// server-side SVG: every bar has a <title>, so hovering explains it
+// without script.
+type chart struct {
+	Width, Height int
+	Bars          []bar
+	Max           int64
+	Ticks         []tick
+	From, To      string
+	Empty         bool
+}
+
+type bar struct {
+	X, W           float64
+	Reads, Writes  rect
+	Deletes        rect
+	Title          string
+	DryRun, Failed bool
+}
+
+type rect struct{ Y, H float64 }
+
+type tick struct {
+	Y     float64
+	Label string
+}
+
+const (
+	chartW, chartH = 640, 180
+	chartLeft      = 48 // room for the y labels
+	chartBottom    = 20 // room for the x labels
+	chartTop       = 8
+)
+
+func opsChart(ops []store.OperationRecord) chart {
+	c := chart{Width: chartW, Height: chartH}
+	// Oldest first.
+	sorted := append([]store.OperationRecord(nil), ops...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].CreatedAt.Before(sorted[j].CreatedAt) })
+	var keep []store.OperationRecord
+	for _, op := range sorted {
+		if len(op.Results) > 0 {
+			keep = append(keep, op)
+		}
+	}
+	if len(keep) == 0 {
+		c.Empty = true
+		return c
+	}
+	for _, op := range keep {
+		t := op.Firestore()
+		if s := t.Reads + t.Writes + t.Deletes; s > c.Max {
+			c.Max = s
+		}
+	}
+	if c.Max == 0 {
+		c.Max = 1
+	}
+	plotH := float64(chartH - chartBottom - chartTop)
+	plotW := float64(chartW - chartLeft - 4)
+	slot := plotW / float64(len(keep))
+	w := slot * 0.7
+	if w > 40 {
+		w = 40
+	}
+	scale := plotH / float64(c.Max)
+	base := float64(chartH - chartBottom)
+	for i, op := range keep {
+		t := op.Firestore()
+		b := bar{X: chartLeft + float64(i)*slot + (slot-w)/2, W: w, DryRun: op.DryRun, Failed: op.State == "failed"}
+		y := base
+		for _, part := range []struct {
+			n int64
+			r *rect
+		}{{t.Reads, &b.Reads}, {t.Writes, &b.Writes}, {t.Deletes, &b.Deletes}} {
+			h := float64(part.n) * scale
+			y -= h
+			*part.r = rect{Y: y, H: h}
+		}
+		kind := "bootstrap"
+		if op.DryRun {
+			kind = "dry run"
+		}
+		b.Title = fmt.Sprintf("%s %s (%s): %d reads, %d writes, %d deletes", kind, op.CreatedAt.UTC().Format("2006-01-02 15:04:05Z"), op.State, t.Reads, t.Writes, t.Deletes)
+		c.Bars = append(c.Bars, b)
+	}
+	for _, f := range []float64{0, 0.5, 1} {
+		v := int64(float64(c.Max) * f)
+		c.Ticks = append(c.Ticks, tick{Y: base - float64(v)*scale, Label: fmt.Sprint(v)})
+	}
+	c.From = keep[0].CreatedAt.UTC().Format("01-02 15:04Z")
+	c.To = keep[len(keep)-1].CreatedAt.UTC().Format("01-02 15:04Z")
+	return c
+}

@@ -1,0 +1,177 @@
+package store
+
+// Read-only queries for operators: the admin endpoints and the status page
+// of the catalog function list specs, instances and recent bootstrap
+// operations through these. Each is declared in queries.go; none needs a
+// composite index (one equality, or an order on one field).
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"google.golang.org/api/iterator"
+)
+
+// OperationsCollection holds the bootstrap operations (written by
+// pkg/bootstrap, whose Operation type owns the documents; the store only
+// reads them here, as OperationRecord).
+const OperationsCollection = "operations"
+
+// SpecFilter selects specs: by owning registry and/or state ("" for any).
+type SpecFilter struct {
+	Registry string
+	State    string
+}
+
+// ListSpecs returns the specs the filter selects, in id order. Every
+// combination is one query with at most one composite index, the one the
+// reconcile already uses (registry and state).
+func (s *Store) ListSpecs(ctx context.Context, f SpecFilter) ([]SpecRecord, error) {
+	var (
+		out []SpecRecord
+		err error
+	)
+	switch {
+	case f.Registry != "" && f.State == StateMarked:
+		out, err = s.MarkedSpecs(ctx, f.Registry)
+	case f.Registry != "":
+		out, err = s.OwnedSpecs(ctx, f.Registry)
+		if err == nil && f.State != "" {
+			kept := out[:0]
+			for _, r := range out {
+				if r.State == f.State {
+					kept = append(kept, r)
+				}
+			}
+			out = kept
+		}
+	case f.State != "":
+		out, err = s.SpecsInState(ctx, f.State)
+	default:
+		out, err = s.AllSpecs(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// SpecsInState returns every spec in state (active or marked).
+func (s *Store) SpecsInState(ctx context.Context, state string) ([]SpecRecord, error) {
+	return s.queryAll(ctx, s.specs().Where("state", "==", state), "specs in state "+state)
+}
+
+// AllSpecs returns every spec, in id order.
+func (s *Store) AllSpecs(ctx context.Context) ([]SpecRecord, error) {
+	return s.queryAll(ctx, s.specs().OrderBy(firestore.DocumentID, firestore.Asc), "all specs")
+}
+
+// InstancesOfSpec returns up to limit instances of one spec (the ones that
+// pin it when it is marked).
+func (s *Store) InstancesOfSpec(ctx context.Context, specID string, limit int) ([]Instance, error) {
+	out, err := s.instancesQuery(ctx, s.instances().Where("spec_id", "==", specID).Limit(limit), "instances of spec "+specID)
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+func (s *Store) instancesQuery(ctx context.Context, q firestore.Query, what string) ([]Instance, error) {
+	it := q.Documents(ctx)
+	defer it.Stop()
+	var out []Instance
+	for {
+		snap, err := it.Next()
+		if err == iterator.Done {
+			break
+		}
+		if err != nil {
+			return nil, classify(err, "query %s", what)
+		}
+		var inst Instance
+		if err := snap.DataTo(&inst); err != nil {
+			return nil, classify(err, "decode %s", snap.Ref.Path)
+		}
+		if inst.ID == "" {
+			inst.ID = snap.Ref.ID
+		}
+		out = append(out, inst)
+	}
+	s.ops.read(len(out))
+	return out, nil
+}
+
+// OperationResult is one registry's result in a bootstrap operation, as
+// pkg/bootstrap records it (bootstrap.RegistryResult).
+type OperationResult struct {
+	State      string    `json:"state" firestore:"state"`
+	Result     string    `json:"result" firestore:"result"`
+	Counts     RunCounts `json:"counts" firestore:"counts"`
+	Firestore  Counts    `json:"firestore" firestore:"firestore"`
+	Error      string    `json:"error,omitempty" firestore:"error,omitempty"`
+	RunID      string    `json:"run_id,omitempty" firestore:"run_id,omitempty"`
+	ReportedAt time.Time `json:"reported_at" firestore:"reported_at"`
+}
+
+// OperationRecord is an operations/{id} document as operators read it
+// (the fields of bootstrap.Operation; a test in pkg/bootstrap checks that
+// what Start and Report write reads back here).
+type OperationRecord struct {
+	ID          string                     `json:"operation" firestore:"id"`
+	State       string                     `json:"state" firestore:"state"`
+	Description string                     `json:"description" firestore:"description"`
+	DryRun      bool                       `json:"dry_run" firestore:"dry_run"`
+	Registries  []string                   `json:"registries" firestore:"registries"`
+	Results     map[string]OperationResult `json:"results" firestore:"results"`
+	CreatedAt   time.Time                  `json:"created_at" firestore:"created_at"`
+	UpdatedAt   time.Time                  `json:"updated_at" firestore:"updated_at"`
+	Deadline    time.Time                  `json:"deadline" firestore:"deadline"`
+	ExpiresAt   time.Time                  `json:"-" firestore:"expires_at"`
+}
+
+// Firestore sums the Firestore operations every registry of the
+// operation reported: the cost of that bootstrap.
+func (o *OperationRecord) Firestore() Counts {
+	var c Counts
+	for _, r := range o.Results {
+		c.Reads += r.Firestore.Reads
+		c.Writes += r.Firestore.Writes
+		c.Deletes += r.Firestore.Deletes
+	}
+	return c
+}
+
+// RecentOperations returns up to limit bootstrap operations, newest
+// first. A finished operation past its retention is left out, as
+// bootstrap's Get treats it (the TTL policy deletes it within a day).
+func (s *Store) RecentOperations(ctx context.Context, limit int) ([]OperationRecord, error) {
+	it := s.client.Collection(OperationsCollection).OrderBy("created_at", firestore.Desc).Limit(limit).Documents(ctx)
+	defer it.Stop()
+	now := s.now().UTC()
+	var out []OperationRecord
+	n := 0
+	for {
+		snap, err := it.Next()
+		if err == iterator.Done {
+			break
+		}
+		if err != nil {
+			return nil, classify(err, "query recent operations")
+		}
+		n++
+		var op OperationRecord
+		if err := snap.DataTo(&op); err != nil {
+			return nil, classify(err, "decode %s", snap.Ref.Path)
+		}
+		if op.State != "in progress" && !op.ExpiresAt.IsZero() && now.After(op.ExpiresAt) {
+			continue
+		}
+		out = append(out, op)
+	}
+	s.ops.read(n)
+	return out, nil
+}
