@@ -1,0 +1,381 @@
+package config
+
+// Check validates a registries file offline and reports every problem it
+// finds with its line, for `specsync config check`. Load stops at the first
+// problem (a function's cold start needs no more); Check keeps going:
+// environment references, YAML syntax, unknown or mistyped fields anywhere,
+// duplicate names, and each registry's own checks (the ones Load runs).
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// Problem is one error in a registries file; Line is 1-based (0 when the
+// problem has no place, such as an unreadable file).
+type Problem struct {
+	Line    int    `json:"line"`
+	Column  int    `json:"column,omitempty"`
+	Message string `json:"message"`
+}
+
+func (p Problem) String() string {
+	if p.Line == 0 {
+		return p.Message
+	}
+	return fmt.Sprintf("%d: %s", p.Line, p.Message)
+}
+
+// CheckResult is what Check found.
+type CheckResult struct {
+	Registries []string  `json:"registries"`
+	Problems   []Problem `json:"problems"`
+}
+
+// OK reports whether the file has no problem.
+func (r *CheckResult) OK() bool { return len(r.Problems) == 0 }
+
+// CheckFile reads and checks a registries file.
+func CheckFile(path string) *CheckResult {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return &CheckResult{Registries: []string{}, Problems: []Problem{{Message: fmt.Sprintf("registries file: %v", err)}}}
+	}
+	return Check(data, path, dirOf(path))
+}
+
+func dirOf(path string) string {
+	if i := strings.LastIndexAny(path, `/\`); i >= 0 {
+		return path[:i+1]
+	}
+	return "."
+}
+
+var yamlLine = regexp.MustCompile(`line (\d+)`)
+
+// Check checks a registries file's content (see Parse for its meaning).
+func Check(data []byte, source, baseDir string) *CheckResult {
+	res := &CheckResult{Registries: []string{}, Problems: []Problem{}}
+	add := func(line, col int, format string, args ...any) {
+		res.Problems = append(res.Problems, Problem{Line: line, Column: col, Message: fmt.Sprintf(format, args...)})
+	}
+	// 1. ${VAR} references, line by line.
+	missingOn := map[int]bool{}
+	for i, line := range strings.Split(string(data), "\n") {
+		for _, m := range envRef.FindAllStringSubmatchIndex(line, -1) {
+			name := line[m[2]:m[3]]
+			if _, ok := os.LookupEnv(name); !ok {
+				add(i+1, m[0]+1, "environment variable %s is not set (referenced as ${%s})", name, name)
+				missingOn[i+1] = true
+			}
+		}
+	}
+	expanded := envRef.ReplaceAllStringFunc(string(data), func(m string) string {
+		return os.Getenv(envRef.FindStringSubmatch(m)[1])
+	})
+	// 2. YAML syntax.
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(expanded), &doc); err != nil {
+		line := 0
+		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+			line, _ = strconv.Atoi(m[1])
+		}
+		add(line, 0, "not valid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+		return finish(res)
+	}
+	if len(doc.Content) == 0 {
+		add(1, 0, "registries: at least one registry is required (the file is empty)")
+		return finish(res)
+	}
+	root := doc.Content[0]
+	// 3. Unknown and mistyped fields, everywhere.
+	checkShape(root, reflect.TypeOf(File{}), "", func(n *yaml.Node, msg string) { add(n.Line, n.Column, "%s", msg) })
+	regs := mapValue(root, "registries")
+	if regs == nil || regs.Kind != yaml.SequenceNode || len(regs.Content) == 0 {
+		line := root.Line
+		if regs != nil {
+			line = regs.Line
+		}
+		add(line, 0, "registries: at least one registry is required")
+		return finish(res)
+	}
+	// 4. Each registry: duplicate names, then the checks Load runs.
+	seen := map[string]int{}
+	for i, item := range regs.Content {
+		where := fmt.Sprintf("registries[%d]", i)
+		name := ""
+		validName := false
+		if n := mapValue(item, "name"); n != nil && n.Kind == yaml.ScalarNode {
+			name = n.Value
+			where += fmt.Sprintf(" (%s)", name)
+			validName = dnsLabel.MatchString(name)
+			if !validName {
+				add(n.Line, n.Column, "%s: name %q must be a DNS label: lowercase letters, digits and hyphens, starting with a letter, at most 63", where, name)
+			}
+			if j, dup := seen[name]; dup {
+				add(n.Line, n.Column, "%s: name %q is already used by registries[%d]", where, name, j)
+			} else {
+				seen[name] = i
+				res.Registries = append(res.Registries, name)
+			}
+		}
+		if item.Kind != yaml.MappingNode || spansMissing(item, missingOn) {
+			continue // reported above
+		}
+		reg := known(item, reflect.TypeOf(Registry{}))
+		if !validName {
+			// Reported above; a stand-in lets the other checks run.
+			reg = withName(reg, "name-reported-above")
+		}
+		one := &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{
+			{Kind: yaml.ScalarNode, Value: "registries"},
+			{Kind: yaml.SequenceNode, Content: []*yaml.Node{reg}},
+		}}
+		b, err := yaml.Marshal(one)
+		if err != nil {
+			add(item.Line, item.Column, "%s: %v", where, err)
+			continue
+		}
+		if _, err := Parse(b, source, baseDir); err != nil {
+			msg := err.Error()
+			if k := strings.Index(msg, "registries[0]"); k >= 0 {
+				msg = msg[k+len("registries[0]"):]
+				msg = strings.TrimPrefix(msg, " (name-reported-above)")
+				if name != "" {
+					msg = strings.TrimPrefix(msg, fmt.Sprintf(" (%s)", name))
+				}
+				msg = strings.TrimPrefix(msg, ": ")
+			}
+			at := locate(item, msg)
+			add(at.Line, at.Column, "%s: %s", where, msg)
+		}
+	}
+	return finish(res)
+}
+
+func finish(res *CheckResult) *CheckResult {
+	sort.SliceStable(res.Problems, func(i, j int) bool { return res.Problems[i].Line < res.Problems[j].Line })
+	return res
+}
+
+func mapValue(n *yaml.Node, key string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+func spansMissing(n *yaml.Node, lines map[int]bool) bool {
+	if lines[n.Line] {
+		return true
+	}
+	for _, c := range n.Content {
+		if spansMissing(c, lines) {
+			return true
+		}
+	}
+	return false
+}
+
+// jsonFields maps a struct's JSON names to their field types.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+var durationType = reflect.TypeOf(Duration(0))
+
+// checkShape reports keys the type does not have and values of the wrong
+// kind, at their own lines.
+func checkShape(n *yaml.Node, t reflect.Type, path string, report func(*yaml.Node, string)) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return
+	}
+	label := path
+	if label == "" {
+		label = "the file"
+	}
+	switch {
+	case t == durationType:
+		if n.Kind != yaml.ScalarNode {
+			report(n, fmt.Sprintf("%s: want a duration such as \"30s\"", label))
+		}
+	case t.Kind() == reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			report(n, fmt.Sprintf("%s: want a mapping of fields, found %s", label, kindName(n)))
+			return
+		}
+		fields := jsonFields(t)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			ft, ok := fields[k.Value]
+			sub := k.Value
+			if path != "" {
+				sub = path + "." + k.Value
+			}
+			if !ok {
+				report(k, fmt.Sprintf("%s: unknown field (known: %s)", sub, strings.Join(sortedKeys(fields), ", ")))
+				continue
+			}
+			checkShape(v, ft, sub, report)
+		}
+	case t.Kind() == reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			report(n, fmt.Sprintf("%s: want a list, found %s", label, kindName(n)))
+			return
+		}
+		for i, c := range n.Content {
+			checkShape(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i), report)
+		}
+	default: // scalars
+		if n.Kind != yaml.ScalarNode {
+			report(n, fmt.Sprintf("%s: want a single value, found %s", label, kindName(n)))
+			return
+		}
+		switch t.Kind() {
+		case reflect.Bool:
+			if n.Tag != "!!bool" {
+				report(n, fmt.Sprintf("%s: want true or false, found %q", label, n.Value))
+			}
+		case reflect.Int, reflect.Int64, reflect.Float64:
+			if n.Tag != "!!int" && n.Tag != "!!float" {
+				report(n, fmt.Sprintf("%s: want a number, found %q", label, n.Value))
+			}
+		}
+	}
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	default:
+		return fmt.Sprintf("%q", n.Value)
+	}
+}
+
+func sortedKeys(m map[string]reflect.Type) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// known returns a copy of a mapping node without the keys its type does
+// not have (already reported), so the remaining checks still run.
+func known(n *yaml.Node, t reflect.Type) *yaml.Node {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if n.Kind != yaml.MappingNode || t.Kind() != reflect.Struct || t == durationType {
+		return n
+	}
+	fields := jsonFields(t)
+	c := *n
+	c.Content = nil
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		ft, ok := fields[n.Content[i].Value]
+		if !ok {
+			continue
+		}
+		bad := false
+		checkShape(n.Content[i+1], ft, "", func(*yaml.Node, string) { bad = true })
+		if !bad {
+			c.Content = append(c.Content, n.Content[i], known(n.Content[i+1], ft))
+		}
+	}
+	return &c
+}
+
+// withName returns a copy of a registry mapping with its name replaced
+// (or added).
+func withName(n *yaml.Node, name string) *yaml.Node {
+	c := *n
+	c.Content = nil
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value != "name" {
+			c.Content = append(c.Content, n.Content[i], n.Content[i+1])
+		}
+	}
+	c.Content = append(c.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: "name"}, &yaml.Node{Kind: yaml.ScalarNode, Value: name})
+	return &c
+}
+
+var pathToken = regexp.MustCompile(`[a-z_]+(?:\.[a-z_]+)*(?:\[\d+\])?`)
+
+// locate finds the node an error message is about: the deepest field path
+// it names (max_mark_share, oci.auth, allow[1], ...), else the registry.
+func locate(item *yaml.Node, msg string) *yaml.Node {
+	best, depth := item, 0
+	for _, tok := range pathToken.FindAllString(msg, -1) {
+		idx := -1
+		if k := strings.IndexByte(tok, '['); k >= 0 {
+			idx, _ = strconv.Atoi(tok[k+1 : len(tok)-1])
+			tok = tok[:k]
+		}
+		n, key := item, (*yaml.Node)(nil)
+		parts := strings.Split(tok, ".")
+		ok := true
+		for _, p := range parts {
+			var found bool
+			found = false
+			if n.Kind == yaml.MappingNode {
+				for i := 0; i+1 < len(n.Content); i += 2 {
+					if n.Content[i].Value == p {
+						key, n, found = n.Content[i], n.Content[i+1], true
+						break
+					}
+				}
+			}
+			if !found {
+				ok = false
+				break
+			}
+		}
+		if !ok || key == nil {
+			continue
+		}
+		at, d := key, len(parts)
+		if idx >= 0 && n.Kind == yaml.SequenceNode && idx < len(n.Content) {
+			at, d = n.Content[idx], d+1
+		}
+		if d > depth {
+			best, depth = at, d
+		}
+	}
+	return best
+}
+
+// ErrProblems is returned by callers that turn a failed check into an error.
+var ErrProblems = errors.New("the registries file has problems")
