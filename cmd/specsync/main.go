@@ -1,9 +1,20 @@
-// Command specsync runs reconciles from a shell: the same engine the
-// reconcile function runs, against the Firestore named by the environment.
+// Command specsync is the operator's command line: a client of the
+// bootstrap and catalog functions' HTTP APIs (bootstrap, status, catalog,
+// changes, specs, instances), an offline checker of registries files, and
+// the local tools (the local stack, the demo, and reconciles run straight
+// against a Firestore).
 //
-//	specsync reconcile -config registries.yaml [-registry NAME]
-//	specsync catalog
-//	specsync demo
+//	specsync bootstrap [--wait] [--dry-run]
+//	specsync status | catalog | specs | instances   [--output json]
+//	specsync changes [--follow] [--since N]
+//	specsync config check FILE
+//	specsync local reconcile -config registries.yaml [-registry NAME]
+//	specsync local catalog
+//	specsync run | demo
+//
+// Exit codes (see exitcodes.go): 0 ok, 1 the thing asked about failed, 2
+// usage, 3 credentials refused, 4 the API failed or cannot be reached, 5
+// timed out waiting.
 package main
 
 import (
@@ -25,10 +36,10 @@ func main() {
 		var u usageError
 		if errors.As(err, &u) {
 			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
+			os.Exit(ExitUsage)
 		}
 		fmt.Fprintln(os.Stderr, "specsync:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }
 
@@ -38,13 +49,31 @@ func (u usageError) Error() string { return u.msg }
 
 const usage = `usage: specsync <command> [flags]
 
-commands:
-  reconcile  reconcile the registries of a registries file into Firestore
-  catalog    print the specs the catalog serves
-  run        serve the local stack (every function, emulators, local OCI
-             registry, push subscription) until interrupted
-  demo       start the emulators and a local OCI registry, reconcile the
-             example registry twice, print the catalog, stop everything
+operator commands (talk to the deployed functions' HTTP APIs):
+  bootstrap      start a bootstrap; --wait follows it to the end, --dry-run
+                 shows what a real one would change
+  status         every registry: last run, counts, errors, held-back
+                 versions, pinned specs
+  catalog        the services and plans the broker serves
+  changes        the catalog's change feed; --follow keeps watching
+  specs          the stored specs (--marked, --registry)
+  instances      the service instances (--marked, --registry, --service)
+  config check   validate a registries file offline, every error with its line
+
+local tools:
+  local reconcile  reconcile a registries file straight into a Firestore
+  local catalog    print the specs a Firestore's catalog serves
+  run            serve the local stack (every function, emulators, local OCI
+                 registry, push subscription) until interrupted
+  demo           start the emulators and a local OCI registry, reconcile the
+                 example registry twice, print the catalog, stop everything
+
+Configuration: SPECSYNC_URL (or SPECSYNC_BOOTSTRAP_URL and
+SPECSYNC_CATALOG_URL), SPECSYNC_ADMIN_TOKEN (or SPECSYNC_ADMIN_TOKEN_FILE),
+SPECSYNC_BROKER_USERNAME and SPECSYNC_BROKER_PASSWORD.
+Exit codes: 0 ok, 1 failed (bootstrap failed, config has errors, status
+--check found a failing registry), 2 usage, 3 credentials refused, 4 API
+error or unreachable, 5 timed out waiting.
 
 Run "specsync <command> -h" for a command's flags.`
 
@@ -53,10 +82,24 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError{usage}
 	}
 	switch args[0] {
-	case "reconcile":
-		return cmdReconcile(ctx, args[1:], stdout, stderr)
+	case "bootstrap":
+		return cmdBootstrap(ctx, args[1:], stdout, stderr)
+	case "status":
+		return cmdStatus(ctx, args[1:], stdout, stderr)
 	case "catalog":
 		return cmdCatalog(ctx, args[1:], stdout, stderr)
+	case "changes":
+		return cmdChanges(ctx, args[1:], stdout, stderr)
+	case "specs":
+		return cmdSpecs(ctx, args[1:], stdout, stderr)
+	case "instances":
+		return cmdInstances(ctx, args[1:], stdout, stderr)
+	case "config":
+		return cmdConfig(ctx, args[1:], stdout, stderr)
+	case "local":
+		return cmdLocal(ctx, args[1:], stdout, stderr)
+	case "reconcile":
+		return usageError{"specsync reconcile is now \"specsync local reconcile\" (\"specsync catalog\" is the broker's catalog; the Firestore view is \"specsync local catalog\")"}
 	case "demo":
 		return cmdDemo(ctx, args[1:], stdout, stderr)
 	case "run":

@@ -14,7 +14,7 @@ import (
 )
 
 func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
+	fs := flag.NewFlagSet("local reconcile", flag.ContinueOnError)
 	var common commonFlags
 	common.register(fs)
 	configPath := fs.String("config", envOr("SPECSYNC_REGISTRIES", "registries.yaml"), "registries file (env SPECSYNC_REGISTRIES)")

@@ -1,0 +1,287 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The bootstrap API's bodies, as the CLI reads them.
+type startAnswer struct {
+	Operation string `json:"operation"`
+	Coalesced bool   `json:"coalesced"`
+	DryRun    bool   `json:"dry_run"`
+}
+
+type runCounts struct {
+	Created     int `json:"created"`
+	Updated     int `json:"updated"`
+	Unchanged   int `json:"unchanged"`
+	Unmarked    int `json:"unmarked"`
+	Repaired    int `json:"repaired"`
+	Marked      int `json:"marked"`
+	Deleted     int `json:"deleted"`
+	Kept        int `json:"kept_referenced"`
+	EntryErrors int `json:"entry_errors"`
+	Conflicts   int `json:"conflicts"`
+	HeldBack    int `json:"held_back"`
+}
+
+type fsCounts struct {
+	Reads   int64 `json:"reads"`
+	Writes  int64 `json:"writes"`
+	Deletes int64 `json:"deletes"`
+}
+
+type registryResult struct {
+	State     string    `json:"state"`
+	Result    string    `json:"result"`
+	Counts    runCounts `json:"counts"`
+	Firestore fsCounts  `json:"firestore"`
+	Error     string    `json:"error"`
+}
+
+type lastOperation struct {
+	State       string                    `json:"state"`
+	DryRun      bool                      `json:"dry_run"`
+	Description string                    `json:"description"`
+	Operation   string                    `json:"operation"`
+	Registries  map[string]registryResult `json:"registries"`
+	Pending     []string                  `json:"pending"`
+}
+
+func (o *lastOperation) total() int { return len(o.Registries) + len(o.Pending) }
+
+func cmdBootstrap(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bootstrap", flag.ContinueOnError)
+	var c clientFlags
+	c.register(fs)
+	wait := fs.Bool("wait", false, "follow the bootstrap until it ends; exit 1 if it failed")
+	dryRun := fs.Bool("dry-run", false, "plan every registry and print what a real bootstrap would change, as a diff (implies --wait); writes nothing")
+	poll := fs.Duration("poll-interval", 0, "time between polls (default: the server's Retry-After, at most 5s)")
+	waitTimeout := fs.Duration("wait-timeout", 20*time.Minute, "give up waiting after this long (exit 5)")
+	if err := noArgs(fs, args); err != nil {
+		return err
+	}
+	if err := c.check(); err != nil {
+		return err
+	}
+	a := c.api(stderr)
+	u := a.bootstrap + "/bootstrap"
+	if *dryRun {
+		u += "?dry_run=true"
+	}
+	ans, err := a.do(ctx, http.MethodPost, u, authAdmin, http.StatusAccepted)
+	if err != nil {
+		return err
+	}
+	var start startAnswer
+	if err := ans.decode(&start); err != nil {
+		return err
+	}
+	if !*wait && !*dryRun {
+		if c.json() {
+			return printJSON(stdout, ans.body)
+		}
+		how := "started"
+		if start.Coalesced {
+			how = "already in progress (joined it)"
+		}
+		fmt.Fprintf(stdout, "bootstrap %s %s\n", start.Operation, how)
+		fmt.Fprintf(stdout, "follow it with: specsync bootstrap --wait, or GET %s/bootstrap/last_operation?operation=%s\n", a.bootstrap, start.Operation)
+		return nil
+	}
+	if !c.json() {
+		kind := "bootstrap"
+		if start.DryRun {
+			kind = "dry run"
+		}
+		joined := ""
+		if start.Coalesced {
+			joined = " (joined the one in progress)"
+		}
+		fmt.Fprintf(stdout, "%s %s%s\n", kind, start.Operation, joined)
+	}
+	wctx, cancel := context.WithTimeout(ctx, *waitTimeout)
+	defer cancel()
+	op, raw, err := follow(wctx, a, start.Operation, *poll, c.json(), stdout)
+	if err != nil {
+		if ctx.Err() == nil && wctx.Err() != nil {
+			return withExit(ExitTimeout, "bootstrap %s still in progress after %s", start.Operation, *waitTimeout)
+		}
+		return err
+	}
+	if c.json() {
+		if err := printJSON(stdout, raw); err != nil {
+			return err
+		}
+	} else {
+		if op.DryRun {
+			printDryRunDiff(stdout, op)
+		}
+		fmt.Fprintf(stdout, "%s: %s\n", op.State, op.Description)
+	}
+	if op.State != "succeeded" {
+		var why []string
+		for _, name := range sortedNames(op.Registries) {
+			r := op.Registries[name]
+			if r.State != "succeeded" {
+				why = append(why, fmt.Sprintf("%s (%s: %s)", name, r.Result, r.Error))
+			}
+		}
+		if len(why) == 0 {
+			why = append(why, op.Description)
+		}
+		return withExit(ExitFailed, "bootstrap %s failed: %s", op.Operation, strings.Join(why, "; "))
+	}
+	return nil
+}
+
+func sortedNames[T any](m map[string]T) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// follow polls last_operation until the operation ends, printing each
+// registry's result as it lands and the progress (a bar on a terminal,
+// plain lines otherwise; nothing in JSON mode, which prints the end only).
+func follow(ctx context.Context, a *api, id string, poll time.Duration, quiet bool, stdout io.Writer) (*lastOperation, []byte, error) {
+	u := a.bootstrap + "/bootstrap/last_operation?operation=" + url.QueryEscape(id)
+	seen := map[string]bool{}
+	bar := isTerminal(stdout) && !quiet
+	lastDone := -1
+	for {
+		ans, err := a.do(ctx, http.MethodGet, u, authAdmin, http.StatusOK)
+		if err != nil {
+			return nil, nil, err
+		}
+		var op lastOperation
+		if err := ans.decode(&op); err != nil {
+			return nil, nil, err
+		}
+		if !quiet {
+			if bar && lastDone >= 0 {
+				fmt.Fprint(stdout, "\r\033[K") // clear the bar before printing results above it
+			}
+			for _, name := range sortedNames(op.Registries) {
+				if seen[name] {
+					continue
+				}
+				seen[name] = true
+				fmt.Fprintln(stdout, resultLine(name, op.Registries[name]))
+			}
+			done, total := len(op.Registries), op.total()
+			switch {
+			case bar:
+				if op.State == "in progress" {
+					fmt.Fprint(stdout, progressBar(done, total, op.Pending))
+				}
+			case done != lastDone:
+				fmt.Fprintf(stdout, "progress: %d/%d registries reported\n", done, total)
+			}
+			lastDone = done
+		}
+		if op.State != "in progress" {
+			return &op, ans.body, nil
+		}
+		wait := poll
+		if wait <= 0 {
+			wait = 2 * time.Second
+			if s, err := strconv.Atoi(ans.header.Get("Retry-After")); err == nil && s > 0 {
+				wait = min(time.Duration(s)*time.Second, 5*time.Second)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if bar {
+				fmt.Fprintln(stdout)
+			}
+			return nil, nil, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+func progressBar(done, total int, pending []string) string {
+	const width = 30
+	filled := 0
+	if total > 0 {
+		filled = done * width / total
+	}
+	p := ""
+	if len(pending) > 0 {
+		p = "  waiting for " + strings.Join(pending, ", ")
+		if len(p) > 60 {
+			p = p[:57] + "..."
+		}
+	}
+	return fmt.Sprintf("[%s%s] %d/%d registries%s", strings.Repeat("#", filled), strings.Repeat("-", width-filled), done, total, p)
+}
+
+func resultLine(name string, r registryResult) string {
+	c := r.Counts
+	line := fmt.Sprintf("  %-20s %-9s %-13s", name, r.State, r.Result)
+	if r.Result != "unchanged" {
+		line += fmt.Sprintf(" +%d ~%d -%d", c.Created+c.Unmarked, c.Updated, c.Marked+c.Deleted)
+	}
+	line += fmt.Sprintf("  firestore %dr/%dw/%dd", r.Firestore.Reads, r.Firestore.Writes, r.Firestore.Deletes)
+	if r.Error != "" {
+		line += "  error: " + r.Error
+	}
+	return line
+}
+
+// printDryRunDiff prints a dry run's plan per registry as a diff of the
+// catalog: + enters it, ~ changes in it, - leaves it.
+func printDryRunDiff(w io.Writer, op *lastOperation) {
+	fmt.Fprintf(w, "--- catalog now\n+++ catalog after a real bootstrap (dry run %s)\n", op.Operation)
+	for _, name := range sortedNames(op.Registries) {
+		r := op.Registries[name]
+		fmt.Fprintf(w, "@@ registry %s @@\n", name)
+		if r.State != "succeeded" {
+			fmt.Fprintf(w, "! %s: %s (a real run would change nothing for this registry)\n", r.Result, r.Error)
+			continue
+		}
+		c := r.Counts
+		lines := []struct {
+			sign string
+			n    int
+			what string
+		}{
+			{"+", c.Created, "new specs would be created"},
+			{"+", c.Unmarked, "marked specs would be offered again (unmarked)"},
+			{"~", c.Updated, "specs would be updated to a new version"},
+			{"~", c.Repaired, "specs would have their entry error cleared"},
+			{"-", c.Marked, "specs would be marked for deletion (leave the catalog)"},
+			{"-", c.Deleted, "marked specs would be deleted (no instance uses them)"},
+			{" ", c.Kept, "marked specs would be kept: instances still use them"},
+			{"!", c.HeldBack, "new versions would be held back: they strand instances"},
+			{"!", c.EntryErrors, "entries do not parse or validate (their last good version stays)"},
+			{"!", c.Conflicts, "spec ids are owned by another registry"},
+		}
+		any := false
+		for _, l := range lines {
+			if l.n > 0 {
+				fmt.Fprintf(w, "%s %d %s\n", l.sign, l.n, l.what)
+				any = true
+			}
+		}
+		if r.Error != "" {
+			fmt.Fprintf(w, "! %s\n", r.Error)
+		}
+		if !any {
+			fmt.Fprintf(w, "  no change (%d specs unchanged)\n", c.Unchanged)
+		}
+	}
+}

@@ -1,0 +1,391 @@
+package main
+
+// The read commands: status, catalog, specs, instances. Each prints a
+// table, or with --output json the API's own JSON.
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
+
+func ago(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	d := time.Since(t).Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm ago", int(d.Hours()), int(d.Minutes())%60)
+	default:
+		return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// --- status ---------------------------------------------------------------
+
+type statusRun struct {
+	Result      string    `json:"result"`
+	Error       string    `json:"error"`
+	Guard       string    `json:"guard"`
+	FinishedAt  time.Time `json:"finished_at"`
+	Counts      runCounts `json:"counts"`
+	Firestore   fsCounts  `json:"firestore"`
+	ErrorsTotal int       `json:"errors_total"`
+	Errors      []struct {
+		Entry   string `json:"entry"`
+		Message string `json:"message"`
+	} `json:"errors"`
+	Kept []struct {
+		SpecID    string `json:"spec_id"`
+		Name      string `json:"name"`
+		Instances int64  `json:"instances"`
+	} `json:"kept"`
+	HeldBack []struct {
+		SpecID   string   `json:"spec_id"`
+		Name     string   `json:"name"`
+		Digest   string   `json:"digest"`
+		Blockers []string `json:"blockers"`
+	} `json:"held_back"`
+	Conflicts []struct {
+		SpecID string `json:"spec_id"`
+		Entry  string `json:"entry"`
+		Owner  string `json:"owner"`
+	} `json:"conflicts"`
+}
+
+type registryStatus struct {
+	Name          string              `json:"name"`
+	LastSuccessAt time.Time           `json:"last_success_at"`
+	Marked        int                 `json:"marked"`
+	LastRun       statusRun           `json:"last_run"`
+	ContestedBy   map[string][]string `json:"contested_by"`
+}
+
+func failingResult(r string) bool { return r == "fetch_failed" || r == "error" || r == "guarded" }
+
+func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	var c clientFlags
+	c.register(fs)
+	check := fs.Bool("check", false, "exit 1 if any registry's last run failed (fetch_failed, error) or was guarded")
+	if err := noArgs(fs, args); err != nil {
+		return err
+	}
+	if err := c.check(); err != nil {
+		return err
+	}
+	a := c.api(stderr)
+	ans, err := a.do(ctx, http.MethodGet, a.catalog+"/registries", authAdmin, http.StatusOK)
+	if err != nil {
+		return err
+	}
+	var body struct {
+		Registries []registryStatus `json:"registries"`
+	}
+	if err := ans.decode(&body); err != nil {
+		return err
+	}
+	if c.json() {
+		if err := printJSON(stdout, ans.body); err != nil {
+			return err
+		}
+	} else {
+		printStatus(stdout, body.Registries)
+	}
+	if *check {
+		var bad []string
+		for _, r := range body.Registries {
+			if failingResult(r.LastRun.Result) {
+				bad = append(bad, fmt.Sprintf("%s (%s)", r.Name, r.LastRun.Result))
+			}
+		}
+		if len(bad) > 0 {
+			return withExit(ExitFailed, "%d registries not healthy: %s", len(bad), strings.Join(bad, ", "))
+		}
+	}
+	return nil
+}
+
+func printStatus(w io.Writer, regs []registryStatus) {
+	if len(regs) == 0 {
+		fmt.Fprintln(w, "no registry has run yet (start one with: specsync bootstrap --wait)")
+		return
+	}
+	tw := table(w)
+	fmt.Fprintln(tw, "REGISTRY\tRESULT\tLAST RUN\tLAST SUCCESS\tCREATED\tUPDATED\tUNCHANGED\tMARKED\tDELETED\tKEPT\tHELD BACK\tERRORS\tFIRESTORE r/w/d")
+	for _, r := range regs {
+		l := r.LastRun
+		n := l.Counts
+		errs := n.EntryErrors
+		if l.Error != "" {
+			errs++
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d/%d/%d\n", r.Name, orDash(l.Result), ago(l.FinishedAt), ago(r.LastSuccessAt),
+			n.Created, n.Updated, n.Unchanged, n.Marked, n.Deleted, n.Kept, n.HeldBack, errs, l.Firestore.Reads, l.Firestore.Writes, l.Firestore.Deletes)
+	}
+	tw.Flush()
+	for _, r := range regs {
+		l := r.LastRun
+		var lines []string
+		if l.Error != "" {
+			lines = append(lines, "error: "+l.Error)
+		}
+		if l.Guard != "" {
+			lines = append(lines, "guard: "+l.Guard)
+		}
+		for _, e := range l.Errors {
+			lines = append(lines, fmt.Sprintf("entry %s: %s", e.Entry, e.Message))
+		}
+		if l.ErrorsTotal > len(l.Errors) {
+			lines = append(lines, fmt.Sprintf("... and %d more entry errors", l.ErrorsTotal-len(l.Errors)))
+		}
+		for _, h := range l.HeldBack {
+			lines = append(lines, fmt.Sprintf("held back: %s (%s) version %s: %s", h.Name, h.SpecID, h.Digest, strings.Join(h.Blockers, "; ")))
+		}
+		for _, k := range l.Kept {
+			lines = append(lines, fmt.Sprintf("pinned: %s (%s) is marked for deletion, %d instances still use it", k.Name, k.SpecID, k.Instances))
+		}
+		for _, cf := range l.Conflicts {
+			lines = append(lines, fmt.Sprintf("conflict: entry %s offers %s, owned by registry %s", cf.Entry, cf.SpecID, cf.Owner))
+		}
+		for _, other := range sortedNames(r.ContestedBy) {
+			lines = append(lines, fmt.Sprintf("contested: registry %s also offers %s", other, strings.Join(r.ContestedBy[other], ", ")))
+		}
+		if len(lines) > 0 {
+			fmt.Fprintf(w, "\n%s:\n", r.Name)
+			for _, l := range lines {
+				fmt.Fprintf(w, "  %s\n", l)
+			}
+		}
+	}
+}
+
+// --- catalog --------------------------------------------------------------
+
+type osbCatalog struct {
+	Services []osbService `json:"services"`
+}
+
+type osbService struct {
+	ID          string   `json:"id"`
+	Name        string   `json:"name"`
+	Description string   `json:"description"`
+	Bindable    bool     `json:"bindable"`
+	Tags        []string `json:"tags"`
+	Plans       []struct {
+		ID   string `json:"id"`
+		Name string `json:"name"`
+		Free *bool  `json:"free"`
+	} `json:"plans"`
+}
+
+func cmdCatalog(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("catalog", flag.ContinueOnError)
+	var c clientFlags
+	c.register(fs)
+	if err := noArgs(fs, args); err != nil {
+		return err
+	}
+	if err := c.check(); err != nil {
+		return err
+	}
+	a := c.api(stderr)
+	ans, err := a.do(ctx, http.MethodGet, a.catalog+"/v2/catalog", authBroker, http.StatusOK)
+	if err != nil {
+		return err
+	}
+	if c.json() {
+		_, err := stdout.Write(ans.body) // the OSB document exactly as served
+		if err == nil && (len(ans.body) == 0 || ans.body[len(ans.body)-1] != '\n') {
+			_, err = io.WriteString(stdout, "\n")
+		}
+		return err
+	}
+	var cat osbCatalog
+	if err := ans.decode(&cat); err != nil {
+		return err
+	}
+	rev := ans.header.Get("X-Catalog-Revision")
+	fmt.Fprintf(stdout, "catalog revision %s, %d services (ETag %s)\n", orDash(rev), len(cat.Services), orDash(ans.header.Get("ETag")))
+	tw := table(stdout)
+	fmt.Fprintln(tw, "SERVICE\tID\tBINDABLE\tPLANS\tTAGS")
+	for _, s := range cat.Services {
+		plans := make([]string, len(s.Plans))
+		for i, p := range s.Plans {
+			plans[i] = p.Name
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\n", s.Name, s.ID, s.Bindable, strings.Join(plans, ","), orDash(strings.Join(s.Tags, ",")))
+	}
+	return tw.Flush()
+}
+
+// --- specs and instances --------------------------------------------------
+
+type specRow struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Registry  string `json:"registry"`
+	State     string `json:"state"`
+	Revision  int64  `json:"revision"`
+	Instances int64  `json:"instances"`
+	Plans     []struct {
+		Name string `json:"name"`
+	} `json:"plans"`
+	Platforms  []string   `json:"platforms"`
+	MarkedAt   *time.Time `json:"marked_at"`
+	EntryError string     `json:"entry_error"`
+	UpdatedAt  time.Time  `json:"updated_at"`
+}
+
+type filterFlags struct {
+	registry string
+	marked   bool
+}
+
+func (f *filterFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.registry, "registry", "", "only those of this registry")
+	fs.BoolVar(&f.marked, "marked", false, "only specs marked for deletion")
+}
+
+func (f *filterFlags) query(extra url.Values) string {
+	q := url.Values{}
+	if f.registry != "" {
+		q.Set("registry", f.registry)
+	}
+	if f.marked {
+		q.Set("marked", "true")
+	}
+	for k, v := range extra {
+		q[k] = v
+	}
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
+}
+
+func cmdSpecs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("specs", flag.ContinueOnError)
+	var c clientFlags
+	c.register(fs)
+	var f filterFlags
+	f.register(fs)
+	if err := noArgs(fs, args); err != nil {
+		return err
+	}
+	if err := c.check(); err != nil {
+		return err
+	}
+	a := c.api(stderr)
+	ans, err := a.do(ctx, http.MethodGet, a.catalog+"/admin/specs"+f.query(nil), authAdmin, http.StatusOK)
+	if err != nil {
+		return err
+	}
+	if c.json() {
+		return printJSON(stdout, ans.body)
+	}
+	var body struct {
+		Specs []specRow `json:"specs"`
+	}
+	if err := ans.decode(&body); err != nil {
+		return err
+	}
+	tw := table(stdout)
+	fmt.Fprintln(tw, "NAME\tID\tREGISTRY\tSTATE\tPLANS\tINSTANCES\tREVISION\tNOTE")
+	for _, s := range body.Specs {
+		plans := make([]string, len(s.Plans))
+		for i, p := range s.Plans {
+			plans[i] = p.Name
+		}
+		var note []string
+		if s.MarkedAt != nil {
+			note = append(note, "marked "+ago(*s.MarkedAt))
+		}
+		if s.EntryError != "" {
+			note = append(note, "entry error: "+s.EntryError)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", s.Name, s.ID, s.Registry, s.State, strings.Join(plans, ","), s.Instances, s.Revision, orDash(strings.Join(note, "; ")))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%d specs\n", len(body.Specs))
+	return nil
+}
+
+func cmdInstances(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("instances", flag.ContinueOnError)
+	var c clientFlags
+	c.register(fs)
+	var f filterFlags
+	f.register(fs)
+	service := fs.String("service", "", "only instances of this service (spec) id")
+	if err := noArgs(fs, args); err != nil {
+		return err
+	}
+	if err := c.check(); err != nil {
+		return err
+	}
+	extra := url.Values{}
+	if *service != "" {
+		extra.Set("service_id", *service)
+	}
+	a := c.api(stderr)
+	ans, err := a.do(ctx, http.MethodGet, a.catalog+"/admin/instances"+f.query(extra), authAdmin, http.StatusOK)
+	if err != nil {
+		return err
+	}
+	if c.json() {
+		return printJSON(stdout, ans.body)
+	}
+	var body struct {
+		Instances []struct {
+			ID           string    `json:"id"`
+			ServiceID    string    `json:"service_id"`
+			ServiceName  string    `json:"service_name"`
+			ServiceState string    `json:"service_state"`
+			Registry     string    `json:"registry"`
+			PlanID       string    `json:"plan_id"`
+			PlanName     string    `json:"plan_name"`
+			Platform     string    `json:"platform"`
+			CreatedAt    time.Time `json:"created_at"`
+		} `json:"instances"`
+	}
+	if err := ans.decode(&body); err != nil {
+		return err
+	}
+	tw := table(stdout)
+	fmt.Fprintln(tw, "INSTANCE\tSERVICE\tPLAN\tREGISTRY\tSERVICE STATE\tPLATFORM\tCREATED")
+	for _, in := range body.Instances {
+		plan := in.PlanName
+		if plan == "" {
+			plan = in.PlanID
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.ID, in.ServiceName, plan, in.Registry, in.ServiceState, orDash(in.Platform), ago(in.CreatedAt))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%d instances\n", len(body.Instances))
+	return nil
+}
