@@ -1,0 +1,375 @@
+package functions_test
+
+// End-to-end tests of the operator surfaces (issue 7): the specsync CLI,
+// built for real and run as a subprocess against the local stack, and the
+// status page, loaded in headless Chromium.
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// cliResult is one run of the specsync binary.
+type cliResult struct {
+	code           int
+	stdout, stderr string
+}
+
+// cli runs the specsync binary against the stack with the operator's
+// environment (URL and credentials), plus env overrides.
+func (s *stack) cli(env []string, args ...string) cliResult {
+	s.t.Helper()
+	cmd := exec.Command(specsyncBinary(s.t), args...)
+	cmd.Env = append(os.Environ(),
+		"SPECSYNC_URL="+s.url,
+		"SPECSYNC_BOOTSTRAP_URL=", "SPECSYNC_CATALOG_URL=", "SPECSYNC_OUTPUT=",
+		"SPECSYNC_ADMIN_TOKEN="+adminToken,
+		"SPECSYNC_BROKER_USERNAME="+brokerUser,
+		"SPECSYNC_BROKER_PASSWORD="+brokerPass,
+	)
+	cmd.Env = append(cmd.Env, env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		s.t.Fatalf("specsync %v: %v", args, err)
+	}
+	return cliResult{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+func (r cliResult) must(t *testing.T, code int, what string) cliResult {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("%s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", what, r.code, code, r.stdout, r.stderr)
+	}
+	return r
+}
+
+func (r cliResult) contains(t *testing.T, what string, subs ...string) {
+	t.Helper()
+	for _, s := range subs {
+		if !strings.Contains(r.stdout+r.stderr, s) {
+			t.Errorf("%s: output lacks %q\nstdout:\n%s\nstderr:\n%s", what, s, r.stdout, r.stderr)
+		}
+	}
+}
+
+func TestE2EOperatorCLI(t *testing.T) {
+	t.Parallel()
+	a, urlA := newIndex(t, "alpha", "beta")
+	b, urlB := newIndex(t, "gamma")
+	s := startStack(t, twoIndexes(urlA, urlB))
+	const poll = "--poll-interval=200ms"
+
+	// A healthy bootstrap: exit 0, every registry's line, the summary.
+	r := s.cli(nil, "bootstrap", "--wait", poll).must(t, 0, "bootstrap --wait")
+	r.contains(t, "bootstrap --wait", "team-a", "team-b", "progress: 2/2 registries reported", "succeeded: all 2 registries reconciled")
+
+	// team-b goes down: the bootstrap fails, exit 1, naming it and why.
+	b.set(true)
+	r = s.cli(nil, "bootstrap", "--wait", poll).must(t, 1, "bootstrap with team-b down")
+	if !regexp.MustCompile(`failed: .*team-b \(fetch_failed: .*502`).MatchString(r.stderr) || strings.Contains(r.stderr, "team-a (") {
+		t.Errorf("the failure must name team-b and why, and only team-b:\n%s", r.stderr)
+	}
+	var op struct {
+		State      string `json:"state"`
+		Registries map[string]struct {
+			State, Result string
+		} `json:"registries"`
+	}
+	r = s.cli(nil, "bootstrap", "--wait", poll, "--output", "json").must(t, 1, "bootstrap --wait -o json")
+	if err := json.Unmarshal([]byte(r.stdout), &op); err != nil || op.State != "failed" || op.Registries["team-b"].Result != "fetch_failed" || op.Registries["team-a"].State != "succeeded" {
+		t.Errorf("bootstrap JSON: %v %+v\n%s", err, op, r.stdout)
+	}
+
+	// status: the table shows the failing registry and its error;
+	// --check turns it into exit 1; JSON is the API's.
+	r = s.cli(nil, "status").must(t, 0, "status")
+	if !regexp.MustCompile(`(?m)^team-b\s+fetch_failed`).MatchString(r.stdout) || !regexp.MustCompile(`(?m)^team-a\s+succeeded`).MatchString(r.stdout) {
+		t.Errorf("status table:\n%s", r.stdout)
+	}
+	r.contains(t, "status", "error: ", "502")
+	s.cli(nil, "status", "--check").must(t, 1, "status --check with a failing registry")
+	r = s.cli(nil, "status", "-o", "json").must(t, 0, "status -o json")
+	var st struct {
+		Registries []struct {
+			Name    string
+			LastRun struct{ Result string } `json:"last_run"`
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || len(st.Registries) != 2 {
+		t.Errorf("status JSON: %v\n%s", err, r.stdout)
+	}
+
+	// catalog: the outage kept gamma; table and raw OSB JSON.
+	r = s.cli(nil, "catalog").must(t, 0, "catalog")
+	for _, n := range []string{"alpha", "beta", "gamma"} {
+		if !regexp.MustCompile(`(?m)^` + n + `\s`).MatchString(r.stdout) {
+			t.Errorf("catalog table lacks %s:\n%s", n, r.stdout)
+		}
+	}
+	r = s.cli(nil, "catalog", "--output=json").must(t, 0, "catalog json")
+	var cat osbCatalog
+	if err := json.Unmarshal([]byte(r.stdout), &cat); err != nil || names(cat) != "alpha,beta,gamma" {
+		t.Errorf("catalog JSON: %v %s", err, r.stdout)
+	}
+
+	// A provisioned instance pins beta once it leaves upstream.
+	var betaID, betaPlan string
+	for _, svc := range cat.Services {
+		if svc.Name == "beta" {
+			betaID, betaPlan = svc.ID, svc.Plans[0].ID
+		}
+	}
+	if put := s.do(http.MethodPut, "/v2/service_instances/inst-1", "broker",
+		strings.NewReader(fmt.Sprintf(`{"service_id":%q,"plan_id":%q,"context":{"oci_platform":"linux/amd64"}}`, betaID, betaPlan))); put.status != http.StatusCreated {
+		t.Fatalf("provision: %d %s", put.status, put.body)
+	}
+	b.set(false)
+	a.set(false, "alpha", "omega")
+
+	// A dry run prints the plan as a diff and changes nothing.
+	r = s.cli(nil, "bootstrap", "--dry-run", poll).must(t, 0, "bootstrap --dry-run")
+	r.contains(t, "dry run", "--- catalog now", "@@ registry team-a @@", "+ 1 new specs would be created", "- 1 specs would be marked for deletion")
+	if c, _ := s.catalog(); names(c) != "alpha,beta,gamma" {
+		t.Fatalf("a dry run changed the catalog: %s", names(c))
+	}
+
+	s.cli(nil, "bootstrap", "--wait", poll).must(t, 0, "bootstrap after the change")
+	r = s.cli(nil, "specs", "--marked").must(t, 0, "specs --marked")
+	if !regexp.MustCompile(`(?m)^beta\s+` + regexp.QuoteMeta(betaID) + `\s+team-a\s+marked\s+default\s+1\s`).MatchString(r.stdout) || strings.Contains(r.stdout, "alpha") {
+		t.Errorf("specs --marked:\n%s", r.stdout)
+	}
+	r = s.cli(nil, "specs", "--registry", "team-a", "-o", "json").must(t, 0, "specs --registry json")
+	var specs struct {
+		Specs []struct{ Name, State, Registry string }
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &specs); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, sp := range specs.Specs {
+		got = append(got, sp.Name+"="+sp.State)
+		if sp.Registry != "team-a" {
+			t.Errorf("specs --registry team-a listed %+v", sp)
+		}
+	}
+	if strings.Join(sortedCopy(got), ",") != "alpha=active,beta=marked,omega=active" {
+		t.Errorf("specs of team-a: %v", got)
+	}
+	r = s.cli(nil, "instances", "--marked").must(t, 0, "instances --marked")
+	if !regexp.MustCompile(`(?m)^inst-1\s+beta\s+default\s+team-a\s+marked\s+linux/amd64`).MatchString(r.stdout) {
+		t.Errorf("instances --marked:\n%s", r.stdout)
+	}
+	r = s.cli(nil, "instances", "--registry", "team-b", "-o", "json").must(t, 0, "instances --registry team-b")
+	if !strings.Contains(r.stdout, `"instances": []`) {
+		t.Errorf("team-b has no instances: %s", r.stdout)
+	}
+	r = s.cli(nil, "status").must(t, 0, "status with a pinned spec")
+	r.contains(t, "status pinned", "pinned: beta ("+betaID+") is marked for deletion, 1 instances still use it")
+
+	// Exit codes for scripts: refused credentials 3, unreachable 4, usage 2.
+	s.cli([]string{"SPECSYNC_ADMIN_TOKEN=wrong-token-0123456789"}, "status").must(t, 3, "wrong admin token")
+	s.cli([]string{"SPECSYNC_BROKER_PASSWORD=wrong"}, "catalog").must(t, 3, "wrong broker password")
+	s.cli([]string{"SPECSYNC_URL=http://127.0.0.1:1"}, "status").must(t, 4, "unreachable")
+	s.cli(nil, "status", "--output", "yaml").must(t, 2, "bad --output")
+	s.cli(nil, "reconcile").must(t, 2, "the old server-side command name")
+
+	// Separate URLs per function, as production has: a wrong catalog URL
+	// fails status while the bootstrap URL still works.
+	s.cli([]string{"SPECSYNC_CATALOG_URL=http://127.0.0.1:1"}, "status").must(t, 4, "status on a wrong catalog URL")
+	s.cli([]string{"SPECSYNC_URL=http://127.0.0.1:1", "SPECSYNC_BOOTSTRAP_URL=" + s.url}, "bootstrap").must(t, 0, "bootstrap on its own URL")
+}
+
+func sortedCopy(s []string) []string {
+	out := append([]string(nil), s...)
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}
+
+// config check needs no stack: every problem of a bad file, with its line.
+func TestE2EConfigCheck(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte(`registries:
+  - name: team-a
+    type: http
+    http:
+      url: https://example.com/index.yaml
+      timeot: 5s
+  - name: team-a
+    type: oci
+    oci: {host: "${SPECSYNC_TEST_SURELY_UNSET}"}
+  - name: Team_C
+    type: dir
+    dir: {embedded: true}
+    allow: ["(["]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := &stack{t: t}
+	r := s.cli(nil, "config", "check", bad).must(t, 1, "config check bad file")
+	for _, want := range []string{
+		bad + ":6: registries[0].http.timeot: unknown field",
+		bad + ":7: registries[1] (team-a): name \"team-a\" is already used by registries[0]",
+		bad + ":9: environment variable SPECSYNC_TEST_SURELY_UNSET is not set",
+		bad + ":10: registries[2] (Team_C): name \"Team_C\" must be a DNS label",
+		bad + ":13: registries[2] (Team_C): allow[0] \"([\" is not a valid regular expression",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("config check output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	r = s.cli(nil, "config", "check", "-o", "json", "../examples/registries.yaml")
+	var res struct {
+		OK         bool     `json:"ok"`
+		Registries []string `json:"registries"`
+		Problems   []struct {
+			Line    int
+			Message string
+		} `json:"problems"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatalf("%v: %s", err, r.stdout)
+	}
+	// The demo file references ${SPECSYNC_DEMO_REGISTRY}: set, it is fine.
+	r = s.cli([]string{"SPECSYNC_DEMO_REGISTRY=127.0.0.1:5000"}, "config", "check", "../examples/registries.yaml").must(t, 0, "config check the demo file")
+	r.contains(t, "config check ok", "ok, 1 registries")
+}
+
+// chromium returns the headless browser the status page test drives.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{os.Getenv("SPECSYNC_CHROMIUM"), "chromium", "chromium-browser", "google-chrome"} {
+		if name == "" {
+			continue
+		}
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatal("no chromium on PATH: install Debian's chromium package (.ci/run does) or set SPECSYNC_CHROMIUM")
+	return ""
+}
+
+// artifactsDir is where tests keep files for people to look at:
+// $SPECSYNC_TEST_ARTIFACTS, default ./artifacts at the repository root
+// (gitignored).
+func artifactsDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("SPECSYNC_TEST_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join("..", "artifacts")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	abs, _ := filepath.Abs(dir)
+	return abs
+}
+
+func runChromium(t *testing.T, args ...string) []byte {
+	t.Helper()
+	profile := t.TempDir()
+	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+		"--hide-scrollbars", "--user-data-dir=" + profile, "--window-size=1280,1600", "--virtual-time-budget=3000"}
+	cmd := exec.Command(chromium(t), append(base, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("chromium %v: %v\n%s", args, err, errb.String())
+		}
+	case <-time.After(120 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("chromium %v did not finish in 120s\n%s", args, errb.String())
+	}
+	return out.Bytes()
+}
+
+// The status page, loaded in headless Chromium after a bootstrap with one
+// failing registry, shows that registry as failing (and the other as ok),
+// and a screenshot is kept.
+func TestE2EStatusPageInChromium(t *testing.T) {
+	t.Parallel()
+	_, urlA := newIndex(t, "alpha", "beta")
+	b, urlB := newIndex(t, "gamma")
+	s := startStack(t, twoIndexes(urlA, urlB))
+	s.bootstrap()
+	b.set(true)
+	if op := s.bootstrap(); op.State != "failed" {
+		t.Fatalf("bootstrap with team-b down: %+v", op)
+	}
+
+	// Without the credential: 401 with a Basic challenge, so a browser asks.
+	if r := s.do(http.MethodGet, "/status", "", nil); r.status != http.StatusUnauthorized || !strings.Contains(strings.Join(r.header.Values("WWW-Authenticate"), ","), "Basic") {
+		t.Fatalf("status page without credential: %d %v", r.status, r.header)
+	}
+	u, _ := url.Parse(s.url + "/status")
+	u.User = url.UserPassword("admin", adminToken) // the browser's basic auth
+	dom := string(runChromium(t, "--dump-dom", u.String()))
+	row := func(name string) string {
+		m := regexp.MustCompile(`(?s)<tr id="registry-` + name + `"[^>]*>.*?</tr>`).FindString(dom)
+		if m == "" {
+			t.Fatalf("the rendered page has no row for %s:\n%s", name, dom)
+		}
+		return m
+	}
+	failing := row("team-b")
+	if !strings.Contains(failing, `data-health="failing"`) || !regexp.MustCompile(`class="health failing">failing<`).MatchString(failing) || !strings.Contains(failing, "502") {
+		t.Errorf("team-b is not shown as failing with its error:\n%s", failing)
+	}
+	if ok := row("team-a"); !strings.Contains(ok, `data-health="ok"`) {
+		t.Errorf("team-a is not shown as ok:\n%s", ok)
+	}
+	if !strings.Contains(dom, `id="failing-count" class="err">1 failing<`) {
+		t.Errorf("the summary does not count one failing registry")
+	}
+	if !strings.Contains(dom, `<svg id="ops-chart"`) || strings.Count(dom, `<g class="bar`) != 2 {
+		t.Errorf("the chart does not show the two bootstraps")
+	}
+	if !regexp.MustCompile(`data-state="failed"`).MatchString(dom) {
+		t.Errorf("the failed bootstrap is not listed")
+	}
+
+	shot := filepath.Join(artifactsDir(t), "status-page.png")
+	_ = os.Remove(shot)
+	runChromium(t, "--screenshot="+shot, u.String())
+	png, err := os.ReadFile(shot)
+	if err != nil {
+		t.Fatalf("no screenshot: %v", err)
+	}
+	if len(png) < 10_000 || !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) {
+		t.Fatalf("screenshot %s is not a real PNG page (%d bytes)", shot, len(png))
+	}
+	t.Logf("screenshot of the status page: %s (%d bytes)", shot, len(png))
+}
