@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -105,12 +106,25 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := ans.decode(&body); err != nil {
 		return err
 	}
+	// Marked specs and their instance counts come from the specs
+	// themselves: a registry's status lists the kept ones only from the
+	// run after the one that marked them.
+	mans, err := a.do(ctx, http.MethodGet, a.catalog+"/admin/specs?state=marked", authAdmin, http.StatusOK)
+	if err != nil {
+		return err
+	}
+	var marked struct {
+		Specs []specRow `json:"specs"`
+	}
+	if err := mans.decode(&marked); err != nil {
+		return err
+	}
 	if c.json() {
-		if err := printJSON(stdout, ans.body); err != nil {
+		if err := writeJSON(stdout, map[string]any{"registries": json.RawMessage(mustField(ans.body, "registries")), "marked": json.RawMessage(mustField(mans.body, "specs"))}); err != nil {
 			return err
 		}
 	} else {
-		printStatus(stdout, body.Registries)
+		printStatus(stdout, body.Registries, marked.Specs)
 	}
 	if *check {
 		var bad []string
@@ -126,7 +140,7 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
-func printStatus(w io.Writer, regs []registryStatus) {
+func printStatus(w io.Writer, regs []registryStatus, marked []specRow) {
 	if len(regs) == 0 {
 		fmt.Fprintln(w, "no registry has run yet (start one with: specsync bootstrap --wait)")
 		return
@@ -162,8 +176,15 @@ func printStatus(w io.Writer, regs []registryStatus) {
 		for _, h := range l.HeldBack {
 			lines = append(lines, fmt.Sprintf("held back: %s (%s) version %s: %s", h.Name, h.SpecID, h.Digest, strings.Join(h.Blockers, "; ")))
 		}
-		for _, k := range l.Kept {
-			lines = append(lines, fmt.Sprintf("pinned: %s (%s) is marked for deletion, %d instances still use it", k.Name, k.SpecID, k.Instances))
+		for _, m := range marked {
+			if m.Registry != r.Name {
+				continue
+			}
+			if m.Instances > 0 {
+				lines = append(lines, fmt.Sprintf("pinned: %s (%s) is marked for deletion, %d instances still use it", m.Name, m.ID, m.Instances))
+			} else {
+				lines = append(lines, fmt.Sprintf("marked: %s (%s) is marked for deletion and unused: the next run deletes it", m.Name, m.ID))
+			}
 		}
 		for _, cf := range l.Conflicts {
 			lines = append(lines, fmt.Sprintf("conflict: entry %s offers %s, owned by registry %s", cf.Entry, cf.SpecID, cf.Owner))
@@ -388,4 +409,13 @@ func cmdInstances(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	fmt.Fprintf(stdout, "%d instances\n", len(body.Instances))
 	return nil
+}
+
+// mustField returns one top-level field of a JSON object ("null" if absent).
+func mustField(body []byte, key string) []byte {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil || m[key] == nil {
+		return []byte("null")
+	}
+	return m[key]
 }
