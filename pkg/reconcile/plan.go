@@ -42,6 +42,8 @@ type Stored struct {
 	State      string
 	Instances  int
 	EntryError string
+	// HeldBackDigest is the digest of a newer version held back earlier.
+	HeldBackDigest string
 	// PlansInUse and PlatformsInUse count instances per plan id and per
 	// OCI platform: a new version must keep serving all of them.
 	PlansInUse     map[string]int
@@ -85,7 +87,7 @@ type Plan struct {
 	Create    []Candidate
 	Update    []Candidate // content changed (may also be marked: then it is unmarked too)
 	Unmark    []Candidate // marked, offered again with the same content
-	Repair    []Candidate // unchanged content, but a recorded entry error to clear
+	Repair    []Candidate // unchanged content, but a recorded entry error or hold to clear
 	Unchanged int
 	Mark      []Stored
 	Delete    []Stored
@@ -163,7 +165,7 @@ func MakePlan(listing []Candidate, stored []Stored, policy Policy) Plan {
 			p.Update = append(p.Update, c)
 		case s.State == StateMarked:
 			p.Unmark = append(p.Unmark, c)
-		case s.EntryError != "" || s.Entry != c.Entry:
+		case s.EntryError != "" || s.Entry != c.Entry || s.HeldBackDigest != "":
 			p.Repair = append(p.Repair, c)
 		default:
 			p.Unchanged++

@@ -77,13 +77,13 @@ func (s *Store) catalogMeta() *firestore.DocumentRef {
 	return s.client.Collection(MetaCollection).Doc(catalogDoc)
 }
 
-// pend writes a pending change inside the transaction of the spec write.
+// pend writes a pending change inside the transaction of the spec write
+// (the caller counts the write once the transaction committed).
 func (s *Store) pend(tx *firestore.Transaction, c Change) error {
 	c.At = s.now().UTC()
 	c.Seq = changeSeq.Add(1)
 	c.PendingRegistry = c.Registry
 	c.Revision = 0
-	s.ops.write(1)
 	return tx.Create(s.changes().NewDoc(), c)
 }
 
