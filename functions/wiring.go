@@ -12,6 +12,7 @@ import (
 
 	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/config"
+	"github.com/specsync/specsync/pkg/feed"
 	"github.com/specsync/specsync/pkg/logging"
 	"github.com/specsync/specsync/pkg/osb"
 	"github.com/specsync/specsync/pkg/queue"
@@ -78,11 +79,19 @@ func newReconcile(ctx context.Context, env settings.Lookup) (*reconcileApp, erro
 	if err != nil {
 		return nil, err
 	}
+	runner := &reconcile.Runner{Store: st, Logger: log, LeaseTTL: s.LeaseTTL, ChangeRetention: s.ChangeRetention}
+	if s.ChangesTopic != "" {
+		ps, err := pubsub.NewClient(ctx, s.Project)
+		if err != nil {
+			return nil, fmt.Errorf("connect to Pub/Sub project %s: %w", s.Project, err)
+		}
+		runner.Publisher = feed.NewPublisher(ps, s.ChangesTopic)
+	}
 	return &reconcileApp{worker: &bootstrap.Worker{
 		// The deadline only matters to Get's failing of stuck operations;
 		// the reconcile side uses the same retention as bootstrap.
 		Operations: bootstrap.NewOperations(st.Client(), 0, s.Retention),
-		Runner:     &reconcile.Runner{Store: st, Logger: log, LeaseTTL: s.LeaseTTL},
+		Runner:     runner,
 		Lookup:     cfg.Lookup,
 		Logger:     log,
 	}}, nil
@@ -102,6 +111,7 @@ func newCatalog(ctx context.Context, env settings.Lookup) (http.Handler, error) 
 		VerifyAdmin:   verifyAdmin(s.Admin),
 		MaxBodyBytes:  s.MaxBodyBytes,
 		RefreshWindow: s.RefreshWindow,
+		MaxWait:       s.MaxWait,
 		Logger:        log,
 	})
 	return b.Handler(), nil

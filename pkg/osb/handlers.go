@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/specsync/specsync/pkg/failure"
+	"github.com/specsync/specsync/pkg/feed"
 	"github.com/specsync/specsync/pkg/store"
 )
 
@@ -23,7 +24,9 @@ type Config struct {
 	// RefreshWindow is how long a warm instance serves the catalog without
 	// re-reading the revision.
 	RefreshWindow time.Duration
-	Logger        *slog.Logger
+	// MaxWait bounds a change feed long-poll (default 50s).
+	MaxWait time.Duration
+	Logger  *slog.Logger
 }
 
 // Broker serves the OSB endpoints.
@@ -51,6 +54,7 @@ func (b *Broker) Handler() http.Handler {
 		return RequestIdentity(BasicAuth(b.cfg.Username, b.cfg.Password, Version(h)))
 	}
 	mux.Handle("/v2/catalog", broker(Methods(map[string]http.HandlerFunc{http.MethodGet: b.getCatalog})))
+	mux.Handle("/v2/catalog/changes", broker(Methods(map[string]http.HandlerFunc{http.MethodGet: b.getChanges})))
 	mux.Handle("/v2/service_instances/{id}", broker(Methods(map[string]http.HandlerFunc{
 		http.MethodPut: b.putInstance, http.MethodGet: b.getInstance, http.MethodDelete: b.deleteInstance,
 	})))
@@ -71,6 +75,7 @@ func (b *Broker) getCatalog(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("ETag", cat.ETag)
+	w.Header().Set(feed.RevisionHeader, strconv.FormatInt(cat.Revision, 10))
 	w.Header().Set("X-Specsync-Firestore-Reads", strconv.FormatInt(reads, 10))
 	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatch(inm, cat.ETag) {
 		w.WriteHeader(http.StatusNotModified)
