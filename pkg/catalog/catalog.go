@@ -308,9 +308,9 @@ func RenderService(o Offering) (Service, error) {
 			return Service{}, fmt.Errorf("plan %q: %w", p.Name, err)
 		}
 		out.Schemas = schemas
-		if o.Generation > 0 {
+		if v := spec.MaintenanceVersion(o.Generation); v != "" {
 			out.MaintenanceInfo = &MaintenanceInfo{
-				Version:     fmt.Sprintf("%d.0.0", o.Generation),
+				Version:     v,
 				Description: fmt.Sprintf("version %d of %s adopted from its registry", o.Generation, s.Name),
 			}
 		}

@@ -2,6 +2,7 @@ package osb
 
 import (
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"regexp"
@@ -127,10 +128,13 @@ type provisionRequest struct {
 	PlanID     string          `json:"plan_id"`
 	Context    json.RawMessage `json:"context,omitempty"`
 	Parameters json.RawMessage `json:"parameters,omitempty"`
+	// The plan's maintenance_info the platform saw in the catalog.
+	MaintenanceInfo *struct {
+		Version string `json:"version"`
+	} `json:"maintenance_info,omitempty"`
 	// Deprecated OSB fields, accepted and ignored.
-	OrganizationGUID string          `json:"organization_guid,omitempty"`
-	SpaceGUID        string          `json:"space_guid,omitempty"`
-	MaintenanceInfo  json.RawMessage `json:"maintenance_info,omitempty"`
+	OrganizationGUID string `json:"organization_guid,omitempty"`
+	SpaceGUID        string `json:"space_guid,omitempty"`
 }
 
 func (b *Broker) putInstance(w http.ResponseWriter, r *http.Request) {
@@ -168,8 +172,18 @@ func (b *Broker) putInstance(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, "BadRequest", "context.oci_platform %q is not os/arch[/variant]", platform)
 		return
 	}
-	res, err := b.store.CreateInstance(r.Context(), store.Instance{ID: id, SpecID: req.ServiceID, PlanID: req.PlanID, Platform: platform, Context: ctxMap})
+	inst := store.Instance{ID: id, SpecID: req.ServiceID, PlanID: req.PlanID, Platform: platform, Context: ctxMap}
+	if req.MaintenanceInfo != nil {
+		if req.MaintenanceInfo.Version == "" {
+			WriteError(w, http.StatusBadRequest, "BadRequest", "maintenance_info.version is required when maintenance_info is given")
+			return
+		}
+		inst.MaintenanceVersion = req.MaintenanceInfo.Version
+	}
+	res, err := b.store.CreateInstance(r.Context(), inst)
 	switch {
+	case errors.Is(err, store.ErrMaintenanceInfo):
+		WriteError(w, http.StatusUnprocessableEntity, "MaintenanceInfoConflict", "%s; read the catalog again", err)
 	case err == nil && res.Existed:
 		WriteJSON(w, http.StatusOK, struct{}{})
 	case err == nil:
