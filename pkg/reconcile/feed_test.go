@@ -12,6 +12,7 @@ import (
 
 	"github.com/specsync/specsync/pkg/reconcile"
 	"github.com/specsync/specsync/pkg/registry"
+	"github.com/specsync/specsync/pkg/spec"
 	"github.com/specsync/specsync/pkg/store"
 )
 
@@ -163,6 +164,26 @@ func TestLeftLeaseDefeatsTheShortCut(t *testing.T) {
 	}
 }
 
+// pinPlan runs reg, then provisions instance i1 on the named plan of the
+// named spec; it returns the spec as stored and the plan.
+func (e *env) pinPlan(reg reconcile.Registry, name, plan string) (store.SpecRecord, spec.Plan) {
+	e.t.Helper()
+	e.run(reg)
+	rec := e.specs(reg.Name)[name]
+	sp, err := rec.Spec()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	p, ok := sp.PlanByName(plan)
+	if !ok {
+		e.t.Fatalf("spec %s has no plan %s", name, plan)
+	}
+	if _, err := e.store.CreateInstance(context.Background(), store.Instance{ID: "i1", SpecID: rec.ID, PlanID: p.ID}); err != nil {
+		e.t.Fatal(err)
+	}
+	return rec, p
+}
+
 // A held-back version is in the feed once with the served spec, the
 // generation (maintenance_info) does not move until the version is
 // adopted, and a marked spec whose new version is held back comes back.
@@ -175,13 +196,7 @@ func TestFeedHeldBackAndAdoption(t *testing.T) {
 		"other.yaml": {Data: []byte(specYAML("other"))},
 	}
 	reg := dirRegistry(t, "local", fsys, defaultPolicy)
-	e.run(reg)
-	rec := e.specs("local")["db"]
-	sp, _ := rec.Spec()
-	large, _ := sp.PlanByName("large")
-	if _, err := e.store.CreateInstance(ctx, store.Instance{ID: "i1", SpecID: rec.ID, PlanID: large.ID}); err != nil {
-		t.Fatal(err)
-	}
+	rec, large := e.pinPlan(reg, "db", "large")
 	// Gone upstream: marked, kept (referenced).
 	delete(fsys, "db.yaml")
 	e.run(reg)
@@ -225,17 +240,10 @@ func TestFeedHeldBackAndAdoption(t *testing.T) {
 // catalog change.
 func TestFeedHeldBackThenReverted(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	e := newEnv(t)
 	fsys := fstest.MapFS{"db.yaml": {Data: []byte(specYAML("db", "small", "large"))}}
 	reg := dirRegistry(t, "local", fsys, defaultPolicy)
-	e.run(reg)
-	rec := e.specs("local")["db"]
-	sp, _ := rec.Spec()
-	large, _ := sp.PlanByName("large")
-	if _, err := e.store.CreateInstance(ctx, store.Instance{ID: "i1", SpecID: rec.ID, PlanID: large.ID}); err != nil {
-		t.Fatal(err)
-	}
+	e.pinPlan(reg, "db", "large")
 	fsys["db.yaml"] = &fstest.MapFile{Data: []byte(specYAML("db", "small"))}
 	e.run(reg)
 	e.run(reg)

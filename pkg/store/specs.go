@@ -68,10 +68,12 @@ func (r *SpecRecord) Spec() (*spec.Spec, error) {
 	return &s, nil
 }
 
-func (s *Store) queryAll(ctx context.Context, q firestore.Query, what string) ([]SpecRecord, error) {
+// queryAll runs a query and decodes every result into a T, counting the
+// reads.
+func queryAll[T any](ctx context.Context, s *Store, q firestore.Query, what string) ([]T, error) {
 	it := q.Documents(ctx)
 	defer it.Stop()
-	var out []SpecRecord
+	var out []T
 	for {
 		snap, err := it.Next()
 		if err == iterator.Done {
@@ -80,11 +82,11 @@ func (s *Store) queryAll(ctx context.Context, q firestore.Query, what string) ([
 		if err != nil {
 			return nil, classify(err, "query %s", what)
 		}
-		var r SpecRecord
-		if err := snap.DataTo(&r); err != nil {
+		var v T
+		if err := snap.DataTo(&v); err != nil {
 			return nil, classify(err, "decode %s", snap.Ref.Path)
 		}
-		out = append(out, r)
+		out = append(out, v)
 	}
 	s.ops.read(len(out))
 	return out, nil
@@ -92,20 +94,20 @@ func (s *Store) queryAll(ctx context.Context, q firestore.Query, what string) ([
 
 // OwnedSpecs returns every spec the registry owns, active or marked.
 func (s *Store) OwnedSpecs(ctx context.Context, registry string) ([]SpecRecord, error) {
-	return s.queryAll(ctx, s.specs().Where("registry", "==", registry), "specs of registry "+registry)
+	return queryAll[SpecRecord](ctx, s, s.specs().Where("registry", "==", registry), "specs of registry "+registry)
 }
 
 // MarkedSpecs returns the registry's specs that are marked for deletion.
 func (s *Store) MarkedSpecs(ctx context.Context, registry string) ([]SpecRecord, error) {
 	q := s.specs().Where("registry", "==", registry).Where("state", "==", StateMarked)
-	return s.queryAll(ctx, q, "marked specs of registry "+registry)
+	return queryAll[SpecRecord](ctx, s, q, "marked specs of registry "+registry)
 }
 
 // ActiveSpecs returns every spec the catalog serves, in id order. Sorting
 // happens here rather than in the query: equality on one field and order
 // on another would need a composite index.
 func (s *Store) ActiveSpecs(ctx context.Context) ([]SpecRecord, error) {
-	out, err := s.queryAll(ctx, s.specs().Where("state", "==", StateActive), "active specs")
+	out, err := queryAll[SpecRecord](ctx, s, s.specs().Where("state", "==", StateActive), "active specs")
 	if err != nil {
 		return nil, err
 	}
