@@ -18,6 +18,9 @@ import (
 // Config configures the broker surface.
 type Config struct {
 	Username, Password string // broker basic auth
+	// VerifyPassword, when set, checks the broker password instead of
+	// Password (e.g. osb.MatchSHA256: the function holds only a digest).
+	VerifyPassword func(password string) bool
 	// VerifyAdmin accepts admin bearer tokens (GET /registries).
 	VerifyAdmin func(r *http.Request, token string) bool
 	// MaxBodyBytes bounds request bodies (413 beyond).
@@ -52,7 +55,7 @@ func NewBroker(st *store.Store, cfg Config) *Broker {
 func (b *Broker) Handler() http.Handler {
 	mux := http.NewServeMux()
 	broker := func(h http.Handler) http.Handler {
-		return RequestIdentity(BasicAuth(b.cfg.Username, b.cfg.Password, Version(h)))
+		return RequestIdentity(BasicAuthFunc(b.cfg.Username, b.cfg.passwordCheck(), Version(h)))
 	}
 	mux.Handle("/v2/catalog", broker(Methods(map[string]http.HandlerFunc{http.MethodGet: b.getCatalog})))
 	mux.Handle("/v2/catalog/changes", broker(Methods(map[string]http.HandlerFunc{http.MethodGet: b.getChanges})))
