@@ -80,6 +80,17 @@ type Stack struct {
 	errc   chan error
 }
 
+// setCredentialDefault is setDefault unless key+suffix is set for one of
+// the suffixes; then the plain value is unknown here ("").
+func setCredentialDefault(key, val string, suffixes ...string) string {
+	for _, sfx := range suffixes {
+		if os.Getenv(key+sfx) != "" {
+			return os.Getenv(key)
+		}
+	}
+	return setDefault(key, val)
+}
+
 func setDefault(key, val string) string {
 	if v := os.Getenv(key); v != "" {
 		return v
@@ -103,9 +114,11 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	s.Project = setDefault("GOOGLE_CLOUD_PROJECT", DefaultProject)
 	topic := setDefault("SPECSYNC_TOPIC", DefaultTopic)
 	s.ChangesTopic = setDefault("SPECSYNC_CHANGES_TOPIC", DefaultChangesTopic)
-	s.AdminToken = setDefault("SPECSYNC_ADMIN_TOKEN", DefaultAdminToken)
+	// The laptop credentials only when no other form of them is set: the
+	// settings refuse two forms of one credential.
+	s.AdminToken = setCredentialDefault("SPECSYNC_ADMIN_TOKEN", DefaultAdminToken, "_SHA256", "_FILE")
 	s.BrokerUser = setDefault("SPECSYNC_BROKER_USERNAME", DefaultBrokerUser)
-	s.BrokerPass = setDefault("SPECSYNC_BROKER_PASSWORD", DefaultBrokerPass)
+	s.BrokerPass = setCredentialDefault("SPECSYNC_BROKER_PASSWORD", DefaultBrokerPass, "_SHA256")
 	if opts.RegistriesFile != "" {
 		os.Setenv("SPECSYNC_REGISTRIES", opts.RegistriesFile)
 	}
