@@ -197,6 +197,12 @@ func TestFeedHeldBackAndAdoption(t *testing.T) {
 	}
 	reg := dirRegistry(t, "local", fsys, defaultPolicy)
 	rec, large := e.pinPlan(reg, "db", "large")
+	sp, _ := rec.Spec()
+	small, _ := sp.PlanByName("small")
+	// An instance on a plan the new version keeps does not block it.
+	if _, err := e.store.CreateInstance(ctx, store.Instance{ID: "i2", SpecID: rec.ID, PlanID: small.ID}); err != nil {
+		t.Fatal(err)
+	}
 	// Gone upstream: marked, kept (referenced).
 	delete(fsys, "db.yaml")
 	e.run(reg)
@@ -210,8 +216,11 @@ func TestFeedHeldBackAndAdoption(t *testing.T) {
 	if run.Counts.HeldBack != 1 || run.Counts.Unmarked != 1 || got.State != store.StateActive || got.Digest != rec.Digest || got.Generation != 1 {
 		t.Fatalf("held back while marked: counts %+v, stored %s %s gen %d", run.Counts, got.State, got.Digest, got.Generation)
 	}
-	if got.HeldBack == nil || !strings.Contains(strings.Join(got.HeldBack.Blockers, ";"), large.ID) {
+	if got.HeldBack == nil || !strings.Contains(strings.Join(got.HeldBack.Blockers, ";"), large.ID) || !slices.Equal(got.HeldBack.Instances, []string{"i1"}) {
 		t.Fatalf("the spec does not say what blocks the new version: %+v", got.HeldBack)
+	}
+	if st := e.status("local"); len(st.LastRun.HeldBack) != 1 || !slices.Equal(st.LastRun.HeldBack[0].Instances, []string{"i1"}) {
+		t.Fatalf("the status does not name the blocking instance: %+v", st.LastRun.HeldBack)
 	}
 	e.run(reg) // still held back: no new change
 	want := []string{"created:db", "created:other", "marked:db", "unmarked:db"}

@@ -240,7 +240,11 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 	// A new version that would strand instances is recorded as held back;
 	// the served version stays (and is unmarked if it was marked: the
 	// registry offers the spec).
-	for _, h := range heldBackRecords(plan.HoldBack) {
+	held := heldBackRecords(plan.HoldBack)
+	if err := blockingInstances(ctx, st, plan.HoldBack, held); err != nil {
+		return r.failed(ctx, st, reg, status, run, finish, err)
+	}
+	for _, h := range held {
 		outcome, err := st.HoldBack(ctx, reg.Name, h, runID)
 		if err != nil {
 			return r.failed(ctx, st, reg, status, run, finish, err)
@@ -280,7 +284,7 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 
 	recordErrors(&run, entryErrors)
 	run.Conflicts = conflicts
-	run.HeldBack = heldBackRecords(plan.HoldBack)
+	run.HeldBack = held
 	run.Counts.HeldBack = len(plan.HoldBack)
 	if len(plan.HoldBack) > 0 {
 		log.Warn("new versions held back: they would strand instances", "held_back", run.HeldBack)
@@ -533,6 +537,11 @@ func (r *Runner) DryRun(ctx context.Context, reg Registry) (store.Run, error) {
 		Deleted: len(plan.Delete), Kept: len(plan.Keep), EntryErrors: len(plan.Errors), HeldBack: len(plan.HoldBack),
 	}
 	run.HeldBack = heldBackRecords(plan.HoldBack)
+	if err := blockingInstances(ctx, st, plan.HoldBack, run.HeldBack); err != nil {
+		run.Error = err.Error()
+		stamp(ResultError)
+		return run, fmt.Errorf("dry run %s: %w", reg.Name, err)
+	}
 	for _, k := range plan.Keep {
 		run.Kept = append(run.Kept, store.KeptSpec{SpecID: k.ID, Name: k.Name, Instances: int64(k.Instances)})
 	}
@@ -568,6 +577,29 @@ func heldBackRecords(hs []HeldBack) []store.HeldBackSpec {
 		out = append(out, store.HeldBackSpec{SpecID: h.Candidate.ID, Name: h.Candidate.Spec.Name, Digest: h.Candidate.Digest, Blockers: h.Blockers})
 	}
 	return out
+}
+
+// blockingInstances names, on each held-back record, the instances the
+// new version would strand: one query per held-back spec, which is rare.
+func blockingInstances(ctx context.Context, st *store.Store, hs []HeldBack, records []store.HeldBackSpec) error {
+	for i, h := range hs {
+		insts, err := st.SpecInstances(ctx, h.Candidate.ID, 10*store.MaxBlockingInstances)
+		if err != nil {
+			return err
+		}
+		var ids []string
+		for _, in := range insts {
+			if Strands(h.Candidate.Spec, in.PlanID, in.Platform) {
+				ids = append(ids, in.ID)
+			}
+		}
+		sort.Strings(ids)
+		if len(ids) > store.MaxBlockingInstances {
+			ids = ids[:store.MaxBlockingInstances]
+		}
+		records[i].Instances = ids
+	}
+	return nil
 }
 
 func heldDigest(h *store.HeldBackSpec) string {

@@ -191,3 +191,10 @@ func supports(s *spec.Spec, platform string) bool {
 	}
 	return false
 }
+
+// SpecInstances returns up to limit instances of a spec, in no particular
+// order.
+func (s *Store) SpecInstances(ctx context.Context, specID string, limit int) ([]Instance, error) {
+	q := s.instances().Where("spec_id", "==", specID).Limit(limit)
+	return queryAll[Instance](ctx, s, q, "instances of spec "+specID)
+}

@@ -32,7 +32,13 @@ type HeldBackSpec struct {
 	Name     string   `json:"name" firestore:"name"`
 	Digest   string   `json:"digest" firestore:"digest"` // of the held-back version
 	Blockers []string `json:"blockers" firestore:"blockers"`
+	// Instances are the ids of instances the version would strand (at
+	// most MaxBlockingInstances; Blockers has the full counts).
+	Instances []string `json:"instances,omitempty" firestore:"instances,omitempty"`
 }
+
+// MaxBlockingInstances bounds the instance ids a held-back version lists.
+const MaxBlockingInstances = 20
 
 // EntryError is one failed registry entry, as recorded.
 type EntryError struct {

@@ -405,7 +405,7 @@ func (s *Store) HoldBack(ctx context.Context, registry string, h HeldBackSpec, r
 			outcome = HeldNew
 		default:
 			outcome = HeldSame
-			if slices.Equal(cur.HeldBack.Blockers, h.Blockers) {
+			if slices.Equal(cur.HeldBack.Blockers, h.Blockers) && slices.Equal(cur.HeldBack.Instances, h.Instances) {
 				return nil
 			}
 		}
