@@ -126,8 +126,8 @@ func match(c settings.Credential, minLen int, log *slog.Logger) func(string) boo
 	switch {
 	case c.Value != "":
 		return osb.MatchPlain(c.Value)
-	case c.SHA256 != nil:
-		return osb.MatchSHA256(c.SHA256)
+	case len(c.SHA256) > 0:
+		return osb.MatchSHA256(c.SHA256...)
 	case c.File != "":
 		// Read on use, not at cold start: a volume whose secret has no
 		// version yet must not fail the instance for good (the scheduler's

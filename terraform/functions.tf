@@ -103,10 +103,12 @@ locals {
       ingress = "ALLOW_ALL"
       # The catalog reads no secret: it checks the broker password and the
       # admin token against their SHA-256 digests (variables.tf), which are
-      # not secrets for credentials of 32 random bytes.
+      # not secrets for credentials of 32 random bytes. The broker password
+      # digest is the new one and, while the password rotates, the retiring
+      # one.
       env = merge(local.common_env, {
         SPECSYNC_BROKER_USERNAME        = var.broker_username
-        SPECSYNC_BROKER_PASSWORD_SHA256 = lower(var.broker_password_sha256)
+        SPECSYNC_BROKER_PASSWORD_SHA256 = join(",", compact([lower(var.broker_password_sha256), lower(var.broker_password_previous_sha256)]))
         SPECSYNC_ADMIN_TOKEN_SHA256     = lower(var.admin_token_sha256)
         SPECSYNC_CATALOG_REFRESH        = "${var.catalog_refresh_seconds}s"
         SPECSYNC_MAX_BODY_BYTES         = tostring(var.max_body_bytes)

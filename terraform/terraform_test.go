@@ -1668,8 +1668,9 @@ func TestVariablesTypedDescribedValidated(t *testing.T) {
 		"catalog_service":                 ctyFromGo(map[string]any{"cpu": "0.5", "concurrency": 80}),
 		"bootstrap_schedule":              cty.StringVal("hourly"),
 		"registry_env":                    ctyFromGo(map[string]string{"REFERENCE_REGISTRY_HOST": "h", "SPECSYNC_TOPIC": "x"}),
-		"broker_password_sha256":          cty.StringVal(testCredentials["SPECSYNC_BROKER_PASSWORD"]), // the password, not its digest
-		"admin_token_sha256":              cty.StringVal(sha256Hex("") + "  -"),                       // sha256sum's whole line
+		"broker_password_sha256":          cty.StringVal(testCredentials["SPECSYNC_BROKER_PASSWORD"]),            // the password, not its digest
+		"admin_token_sha256":              cty.StringVal(sha256Hex("") + "  -"),                                  // sha256sum's whole line
+		"broker_password_previous_sha256": cty.StringVal(sha256Hex(testCredentials["SPECSYNC_BROKER_PASSWORD"])), // the current one again
 	} {
 		bm, err := loadModule(".", inputs(map[string]cty.Value{name: bad}))
 		if err != nil {

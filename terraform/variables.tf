@@ -135,6 +135,23 @@ variable "broker_password_sha256" {
   }
 }
 
+variable "broker_password_previous_sha256" {
+  type        = string
+  description = "While the broker password rotates: the SHA-256 of the password being retired, accepted next to broker_password_sha256 until every platform uses the new one; then set it back to \"\"."
+  default     = ""
+  sensitive   = false
+  nullable    = false
+
+  validation {
+    condition     = can(regex("^([0-9a-fA-F]{64})?$", var.broker_password_previous_sha256))
+    error_message = "broker_password_previous_sha256 must be empty or a SHA-256 digest: 64 hexadecimal characters."
+  }
+  validation {
+    condition     = lower(var.broker_password_previous_sha256) != lower(var.broker_password_sha256)
+    error_message = "broker_password_previous_sha256 is the same digest as broker_password_sha256."
+  }
+}
+
 variable "admin_token_sha256" {
   type        = string
   description = "SHA-256 of the admin token, 64 hex digits: printf %s \"$ADMIN_TOKEN\" | sha256sum. The catalog's admin endpoint (GET /registries) checks bearer tokens against it (SPECSYNC_ADMIN_TOKEN_SHA256); the token itself goes into the SPECSYNC_ADMIN_TOKEN secret, which the bootstrap reads. Use 32 random bytes (openssl rand -hex 32)."

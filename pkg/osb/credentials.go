@@ -31,16 +31,24 @@ func MatchPlain(want string) func(presented string) bool {
 	return func(got string) bool { return want != "" && equal(got, want) }
 }
 
-// MatchSHA256 accepts a credential whose SHA-256 digest is sum (32 bytes;
-// any other length accepts nothing).
-func MatchSHA256(sum []byte) func(presented string) bool {
-	want := append([]byte(nil), sum...)
-	return func(got string) bool {
-		if len(want) != sha256.Size {
-			return false
+// MatchSHA256 accepts a credential whose SHA-256 digest is one of sums
+// (32 bytes each; anything else accepts nothing). Two sums let a
+// credential rotate: the new one and the one being retired. Every sum is
+// compared, in constant time, whichever matches.
+func MatchSHA256(sums ...[]byte) func(presented string) bool {
+	want := make([][]byte, 0, len(sums))
+	for _, s := range sums {
+		if len(s) == sha256.Size {
+			want = append(want, append([]byte(nil), s...))
 		}
+	}
+	return func(got string) bool {
 		h := sha256.Sum256([]byte(got))
-		return subtle.ConstantTimeCompare(h[:], want) == 1
+		ok := 0
+		for _, w := range want {
+			ok |= subtle.ConstantTimeCompare(h[:], w)
+		}
+		return ok == 1
 	}
 }
 

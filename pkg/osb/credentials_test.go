@@ -39,6 +39,9 @@ func TestMatchPlainAndSHA256(t *testing.T) {
 		{"sha256", osb.MatchSHA256(digest(secret)), []string{secret}, []string{"", secret + "x", secret[1:], string(digest(secret)), hex.EncodeToString(digest(secret))}},
 		{"sha256, short sum", osb.MatchSHA256(digest(secret)[:16]), nil, []string{secret, ""}},
 		{"sha256, no sum", osb.MatchSHA256(nil), nil, []string{secret, ""}},
+		{"sha256, none", osb.MatchSHA256(), nil, []string{secret, ""}},
+		// Rotating: the new and the retiring credential, nothing else.
+		{"sha256, two sums", osb.MatchSHA256(digest(secret), digest("retiring-"+secret)), []string{secret, "retiring-" + secret}, []string{"", "other", secret + "x"}},
 	}
 	for _, c := range cases {
 		for _, v := range c.ok {

@@ -47,7 +47,11 @@ type Credential struct {
 	// the function then holds no secret. Only for high-entropy secrets
 	// (e.g. 32 random bytes): the digest of a guessable one can be
 	// brute-forced.
-	SHA256 []byte
+	//
+	// While a credential rotates it may hold two digests, comma-separated:
+	// the new one and the one being retired, so clients can switch without
+	// being refused in between.
+	SHA256 [][]byte
 	// File is a file holding the secret (KEY_FILE), re-read on use: a
 	// Secret Manager volume, so a new version is picked up without a
 	// redeploy.
@@ -55,7 +59,7 @@ type Credential struct {
 }
 
 // IsSet reports whether any source is set.
-func (c Credential) IsSet() bool { return c.Value != "" || c.SHA256 != nil || c.File != "" }
+func (c Credential) IsSet() bool { return c.Value != "" || len(c.SHA256) > 0 || c.File != "" }
 
 // String says where the credential comes from, never what it is, so that
 // printing settings (%v, %+v, %#v) cannot leak it.
@@ -63,8 +67,8 @@ func (c Credential) String() string {
 	switch {
 	case c.Value != "":
 		return "credential(value, redacted)"
-	case c.SHA256 != nil:
-		return "credential(sha256 digest)"
+	case len(c.SHA256) > 0:
+		return fmt.Sprintf("credential(%d sha256 digests)", len(c.SHA256))
 	case c.File != "":
 		return "credential(file " + c.File + ")"
 	}
@@ -192,6 +196,10 @@ const (
 	SuffixFile   = "_FILE"
 )
 
+// MaxDigests is how many digests a KEY_SHA256 may hold: two while a
+// credential rotates.
+const MaxDigests = 2
+
 // emptySHA256 is the digest of nothing: what `printf %s "$UNSET" |
 // sha256sum` prints. It is never a real credential's.
 var emptySHA256 = sha256.Sum256(nil)
@@ -219,14 +227,25 @@ func (r *reader) credential(key string, minLen int, sources ...string) (c Creden
 				r.problems = append(r.problems, fmt.Sprintf("%s must be at least %d characters", name, minLen))
 			}
 		case SuffixSHA256:
-			sum, err := hex.DecodeString(v)
-			switch {
-			case err != nil || len(sum) != sha256.Size:
-				r.problems = append(r.problems, name+" must be a SHA-256 digest: 64 hexadecimal characters (the first field of `printf %s \"$SECRET\" | sha256sum`)")
-			case string(sum) == string(emptySHA256[:]):
-				r.problems = append(r.problems, name+" is the digest of an empty string (was the secret's variable set when it was hashed?)")
-			default:
-				c.SHA256 = sum
+			parts := strings.Split(v, ",")
+			if len(parts) > MaxDigests {
+				r.problems = append(r.problems, fmt.Sprintf("%s holds %d digests; at most %d (the new one and the one being retired)", name, len(parts), MaxDigests))
+				break
+			}
+			for i, part := range parts {
+				sum, err := hex.DecodeString(strings.TrimSpace(part))
+				where := name
+				if len(parts) > 1 {
+					where = fmt.Sprintf("%s (digest %d)", name, i+1)
+				}
+				switch {
+				case err != nil || len(sum) != sha256.Size:
+					r.problems = append(r.problems, where+" must be a SHA-256 digest: 64 hexadecimal characters (the first field of `printf %s \"$SECRET\" | sha256sum`)")
+				case string(sum) == string(emptySHA256[:]):
+					r.problems = append(r.problems, where+" is the digest of an empty string (was the secret's variable set when it was hashed?)")
+				default:
+					c.SHA256 = append(c.SHA256, sum)
+				}
 			}
 		case SuffixFile:
 			c.File = v

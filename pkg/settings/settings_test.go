@@ -93,10 +93,10 @@ func TestCatalogCredentialSources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.BrokerPassword.Value != "" || hex.EncodeToString(c.BrokerPassword.SHA256) != hexDigest(brokerPassword) {
+	if c.BrokerPassword.Value != "" || len(c.BrokerPassword.SHA256) != 1 || hex.EncodeToString(c.BrokerPassword.SHA256[0]) != hexDigest(brokerPassword) {
 		t.Errorf("broker password digest: %v", c.BrokerPassword)
 	}
-	if hex.EncodeToString(c.Admin.Token.SHA256) != hexDigest(adminToken) {
+	if len(c.Admin.Token.SHA256) != 1 || hex.EncodeToString(c.Admin.Token.SHA256[0]) != hexDigest(adminToken) {
 		t.Errorf("admin token digest (upper-case hex): %v", c.Admin.Token)
 	}
 	c, err = loadCatalog(with(catalogBase, "SPECSYNC_ADMIN_TOKEN", "", "SPECSYNC_ADMIN_TOKEN_FILE", "/secrets/admin/token"))
@@ -133,6 +133,10 @@ func TestCatalogCredentialSources(t *testing.T) {
 		// digest's variable. It is refused, and not repeated.
 		"the password as its digest": {with(catalogBase, "SPECSYNC_BROKER_PASSWORD", "", "SPECSYNC_BROKER_PASSWORD_SHA256", brokerPassword),
 			[]string{"SPECSYNC_BROKER_PASSWORD_SHA256 must be a SHA-256 digest"}},
+		"three digests": {with(catalogBase, "SPECSYNC_BROKER_PASSWORD", "", "SPECSYNC_BROKER_PASSWORD_SHA256", hexDigest("a")+","+hexDigest("b")+","+hexDigest("c")),
+			[]string{"SPECSYNC_BROKER_PASSWORD_SHA256 holds 3 digests; at most 2"}},
+		"second digest bad": {with(catalogBase, "SPECSYNC_BROKER_PASSWORD", "", "SPECSYNC_BROKER_PASSWORD_SHA256", hexDigest("a")+",nope"),
+			[]string{"SPECSYNC_BROKER_PASSWORD_SHA256 (digest 2) must be a SHA-256 digest"}},
 		"digest of nothing": {with(catalogBase, "SPECSYNC_ADMIN_TOKEN", "", "SPECSYNC_ADMIN_TOKEN_SHA256", digestOfEmpty),
 			[]string{"SPECSYNC_ADMIN_TOKEN_SHA256 is the digest of an empty string"}},
 	} {
@@ -205,5 +209,17 @@ func TestCredentialsDoNotPrint(t *testing.T) {
 		if !strings.Contains(out, "credential(value, redacted)") {
 			t.Errorf("%s: the credentials are not shown as redacted: %s", verb, out)
 		}
+	}
+}
+
+// While a credential rotates, its _SHA256 holds the new digest and the
+// retiring one.
+func TestTwoDigestsWhileRotating(t *testing.T) {
+	c, err := loadCatalog(with(catalogBase, "SPECSYNC_BROKER_PASSWORD", "", "SPECSYNC_BROKER_PASSWORD_SHA256", hexDigest("new-password")+", "+hexDigest("old-password")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.BrokerPassword.SHA256) != 2 || hex.EncodeToString(c.BrokerPassword.SHA256[1]) != hexDigest("old-password") {
+		t.Fatalf("digests %x", c.BrokerPassword.SHA256)
 	}
 }
