@@ -1017,7 +1017,9 @@ func queriesOnlyInStore(t *testing.T) {
 // nested, where a TTL would delete the enclosing document).
 var expiring = map[string]struct{ Collection, Field string }{
 	"bootstrap.Operation": {bootstrap.OperationsCollection, "expires_at"},
-	"store.Change":        {store.ChangesCollection, "expires_at"},
+	// The operator's read-only view of the same documents (pkg/store/admin.go).
+	"store.OperationRecord": {store.OperationsCollection, "expires_at"},
+	"store.Change":          {store.ChangesCollection, "expires_at"},
 }
 
 var nestedExpiry = map[string]string{

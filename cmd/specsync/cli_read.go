@@ -263,13 +263,13 @@ func cmdCatalog(ctx context.Context, args []string, stdout, stderr io.Writer) er
 // --- specs and instances --------------------------------------------------
 
 type specRow struct {
-	ID        string `json:"id"`
-	Name      string `json:"name"`
-	Registry  string `json:"registry"`
-	State     string `json:"state"`
-	Revision  int64  `json:"revision"`
-	Instances int64  `json:"instances"`
-	Plans     []struct {
+	ID         string `json:"id"`
+	Name       string `json:"name"`
+	Registry   string `json:"registry"`
+	State      string `json:"state"`
+	Generation int64  `json:"generation"`
+	Instances  int64  `json:"instances"`
+	Plans      []struct {
 		Name string `json:"name"`
 	} `json:"plans"`
 	Platforms  []string   `json:"platforms"`
@@ -332,7 +332,7 @@ func cmdSpecs(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	tw := table(stdout)
-	fmt.Fprintln(tw, "NAME\tID\tREGISTRY\tSTATE\tPLANS\tINSTANCES\tREVISION\tNOTE")
+	fmt.Fprintln(tw, "NAME\tID\tREGISTRY\tSTATE\tPLANS\tINSTANCES\tGENERATION\tNOTE")
 	for _, s := range body.Specs {
 		plans := make([]string, len(s.Plans))
 		for i, p := range s.Plans {
@@ -345,7 +345,7 @@ func cmdSpecs(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if s.EntryError != "" {
 			note = append(note, "entry error: "+s.EntryError)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", s.Name, s.ID, s.Registry, s.State, strings.Join(plans, ","), s.Instances, s.Revision, orDash(strings.Join(note, "; ")))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", s.Name, s.ID, s.Registry, s.State, strings.Join(plans, ","), s.Instances, s.Generation, orDash(strings.Join(note, "; ")))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -12,6 +12,7 @@ package osb
 import (
 	"context"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -72,7 +73,7 @@ type SpecView struct {
 	Ref               string           `json:"ref,omitempty"`
 	State             string           `json:"state"`
 	Digest            string           `json:"digest"`
-	Revision          int64            `json:"revision"`
+	Generation        int64            `json:"generation"`
 	Platforms         []string         `json:"platforms,omitempty"`
 	Plans             []PlanView       `json:"plans"`
 	Instances         int64            `json:"instances"`
@@ -83,14 +84,16 @@ type SpecView struct {
 	MarkedAt          *time.Time       `json:"marked_at,omitempty"`
 	MarkedRun         string           `json:"marked_run,omitempty"`
 	EntryError        string           `json:"entry_error,omitempty"`
+	// HeldBack is a newer version not adopted, and why.
+	HeldBack *store.HeldBackSpec `json:"held_back,omitempty"`
 }
 
 func specView(r store.SpecRecord) SpecView {
 	v := SpecView{
 		ID: r.ID, Name: r.Name, Registry: r.Registry, Entry: r.Entry, Ref: r.Ref, State: r.State,
-		Digest: r.Digest, Revision: r.Revision, Platforms: r.Platforms, Plans: []PlanView{},
+		Digest: r.Digest, Generation: r.Generation, Platforms: r.Platforms, Plans: []PlanView{},
 		Instances: r.Instances, PlanInstances: r.PlanInstances, PlatformInstances: r.PlatformInstances,
-		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, MarkedRun: r.MarkedRun, EntryError: r.EntryError,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, MarkedRun: r.MarkedRun, EntryError: r.EntryError, HeldBack: r.HeldBack,
 	}
 	if !r.MarkedAt.IsZero() {
 		t := r.MarkedAt
@@ -179,10 +182,11 @@ func (b *Broker) instancesOf(ctx context.Context, specs []store.SpecRecord) ([]I
 		if rec.Instances <= 0 {
 			continue
 		}
-		insts, err := b.store.InstancesOfSpec(ctx, rec.ID, instancesPerSpec)
+		insts, err := b.store.SpecInstances(ctx, rec.ID, instancesPerSpec)
 		if err != nil {
 			return nil, err
 		}
+		sort.Slice(insts, func(i, j int) bool { return insts[i].ID < insts[j].ID })
 		view := specView(rec)
 		for _, in := range insts {
 			iv := InstanceView{ID: in.ID, ServiceID: in.SpecID, ServiceName: rec.Name, ServiceState: rec.State, Registry: rec.Registry,

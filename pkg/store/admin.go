@@ -61,48 +61,12 @@ func (s *Store) ListSpecs(ctx context.Context, f SpecFilter) ([]SpecRecord, erro
 
 // SpecsInState returns every spec in state (active or marked).
 func (s *Store) SpecsInState(ctx context.Context, state string) ([]SpecRecord, error) {
-	return s.queryAll(ctx, s.specs().Where("state", "==", state), "specs in state "+state)
+	return queryAll[SpecRecord](ctx, s, s.specs().Where("state", "==", state), "specs in state "+state)
 }
 
 // AllSpecs returns every spec, in id order.
 func (s *Store) AllSpecs(ctx context.Context) ([]SpecRecord, error) {
-	return s.queryAll(ctx, s.specs().OrderBy(firestore.DocumentID, firestore.Asc), "all specs")
-}
-
-// InstancesOfSpec returns up to limit instances of one spec (the ones that
-// pin it when it is marked).
-func (s *Store) InstancesOfSpec(ctx context.Context, specID string, limit int) ([]Instance, error) {
-	out, err := s.instancesQuery(ctx, s.instances().Where("spec_id", "==", specID).Limit(limit), "instances of spec "+specID)
-	if err != nil {
-		return nil, err
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out, nil
-}
-
-func (s *Store) instancesQuery(ctx context.Context, q firestore.Query, what string) ([]Instance, error) {
-	it := q.Documents(ctx)
-	defer it.Stop()
-	var out []Instance
-	for {
-		snap, err := it.Next()
-		if err == iterator.Done {
-			break
-		}
-		if err != nil {
-			return nil, classify(err, "query %s", what)
-		}
-		var inst Instance
-		if err := snap.DataTo(&inst); err != nil {
-			return nil, classify(err, "decode %s", snap.Ref.Path)
-		}
-		if inst.ID == "" {
-			inst.ID = snap.Ref.ID
-		}
-		out = append(out, inst)
-	}
-	s.ops.read(len(out))
-	return out, nil
+	return queryAll[SpecRecord](ctx, s, s.specs().OrderBy(firestore.DocumentID, firestore.Asc), "all specs")
 }
 
 // OperationResult is one registry's result in a bootstrap operation, as

@@ -84,8 +84,6 @@ var Queries = []Query{
 		Filters: []Filter{{"state", OpEqual}}},
 	{Func: "AllSpecs", Collection: SpecsCollection,
 		OrderBy: []Order{{DocumentIDField, Ascending}}},
-	{Func: "InstancesOfSpec", Collection: InstancesCollection,
-		Filters: []Filter{{"spec_id", OpEqual}}, Limit: VariableLimit},
 	{Func: "RecentOperations", Collection: OperationsCollection,
 		OrderBy: []Order{{"created_at", Descending}}, Limit: VariableLimit},
 }
