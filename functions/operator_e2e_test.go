@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -372,4 +373,98 @@ func TestE2EStatusPageInChromium(t *testing.T) {
 		t.Fatalf("screenshot %s is not a real PNG page (%d bytes)", shot, len(png))
 	}
 	t.Logf("screenshot of the status page: %s (%d bytes)", shot, len(png))
+}
+
+// lineWatcher collects a background process's stdout lines.
+type lineWatcher struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *lineWatcher) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		l.lines = append(l.lines, s)
+	}
+	return len(p), nil
+}
+
+func (l *lineWatcher) waitFor(t *testing.T, re *regexp.Regexp, within time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		l.mu.Lock()
+		for _, s := range l.lines {
+			if re.MatchString(s) {
+				l.mu.Unlock()
+				return s
+			}
+		}
+		all := strings.Join(l.lines, "\n")
+		l.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatalf("no line matching %s within %s; output:\n%s", re, within, all)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// specsync changes --follow is a watcher: a revision the feed does not
+// hold (410) makes it re-list and resume, and then every change shows up
+// as it happens; an interrupt ends it with exit 0.
+func TestE2ECLIChangesFollow(t *testing.T) {
+	t.Parallel()
+	a, urlA := newIndex(t, "alpha")
+	_, urlB := newIndex(t, "gamma")
+	s := startStack(t, twoIndexes(urlA, urlB))
+	s.bootstrap()
+
+	r := s.cli(nil, "changes", "--since", "0", "-o", "json").must(t, 0, "changes --since 0")
+	var page struct {
+		Changes []struct{ Kind, Name, Registry string } `json:"changes"`
+		Next    int64                                   `json:"next"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &page); err != nil || len(page.Changes) != 2 || page.Next != 2 {
+		t.Fatalf("changes since 0: %v %s", err, r.stdout)
+	}
+	r = s.cli(nil, "changes").must(t, 0, "changes table")
+	if !regexp.MustCompile(`(?m)^1\s+\S+\s+created\s+team-./(alpha|gamma)\s`).MatchString(r.stdout) {
+		t.Errorf("changes table:\n%s", r.stdout)
+	}
+
+	cmd := exec.Command(specsyncBinary(t), "changes", "--follow", "--since", "999", "--wait", "2s")
+	cmd.Env = append(os.Environ(), "SPECSYNC_URL="+s.url, "SPECSYNC_OUTPUT=", "SPECSYNC_CATALOG_URL=",
+		"SPECSYNC_BROKER_USERNAME="+brokerUser, "SPECSYNC_BROKER_PASSWORD="+brokerPass)
+	out := &lineWatcher{}
+	var errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+		}
+	})
+	out.waitFor(t, regexp.MustCompile(`^# listed the catalog \(revision 999 is not in the feed \(410 Gone\)\): revision 2, 2 services$`), 20*time.Second)
+
+	a.set(false, "alpha", "omega")
+	s.bootstrap()
+	out.waitFor(t, regexp.MustCompile(`^3\s+\S+\s+created\s+team-a/omega\s+\S+\s+\(3 services\)$`), 20*time.Second)
+	a.set(false, "omega")
+	s.bootstrap()
+	out.waitFor(t, regexp.MustCompile(`^4\s+\S+\s+marked\s+team-a/alpha\s+\S+\s+\(2 services\)$`), 20*time.Second)
+
+	_ = cmd.Process.Signal(os.Interrupt)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("changes --follow after an interrupt: %v\n%s", err, errb.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("changes --follow did not stop on an interrupt")
+	}
 }
