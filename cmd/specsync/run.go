@@ -33,6 +33,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fmt.Fprintf(stdout, "  GET  %s/v2/catalog              (basic auth $SPECSYNC_BROKER_USERNAME:$SPECSYNC_BROKER_PASSWORD, X-Broker-API-Version: 2.17)\n", s.URL)
 	fmt.Fprintf(stdout, "  GET  %s/v2/catalog/changes?since=REVISION&wait=30s  (broker auth; the change feed)\n", s.URL)
 	fmt.Fprintf(stdout, "  GET  %s/registries              (admin)\n", s.URL)
+	fmt.Fprintf(stdout, "  GET  %s/status                  (admin; in a browser: any user name, the admin token as password)\n", s.URL)
+	fmt.Fprintf(stdout, "  GET  %s/admin/{specs,instances,operations}  (admin; what the specsync CLI reads)\n", s.URL)
 	fmt.Fprintln(stdout, "ready; interrupt to stop")
 	err = s.Wait(ctx)
 	fmt.Fprintln(stdout, "stopping")
