@@ -40,12 +40,21 @@ type fsCounts struct {
 	Deletes int64 `json:"deletes"`
 }
 
+type plannedChange struct {
+	Change string `json:"change"`
+	SpecID string `json:"spec_id"`
+	Name   string `json:"name"`
+	Entry  string `json:"entry"`
+	Detail string `json:"detail"`
+}
+
 type registryResult struct {
-	State     string    `json:"state"`
-	Result    string    `json:"result"`
-	Counts    runCounts `json:"counts"`
-	Firestore fsCounts  `json:"firestore"`
-	Error     string    `json:"error"`
+	Planned   []plannedChange `json:"planned"`
+	State     string          `json:"state"`
+	Result    string          `json:"result"`
+	Counts    runCounts       `json:"counts"`
+	Firestore fsCounts        `json:"firestore"`
+	Error     string          `json:"error"`
 }
 
 type lastOperation struct {
@@ -254,6 +263,30 @@ func printDryRunDiff(w io.Writer, op *lastOperation) {
 			continue
 		}
 		c := r.Counts
+		// By name when the server reports the plan (capped), then the
+		// counts of what the names do not cover.
+		named := map[string]int{}
+		for _, pc := range r.Planned {
+			named[pc.Change]++
+			sign, what := diffSign(pc.Change)
+			line := fmt.Sprintf("%s %s (%s)", sign, pc.Name, pc.SpecID)
+			if pc.Entry != "" && pc.Entry != pc.Name {
+				line += " entry " + pc.Entry
+			}
+			line += ": " + what
+			if pc.Detail != "" && pc.Change != "update" {
+				line += ": " + pc.Detail
+			}
+			fmt.Fprintln(w, line)
+		}
+		c.Created -= named["create"]
+		c.Unmarked -= named["unmark"]
+		c.Updated -= named["update"]
+		c.Repaired -= named["repair"]
+		c.Marked -= named["mark"]
+		c.Deleted -= named["delete"]
+		c.Kept -= named["keep"]
+		c.HeldBack -= named["hold_back"]
 		lines := []struct {
 			sign string
 			n    int
@@ -270,7 +303,7 @@ func printDryRunDiff(w io.Writer, op *lastOperation) {
 			{"!", c.EntryErrors, "entries do not parse or validate (their last good version stays)"},
 			{"!", c.Conflicts, "spec ids are owned by another registry"},
 		}
-		any := false
+		any := len(r.Planned) > 0
 		for _, l := range lines {
 			if l.n > 0 {
 				fmt.Fprintf(w, "%s %d %s\n", l.sign, l.n, l.what)
@@ -283,5 +316,29 @@ func printDryRunDiff(w io.Writer, op *lastOperation) {
 		if !any {
 			fmt.Fprintf(w, "  no change (%d specs unchanged)\n", c.Unchanged)
 		}
+	}
+}
+
+// diffSign is how a planned change shows in the diff.
+func diffSign(change string) (string, string) {
+	switch change {
+	case "create":
+		return "+", "would be created"
+	case "unmark":
+		return "+", "would be offered again (unmarked)"
+	case "update":
+		return "~", "would be updated to a new version"
+	case "repair":
+		return "~", "would have its entry error cleared"
+	case "mark":
+		return "-", "would be marked for deletion (leaves the catalog)"
+	case "delete":
+		return "-", "would be deleted (no instance uses it)"
+	case "keep":
+		return " ", "stays marked: instances still use it"
+	case "hold_back":
+		return "!", "new version would be held back"
+	default:
+		return "?", change
 	}
 }

@@ -43,6 +43,8 @@ type RegistryResult struct {
 	Error      string          `json:"error,omitempty" firestore:"error,omitempty"`
 	RunID      string          `json:"run_id,omitempty" firestore:"run_id,omitempty"`
 	ReportedAt time.Time       `json:"reported_at" firestore:"reported_at"`
+	// Planned is a dry run's plan by name (store.PlannedChange).
+	Planned []store.PlannedChange `json:"planned,omitempty" firestore:"planned,omitempty"`
 }
 
 // Operation is one bootstrap.

@@ -74,7 +74,7 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 	default:
 		state = Failed
 	}
-	res := RegistryResult{State: state, Result: run.Result, Counts: run.Counts, Firestore: run.Ops, Error: run.Error, RunID: run.ID}
+	res := RegistryResult{State: state, Result: run.Result, Counts: run.Counts, Firestore: run.Ops, Error: run.Error, RunID: run.ID, Planned: run.Planned}
 	if run.Guard != "" && res.Error == "" {
 		res.Error = run.Guard
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -66,7 +67,7 @@ func TestWorkerRedeliveryCountsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	again, _ := ops.Get(ctx, op.ID)
-	if again.Results["local"] != got.Results["local"] {
+	if !reflect.DeepEqual(again.Results["local"], got.Results["local"]) {
 		t.Fatalf("redelivery changed the recorded result: %+v -> %+v", got.Results["local"], again.Results["local"])
 	}
 	after, _ := st.RegistryStatus(ctx, "local")

@@ -546,6 +546,7 @@ func (r *Runner) DryRun(ctx context.Context, reg Registry) (store.Run, error) {
 		run.Kept = append(run.Kept, store.KeptSpec{SpecID: k.ID, Name: k.Name, Instances: int64(k.Instances)})
 	}
 	recordErrors(&run, planErrors(plan))
+	run.Planned = plannedChanges(plan) // planned.go: the plan by name, for the operator's diff
 	stamp(ResultDryRun)
 	return run, nil
 }

@@ -72,13 +72,14 @@ func (s *Store) AllSpecs(ctx context.Context) ([]SpecRecord, error) {
 // OperationResult is one registry's result in a bootstrap operation, as
 // pkg/bootstrap records it (bootstrap.RegistryResult).
 type OperationResult struct {
-	State      string    `json:"state" firestore:"state"`
-	Result     string    `json:"result" firestore:"result"`
-	Counts     RunCounts `json:"counts" firestore:"counts"`
-	Firestore  Counts    `json:"firestore" firestore:"firestore"`
-	Error      string    `json:"error,omitempty" firestore:"error,omitempty"`
-	RunID      string    `json:"run_id,omitempty" firestore:"run_id,omitempty"`
-	ReportedAt time.Time `json:"reported_at" firestore:"reported_at"`
+	State      string          `json:"state" firestore:"state"`
+	Result     string          `json:"result" firestore:"result"`
+	Counts     RunCounts       `json:"counts" firestore:"counts"`
+	Firestore  Counts          `json:"firestore" firestore:"firestore"`
+	Error      string          `json:"error,omitempty" firestore:"error,omitempty"`
+	RunID      string          `json:"run_id,omitempty" firestore:"run_id,omitempty"`
+	ReportedAt time.Time       `json:"reported_at" firestore:"reported_at"`
+	Planned    []PlannedChange `json:"planned,omitempty" firestore:"planned,omitempty"`
 }
 
 // OperationRecord is an operations/{id} document as operators read it
@@ -139,3 +140,19 @@ func (s *Store) RecentOperations(ctx context.Context, limit int) ([]OperationRec
 	s.ops.read(n)
 	return out, nil
 }
+
+// PlannedChange is one change a dry run found a real run would make, by
+// name, so an operator sees the plan as a diff.
+type PlannedChange struct {
+	// Change is create, update, unmark, repair, mark, delete, keep
+	// (marked, still referenced) or hold_back.
+	Change string `json:"change" firestore:"change"`
+	SpecID string `json:"spec_id" firestore:"spec_id"`
+	Name   string `json:"name" firestore:"name"`
+	Entry  string `json:"entry,omitempty" firestore:"entry,omitempty"`
+	Detail string `json:"detail,omitempty" firestore:"detail,omitempty"`
+}
+
+// MaxPlannedChanges bounds the planned changes a dry run reports per
+// registry (the counts are always complete).
+const MaxPlannedChanges = 200

@@ -81,6 +81,8 @@ type Run struct {
 	Kept        []KeptSpec     `json:"kept,omitempty" firestore:"kept"`
 	Conflicts   []SpecConflict `json:"conflicts,omitempty" firestore:"conflicts"`
 	HeldBack    []HeldBackSpec `json:"held_back,omitempty" firestore:"held_back"`
+	// Planned is set by dry runs only (which record no run): admin.go.
+	Planned []PlannedChange `json:"planned,omitempty" firestore:"planned,omitempty"`
 }
 
 // RegistryStatus is a registries/{name} document.
