@@ -6,6 +6,7 @@ package functions_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -338,6 +339,46 @@ func TestE2EStatusPageInChromium(t *testing.T) {
 	if r := s.do(http.MethodGet, "/status", "", nil); r.status != http.StatusUnauthorized || !strings.Contains(strings.Join(r.header.Values("WWW-Authenticate"), ","), "Basic") {
 		t.Fatalf("status page without credential: %d %v", r.status, r.header)
 	}
+	// The admin endpoints: bearer or basic (admin token as password), and
+	// their parameters checked.
+	for _, c := range []struct {
+		path, auth string
+		headers    []string
+		status     int
+	}{
+		{"/status", "admin", nil, 200},
+		{"/status?x=1", "admin", nil, 400},
+		{"/admin/specs", "", nil, 401},
+		{"/admin/specs", "", []string{"Authorization", "Basic " + basic("anyone", adminToken)}, 200},
+		{"/admin/specs", "", []string{"Authorization", "Basic " + basic("anyone", "wrong")}, 401},
+		{"/admin/specs", "broker", nil, 401},
+		{"/admin/specs?state=bogus", "admin", nil, 400},
+		{"/admin/specs?marked=maybe", "admin", nil, 400},
+		{"/admin/specs?marked=true&state=active", "admin", nil, 400},
+		{"/admin/specs?color=red", "admin", nil, 400},
+		{"/admin/instances?service_id=nope", "admin", nil, 200},
+		{"/admin/operations?limit=0", "admin", nil, 400},
+		{"/admin/operations?limit=101", "admin", nil, 400},
+		{"/admin/operations?limit=1", "admin", nil, 200},
+	} {
+		if r := s.do(http.MethodGet, c.path, c.auth, nil, c.headers...); r.status != c.status {
+			t.Errorf("GET %s (%s): %d %s, want %d", c.path, c.auth, r.status, r.body, c.status)
+		}
+	}
+	if r := s.do(http.MethodPost, "/admin/specs", "admin", nil); r.status != http.StatusMethodNotAllowed {
+		t.Errorf("POST /admin/specs: %d", r.status)
+	}
+	var opsBody struct {
+		Operations []struct {
+			State string                `json:"state"`
+			Total struct{ Reads int64 } `json:"firestore_total"`
+		} `json:"operations"`
+	}
+	s.do(http.MethodGet, "/admin/operations?limit=1", "admin", nil).json(t, &opsBody)
+	if len(opsBody.Operations) != 1 || opsBody.Operations[0].State != "failed" || opsBody.Operations[0].Total.Reads == 0 {
+		t.Errorf("the newest operation: %+v", opsBody)
+	}
+
 	u, _ := url.Parse(s.url + "/status")
 	u.User = url.UserPassword("admin", adminToken) // the browser's basic auth
 	dom := string(runChromium(t, "--dump-dom", u.String()))
@@ -470,4 +511,8 @@ func TestE2ECLIChangesFollow(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("changes --follow did not stop on an interrupt")
 	}
+}
+
+func basic(user, pass string) string {
+	return base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))
 }
