@@ -32,7 +32,11 @@ type cliResult struct {
 // environment (URL and credentials), plus env overrides.
 func (s *stack) cli(env []string, args ...string) cliResult {
 	s.t.Helper()
-	cmd := exec.Command(specsyncBinary(s.t), args...)
+	bin := specsyncBinary(s.t)
+	if len(args) > 0 && filepath.IsAbs(args[0]) {
+		bin, args = args[0], args[1:] // a wrapper (script) that runs the binary
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(),
 		"SPECSYNC_URL="+s.url,
 		"SPECSYNC_BOOTSTRAP_URL=", "SPECSYNC_CATALOG_URL=", "SPECSYNC_OUTPUT=",
@@ -81,6 +85,20 @@ func TestE2EOperatorCLI(t *testing.T) {
 	// A healthy bootstrap: exit 0, every registry's line, the summary.
 	r := s.cli(nil, "bootstrap", "--wait", poll).must(t, 0, "bootstrap --wait")
 	r.contains(t, "bootstrap --wait", "team-a", "team-b", "progress: 2/2 registries reported", "succeeded: all 2 registries reconciled")
+
+	// On a terminal the progress is a bar redrawn in place, not lines
+	// (script(1), from Debian's essential bsdutils, gives it a pty).
+	if scriptBin, err := exec.LookPath("script"); err != nil {
+		t.Errorf("script(1) is needed to test the terminal progress bar: %v", err)
+	} else {
+		release := a.hold() // team-a answers late: several polls draw the bar
+		go func() { time.Sleep(1500 * time.Millisecond); release() }()
+		r = s.cli(nil, scriptBin, "-qefc", specsyncBinary(t)+" bootstrap --wait "+poll, "/dev/null")
+		t.Logf("on a terminal: %q", r.stdout)
+		if r.code != 0 || !regexp.MustCompile(`\r\x1b\[K`).MatchString(r.stdout) || strings.Contains(r.stdout, "progress: ") {
+			t.Errorf("bootstrap --wait on a terminal: exit %d, want a redrawn bar and no progress lines:\n%q", r.code, r.stdout)
+		}
+	}
 
 	// team-b goes down: the bootstrap fails, exit 1, naming it and why.
 	b.set(true)
