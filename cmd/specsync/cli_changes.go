@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/specsync/specsync/pkg/store"
 )
 
 type feedChange struct {
@@ -28,12 +30,8 @@ type feedChange struct {
 	Name      string          `json:"name"`
 	At        time.Time       `json:"at"`
 	Service   json.RawMessage `json:"service,omitempty"`
-	HeldBack  *struct {
-		SpecID   string   `json:"spec_id"`
-		Name     string   `json:"name"`
-		Digest   string   `json:"digest"`
-		Blockers []string `json:"blockers"`
-	} `json:"held_back,omitempty"`
+	// The service stays raw: the mirror holds exactly the bytes served.
+	HeldBack *store.HeldBackSpec `json:"held_back,omitempty"`
 }
 
 type feedPage struct {

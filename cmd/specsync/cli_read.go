@@ -14,26 +14,13 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/specsync/specsync/pkg/osb"
 )
 
 func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
 
-func ago(t time.Time) string {
-	if t.IsZero() {
-		return "never"
-	}
-	d := time.Since(t).Round(time.Second)
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds ago", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm ago", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh%02dm ago", int(d.Hours()), int(d.Minutes())%60)
-	default:
-		return fmt.Sprintf("%dd ago", int(d.Hours()/24))
-	}
-}
+func ago(t time.Time) string { return osb.Age(time.Now(), t) }
 
 func orDash(s string) string {
 	if s == "" {

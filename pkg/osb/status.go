@@ -98,7 +98,9 @@ type statusData struct {
 	Problems   []string
 }
 
-func age(now, t time.Time) string {
+// Age says how long before now t was, for people: "12s ago", "3h05m ago",
+// "4d ago"; "never" for the zero time. The status page and the CLI share it.
+func Age(now, t time.Time) string {
 	if t.IsZero() {
 		return "never"
 	}
@@ -148,7 +150,7 @@ func (b *Broker) statusData(r *http.Request) statusData {
 	}
 	latest := map[string]store.OperationResult{} // newest real result per registry
 	for _, op := range ops {
-		row := opRow{ID: op.ID, State: op.State, DryRun: op.DryRun, Description: op.Description, CreatedAt: op.CreatedAt, Age: age(now, op.CreatedAt), Total: op.Firestore()}
+		row := opRow{ID: op.ID, State: op.State, DryRun: op.DryRun, Description: op.Description, CreatedAt: op.CreatedAt, Age: Age(now, op.CreatedAt), Total: op.Firestore()}
 		for _, name := range op.Registries {
 			res, ok := op.Results[name]
 			if !ok {
@@ -172,7 +174,7 @@ func (b *Broker) statusData(r *http.Request) statusData {
 	for _, st := range statuses {
 		seen[st.Name] = true
 		lr := st.LastRun
-		row := registryRow{Name: st.Name, Result: lr.Result, FinishedAt: lr.FinishedAt, Age: age(now, lr.FinishedAt),
+		row := registryRow{Name: st.Name, Result: lr.Result, FinishedAt: lr.FinishedAt, Age: Age(now, lr.FinishedAt),
 			Counts: lr.Counts, Ops: lr.Ops, Error: lr.Error, Guard: lr.Guard, EntryErrors: lr.Errors, ErrorsTotal: lr.ErrorsTotal, Marked: st.Marked}
 		if res, ok := latest[st.Name]; ok {
 			row.LastBootstrap, row.LastError = res.Result, res.Error
@@ -189,7 +191,7 @@ func (b *Broker) statusData(r *http.Request) statusData {
 		if seen[name] {
 			continue
 		}
-		row := registryRow{Name: name, Result: res.Result, FinishedAt: res.ReportedAt, Age: age(now, res.ReportedAt), Counts: res.Counts, Ops: res.Firestore,
+		row := registryRow{Name: name, Result: res.Result, FinishedAt: res.ReportedAt, Age: Age(now, res.ReportedAt), Counts: res.Counts, Ops: res.Firestore,
 			Error: res.Error, LastBootstrap: res.Result, LastError: res.Error}
 		row.Health = health(store.RegistryStatus{}, res.State)
 		d.Registries = append(d.Registries, row)
