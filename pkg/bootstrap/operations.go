@@ -94,6 +94,15 @@ func (o *Operations) Start(ctx context.Context, registries []string, dryRun bool
 	if len(registries) == 0 {
 		return nil, false, failure.New(failure.Invalid, "bootstrap: no registries configured")
 	}
+	// The common case under load (a bootstrap in progress, many callers)
+	// needs no transaction: two plain reads find the operation to coalesce
+	// onto. A transaction per request would make every caller contend for
+	// meta/bootstrap; at 100 requests a second almost all of them failed.
+	if cur, err := o.inProgress(ctx, dryRun); err != nil {
+		return nil, false, classify(err, "start bootstrap")
+	} else if cur != nil {
+		return cur, false, nil
+	}
 	err = o.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		op, started = nil, false
 		now := o.now()
@@ -148,6 +157,37 @@ func (o *Operations) Start(ctx context.Context, registries []string, dryRun bool
 		return nil, false, classify(err, "start bootstrap")
 	}
 	return op, started, nil
+}
+
+// inProgress returns the operation in progress that a start with dryRun
+// coalesces onto, or nil.
+func (o *Operations) inProgress(ctx context.Context, dryRun bool) (*Operation, error) {
+	cur, err := o.current().Get(ctx)
+	if notFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	id, _ := cur.DataAt("operation")
+	if id == nil {
+		return nil, nil
+	}
+	snap, err := o.ops().Doc(fmt.Sprint(id)).Get(ctx)
+	if notFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var op Operation
+	if err := snap.DataTo(&op); err != nil {
+		return nil, err
+	}
+	if op.State == InProgress && o.now().Before(op.Deadline) && op.DryRun == dryRun {
+		return &op, nil
+	}
+	return nil, nil
 }
 
 // Fail ends an operation as failed with a description (publishing failed).
