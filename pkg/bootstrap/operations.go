@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -70,6 +71,9 @@ type Operations struct {
 	// Retention is how long a finished operation can still be polled.
 	Retention time.Duration
 	Now       func() time.Time
+
+	mu       sync.Mutex
+	starting map[bool]*startCall // by dry run
 }
 
 // NewOperations returns an operation store with the given limits.
@@ -103,6 +107,45 @@ func (o *Operations) Start(ctx context.Context, registries []string, dryRun bool
 	} else if cur != nil {
 		return cur, false, nil
 	}
+	// Callers of one instance that find none in progress share one start
+	// transaction: a burst before the first operation exists would
+	// otherwise be a burst of transactions on meta/bootstrap.
+	o.mu.Lock()
+	if c, ok := o.starting[dryRun]; ok {
+		o.mu.Unlock()
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return nil, false, classify(ctx.Err(), "start bootstrap")
+		}
+		if c.err != nil {
+			return nil, false, c.err
+		}
+		return c.op, false, nil
+	}
+	c := &startCall{done: make(chan struct{})}
+	if o.starting == nil {
+		o.starting = map[bool]*startCall{}
+	}
+	o.starting[dryRun] = c
+	o.mu.Unlock()
+	c.op, c.started, c.err = o.startTx(ctx, registries, dryRun)
+	o.mu.Lock()
+	delete(o.starting, dryRun)
+	o.mu.Unlock()
+	close(c.done)
+	return c.op, c.started, c.err
+}
+
+// startCall is one start transaction other callers may wait for.
+type startCall struct {
+	done    chan struct{}
+	op      *Operation
+	started bool
+	err     error
+}
+
+func (o *Operations) startTx(ctx context.Context, registries []string, dryRun bool) (op *Operation, started bool, err error) {
 	err = o.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		op, started = nil, false
 		now := o.now()
