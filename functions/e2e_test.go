@@ -344,6 +344,13 @@ func (ix *index) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, ix.body)
 }
 
+// setBody serves body as the index document.
+func (ix *index) setBody(body string) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.down, ix.body = false, body
+}
+
 // hold makes requests wait until the returned release is called.
 func (ix *index) hold() (release func()) {
 	ix.mu.Lock()

@@ -85,9 +85,15 @@ func TestE2ESecretCanary(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ps.Close()
-	sub := "projects/" + s.project + "/subscriptions/canary"
-	if _, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub, Topic: "projects/" + s.project + "/topics/reconcile-" + s.project}); err != nil {
-		t.Fatal(err)
+	// The work topic and the catalog-changes topic.
+	subs := map[string]string{
+		"projects/" + s.project + "/subscriptions/canary":         "projects/" + s.project + "/topics/reconcile-" + s.project,
+		"projects/" + s.project + "/subscriptions/canary-changes": "projects/" + s.project + "/topics/specsync-catalog-changes",
+	}
+	for sub, topic := range subs {
+		if _, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub, Topic: topic}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var responses strings.Builder
 	record := func(r response) {
@@ -117,19 +123,24 @@ func TestE2ESecretCanary(t *testing.T) {
 		record(s.do(http.MethodGet, path, "admin", nil))
 	}
 	record(s.do(http.MethodGet, "/v2/catalog", "broker", nil))
+	record(s.do(http.MethodGet, "/v2/catalog/changes?since=0", "broker", nil))
 
 	var published strings.Builder
-	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
-	_ = ps.Subscriber(sub).Receive(rctx, func(_ context.Context, m *pubsub.Message) {
-		published.Write(m.Data)
-		for k, v := range m.Attributes {
-			published.WriteString(k + "=" + v + "\n")
+	for sub := range subs {
+		var got strings.Builder
+		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+		_ = ps.Subscriber(sub).Receive(rctx, func(_ context.Context, m *pubsub.Message) {
+			got.Write(m.Data)
+			for k, v := range m.Attributes {
+				got.WriteString(k + "=" + v + "\n")
+			}
+			m.Ack()
+		})
+		rcancel()
+		if got.Len() == 0 {
+			t.Fatalf("no message was captured on %s: the Pub/Sub check would be vacuous", sub)
 		}
-		m.Ack()
-	})
-	rcancel()
-	if published.Len() == 0 {
-		t.Fatal("no published message was captured: the Pub/Sub check would be vacuous")
+		published.WriteString(got.String())
 	}
 
 	var stored strings.Builder

@@ -12,6 +12,7 @@ import (
 
 	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/config"
+	"github.com/specsync/specsync/pkg/feed"
 	"github.com/specsync/specsync/pkg/logging"
 	"github.com/specsync/specsync/pkg/osb"
 	"github.com/specsync/specsync/pkg/queue"
@@ -23,22 +24,16 @@ import (
 // The constructors below are what a cold start does; the local stack and
 // the tests call them too, with their own environment.
 
-// open is what every cold start shares: the logger, the registries file
-// (when the function needs it) and the store.
-func open(ctx context.Context, c settings.Common, registries bool) (*slog.Logger, *config.Config, *store.Store, error) {
+// open is what every cold start shares: the logger and the store. The
+// functions that need the registries file (bootstrap, reconcile) load it
+// themselves with config.Load; the catalog never does.
+func open(ctx context.Context, c settings.Common) (*slog.Logger, *store.Store, error) {
 	log := logging.New(os.Stderr, c.LogLevel)
-	var cfg *config.Config
-	if registries {
-		var err error
-		if cfg, err = config.Load(c.RegistriesFile); err != nil {
-			return nil, nil, nil, err
-		}
-	}
 	st, err := store.Open(ctx, c.Project, c.Database)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	return log, cfg, st, nil
+	return log, st, nil
 }
 
 // newBootstrap builds the bootstrap handler from env.
@@ -47,7 +42,11 @@ func newBootstrap(ctx context.Context, env settings.Lookup) (http.Handler, error
 	if err != nil {
 		return nil, err
 	}
-	log, cfg, st, err := open(ctx, s.Common, true)
+	cfg, err := config.Load(s.RegistriesFile)
+	if err != nil {
+		return nil, err
+	}
+	log, st, err := open(ctx, s.Common)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +58,7 @@ func newBootstrap(ctx context.Context, env settings.Lookup) (http.Handler, error
 		Operations:  bootstrap.NewOperations(st.Client(), s.Deadline, s.Retention),
 		Publisher:   queue.NewPublisher(ps, s.Topic),
 		Registries:  cfg.Names(),
-		VerifyAdmin: verifyAdmin(s.Admin),
+		VerifyAdmin: verifyAdmin(s.Admin, log),
 		Logger:      log,
 	}
 	return svc.Handler(), nil
@@ -74,15 +73,27 @@ func newReconcile(ctx context.Context, env settings.Lookup) (*reconcileApp, erro
 	if err != nil {
 		return nil, err
 	}
-	log, cfg, st, err := open(ctx, s.Common, true)
+	cfg, err := config.Load(s.RegistriesFile)
 	if err != nil {
 		return nil, err
+	}
+	log, st, err := open(ctx, s.Common)
+	if err != nil {
+		return nil, err
+	}
+	runner := &reconcile.Runner{Store: st, Logger: log, LeaseTTL: s.LeaseTTL, ChangeRetention: s.ChangeRetention}
+	if s.ChangesTopic != "" {
+		ps, err := pubsub.NewClient(ctx, s.Project)
+		if err != nil {
+			return nil, fmt.Errorf("connect to Pub/Sub project %s: %w", s.Project, err)
+		}
+		runner.Publisher = feed.NewPublisher(ps, s.ChangesTopic)
 	}
 	return &reconcileApp{worker: &bootstrap.Worker{
 		// The deadline only matters to Get's failing of stuck operations;
 		// the reconcile side uses the same retention as bootstrap.
 		Operations: bootstrap.NewOperations(st.Client(), 0, s.Retention),
-		Runner:     &reconcile.Runner{Store: st, Logger: log, LeaseTTL: s.LeaseTTL},
+		Runner:     runner,
 		Lookup:     cfg.Lookup,
 		Logger:     log,
 	}}, nil
@@ -93,26 +104,45 @@ func newCatalog(ctx context.Context, env settings.Lookup) (http.Handler, error) 
 	if err != nil {
 		return nil, err
 	}
-	log, _, st, err := open(ctx, s.Common, false)
+	log, st, err := open(ctx, s.Common)
 	if err != nil {
 		return nil, err
 	}
 	b := osb.NewBroker(st, osb.Config{
-		Username: s.BrokerUsername, Password: s.BrokerPassword,
-		VerifyAdmin:   verifyAdmin(s.Admin),
-		MaxBodyBytes:  s.MaxBodyBytes,
-		RefreshWindow: s.RefreshWindow,
-		Logger:        log,
+		Username:       s.BrokerUsername,
+		VerifyPassword: match(s.BrokerPassword, 0, log),
+		VerifyAdmin:    verifyAdmin(s.Admin, log),
+		MaxBodyBytes:   s.MaxBodyBytes,
+		RefreshWindow:  s.RefreshWindow,
+		MaxWait:        s.MaxWait,
+		Logger:         log,
 	})
 	return b.Handler(), nil
 }
 
+// match is the check of a presented credential against c, whichever
+// source it comes from; an unset c accepts nothing.
+func match(c settings.Credential, minLen int, log *slog.Logger) func(string) bool {
+	switch {
+	case c.Value != "":
+		return osb.MatchPlain(c.Value)
+	case len(c.SHA256) > 0:
+		return osb.MatchSHA256(c.SHA256...)
+	case c.File != "":
+		// Read on use, not at cold start: a volume whose secret has no
+		// version yet must not fail the instance for good (the scheduler's
+		// OIDC token works meanwhile), and a rotated version is picked up.
+		return osb.MatchFile(c.File, minLen, osb.FileCredentialRefresh, log)
+	}
+	return func(string) bool { return false }
+}
+
 // verifyAdmin accepts the shared admin token and, when configured, the
 // Google-signed identity token Cloud Scheduler attaches to its calls.
-func verifyAdmin(a settings.Admin) func(*http.Request, string) bool {
-	static := osb.StaticToken(a.Token)
+func verifyAdmin(a settings.Admin, log *slog.Logger) func(*http.Request, string) bool {
+	static := match(a.Token, settings.AdminTokenMinLength, log)
 	return func(r *http.Request, token string) bool {
-		if a.Token != "" && static(r, token) {
+		if a.Token.IsSet() && static(token) {
 			return true
 		}
 		if a.SchedulerAudience == "" {

@@ -34,9 +34,20 @@ locals {
     GOOGLE_CLOUD_PROJECT = var.project_id
     FIRESTORE_DATABASE   = google_firestore_database.main.name
     LOG_LEVEL            = var.log_level
-    # Read by every function's settings; the catalog does not open it.
+  }
+
+  # The registries file, for the functions that load it (bootstrap: the
+  # registry names to fan out to; reconcile: everything). The catalog
+  # never opens it.
+  registries_env = {
     SPECSYNC_REGISTRIES = "${local.source_in_function}/${var.registries_file}"
   }
+
+  # Where the bootstrap finds the admin token: a Secret Manager volume
+  # (secrets.tf). Cloud Run fetches the latest version whenever the file is
+  # read, and the bootstrap re-reads it every 30 s, so a new version is
+  # picked up without a redeploy. The directory is the volume's alone.
+  admin_token_file = "/etc/specsync/admin-token/token"
 
   # The $${VAR}s of the registries file, exactly those it references (a
   # missing value fails the plan in terraform_data.registries_file).
@@ -51,15 +62,18 @@ locals {
       service     = var.bootstrap_service
       # Cloud Scheduler and manual callers (with the admin token).
       ingress = "ALLOW_ALL"
-      env = merge(local.common_env, local.registry_env, {
+      env = merge(local.common_env, local.registries_env, local.registry_env, {
         SPECSYNC_TOPIC                     = google_pubsub_topic.reconcile.name
         SPECSYNC_OPERATION_DEADLINE        = "${var.operation_deadline_seconds}s"
         SPECSYNC_OPERATION_RETENTION       = local.operation_retention
         SPECSYNC_SCHEDULER_AUDIENCE        = local.function_urls["bootstrap"]
         SPECSYNC_SCHEDULER_SERVICE_ACCOUNT = google_service_account.scheduler.email
+        # Manual callers' admin token, as a file (not an environment
+        # variable, which is resolved once when an instance starts).
+        SPECSYNC_ADMIN_TOKEN_FILE = local.admin_token_file
       })
-      secret_env   = { SPECSYNC_ADMIN_TOKEN = "SPECSYNC_ADMIN_TOKEN" }
-      secret_files = {}
+      secret_env   = {}
+      secret_files = { (local.admin_token_file) = "SPECSYNC_ADMIN_TOKEN" }
     }
 
     reconcile = {
@@ -68,7 +82,7 @@ locals {
       # Only Pub/Sub's push reaches it (Pub/Sub counts as internal traffic),
       # and only the push subscription's identity may invoke it (iam.tf).
       ingress = "ALLOW_INTERNAL_ONLY"
-      env = merge(local.common_env, local.registry_env, {
+      env = merge(local.common_env, local.registries_env, local.registry_env, {
         SPECSYNC_LEASE_TTL           = "${var.lease_ttl_seconds}s"
         SPECSYNC_OPERATION_RETENTION = local.operation_retention
         # Every committed catalog change is also pushed here (iam.tf lets
@@ -87,10 +101,17 @@ locals {
       service     = var.catalog_service
       # Platforms call it from anywhere, with the broker's basic auth.
       ingress = "ALLOW_ALL"
+      # The catalog reads no secret: it checks the broker password and the
+      # admin token against their SHA-256 digests (variables.tf), which are
+      # not secrets for credentials of 32 random bytes. The broker password
+      # digest is the new one and, while the password rotates, the retiring
+      # one.
       env = merge(local.common_env, {
-        SPECSYNC_BROKER_USERNAME = var.broker_username
-        SPECSYNC_CATALOG_REFRESH = "${var.catalog_refresh_seconds}s"
-        SPECSYNC_MAX_BODY_BYTES  = tostring(var.max_body_bytes)
+        SPECSYNC_BROKER_USERNAME        = var.broker_username
+        SPECSYNC_BROKER_PASSWORD_SHA256 = join(",", compact([lower(var.broker_password_sha256), lower(var.broker_password_previous_sha256)]))
+        SPECSYNC_ADMIN_TOKEN_SHA256     = lower(var.admin_token_sha256)
+        SPECSYNC_CATALOG_REFRESH        = "${var.catalog_refresh_seconds}s"
+        SPECSYNC_MAX_BODY_BYTES         = tostring(var.max_body_bytes)
         # Long-polls of /v2/catalog/changes end before the request timeout.
         SPECSYNC_CHANGES_MAX_WAIT = "${min(50, var.catalog_service.timeout_seconds - 5)}s"
         # GET /registries also accepts an identity token for this audience
@@ -99,10 +120,7 @@ locals {
         SPECSYNC_SCHEDULER_AUDIENCE        = local.function_urls["catalog"]
         SPECSYNC_SCHEDULER_SERVICE_ACCOUNT = google_service_account.scheduler.email
       })
-      secret_env = {
-        SPECSYNC_ADMIN_TOKEN     = "SPECSYNC_ADMIN_TOKEN"
-        SPECSYNC_BROKER_PASSWORD = "SPECSYNC_BROKER_PASSWORD"
-      }
+      secret_env   = {}
       secret_files = {}
     }
   }

@@ -3,9 +3,10 @@
 # primitive role anywhere (terraform/terraform_test.go checks it).
 #
 #   bootstrap  Firestore (operations), publish to the work topic, the admin token
-#   reconcile  Firestore (specs, registries, operations), the registry credentials
-#   catalog    Firestore (reads; writes only instance records), the broker
-#              password and the admin token; no Pub/Sub at all
+#   reconcile  Firestore (specs, registries, operations), the registry credentials,
+#              publish to the catalog-changes topic
+#   catalog    Firestore (reads; writes only instance records); no secret
+#              (it holds credential digests) and no Pub/Sub at all
 #   push       invoke the reconcile function, nothing else
 #   scheduler  invoke the bootstrap function, nothing else
 #   build      what Cloud Build needs to build the functions

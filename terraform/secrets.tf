@@ -3,7 +3,8 @@
 # empty; values are added out of band (`gcloud secrets versions add`, see
 # the README) or, with write_secrets, from an ephemeral input through
 # a write-only argument. Either way no value is ever in the plan or the
-# state. Each secret is readable only by the function that mounts it.
+# state. Each secret is readable only by the function that mounts it; the
+# catalog mounts none.
 
 locals {
   # The registries file as the functions will read it. Credentials are only
@@ -42,13 +43,16 @@ locals {
   )
 
   # Who reads which secret: the function that mounts it, and only that one.
-  # The catalog reads the broker password and the admin token (its
-  # GET /registries is an admin endpoint); the bootstrap only the admin
-  # token; registry credentials only the reconcile, which fetches.
+  # The bootstrap reads the admin token (mounted as a file); registry
+  # credentials only the reconcile, which fetches. The catalog reads none:
+  # it holds the digests of the broker password and the admin token
+  # (variables.tf). The broker password secret is read by no function:
+  # it is where the operator keeps the password to register the broker
+  # with a platform.
   secret_readers = merge(
     {
-      SPECSYNC_ADMIN_TOKEN     = ["bootstrap", "catalog"]
-      SPECSYNC_BROKER_PASSWORD = ["catalog"]
+      SPECSYNC_ADMIN_TOKEN     = ["bootstrap"]
+      SPECSYNC_BROKER_PASSWORD = []
     },
     { for k in setunion(local.registry_secret_envs, local.registry_secret_files) : k => ["reconcile"] },
   )

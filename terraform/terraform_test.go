@@ -8,6 +8,8 @@ package terraform_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -43,9 +45,12 @@ var referenceEnv = map[string]string{"REFERENCE_REGISTRY_HOST": "registry.exampl
 
 func inputs(extra map[string]cty.Value) map[string]cty.Value {
 	in := map[string]cty.Value{
-		"project_id":      cty.StringVal(testProject),
-		"registries_file": cty.StringVal(referenceRegistries),
-		"registry_env":    ctyFromGo(referenceEnv),
+		"project_id":             cty.StringVal(testProject),
+		"registries_file":        cty.StringVal(referenceRegistries),
+		"registry_env":           ctyFromGo(referenceEnv),
+		"broker_password_sha256": cty.StringVal(sha256Hex(testCredentials["SPECSYNC_BROKER_PASSWORD"])),
+		// Upper case, as some tools print it: the module normalises it.
+		"admin_token_sha256": cty.StringVal(strings.ToUpper(sha256Hex(testCredentials["SPECSYNC_ADMIN_TOKEN"]))),
 	}
 	for k, v := range extra {
 		in[k] = v
@@ -214,12 +219,11 @@ func parseFunctions(t *testing.T) *functionsPackage {
 
 // reach walks the package-local calls from a handler and reports what the
 // function does at cold start: the settings loaders it calls, whether it
-// opens the registries file (open's registries argument) and whether it
-// runs reconciles (which fetch registries with their credentials).
+// loads the registries file (config.Load) and whether it runs reconciles
+// (which fetch registries with their credentials).
 type reach struct {
 	Loaders           []string
 	LoadsRegistries   bool
-	OpensUnknown      bool
 	FetchesRegistries bool
 }
 
@@ -241,19 +245,13 @@ func (p *functionsPackage) reach(handler string) reach {
 			case *ast.CallExpr:
 				switch fun := n.Fun.(type) {
 				case *ast.Ident:
-					if fun.Name == "open" {
-						if len(n.Args) == 3 {
-							if b, ok := n.Args[2].(*ast.Ident); ok && (b.Name == "true" || b.Name == "false") {
-								r.LoadsRegistries = r.LoadsRegistries || b.Name == "true"
-								break
-							}
-						}
-						r.OpensUnknown = true
-					}
 					walk(fun.Name)
 				case *ast.SelectorExpr:
 					if x, ok := fun.X.(*ast.Ident); ok && x.Name == "settings" && strings.HasPrefix(fun.Sel.Name, "Load") {
 						r.Loaders = append(r.Loaders, fun.Sel.Name)
+					}
+					if x, ok := fun.X.(*ast.Ident); ok && x.Name == "config" && strings.HasPrefix(fun.Sel.Name, "Load") {
+						r.LoadsRegistries = true
 					}
 				}
 			case *ast.SelectorExpr:
@@ -440,8 +438,72 @@ func TestEveryRegisteredFunctionIsDeployed(t *testing.T) {
 }
 
 // secretSettings are the settings that hold secrets; they must come from
-// Secret Manager, never from a plain environment variable.
+// Secret Manager, never from a plain environment variable. Each may also be
+// given as its SHA-256 digest (KEY_SHA256) or a file (KEY_FILE) where the
+// code reads those.
 var secretSettings = map[string]bool{"SPECSYNC_ADMIN_TOKEN": true, "SPECSYNC_BROKER_PASSWORD": true}
+
+// testCredentials are the credentials whose digests the tests give the
+// module (inputs).
+var testCredentials = map[string]string{
+	"SPECSYNC_ADMIN_TOKEN":     "test-admin-token-0123456789abcdef",
+	"SPECSYNC_BROKER_PASSWORD": "test-broker-password-0123456789ab",
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// credential is one secret a function checks callers against and the
+// settings it can come from.
+type credential struct {
+	key     string
+	sources []string
+}
+
+// credentialSources are the credentials a loader reads, each with the
+// sources it reads for it. That at most one source may be set is checked
+// against the loader, so the table cannot claim alternatives the code does
+// not treat as such.
+func credentialSources(t *testing.T, loader string, load func(settings.Lookup) error) []credential {
+	t.Helper()
+	read := keysRead(load)
+	example := map[string]string{"": "a-placeholder-secret-value-0123456789", settings.SuffixSHA256: sha256Hex("x"), settings.SuffixFile: "/secrets/x"}
+	var out []credential
+	for _, key := range keysOf(secretSettings) {
+		c := credential{key: key}
+		for _, suffix := range []string{"", settings.SuffixSHA256, settings.SuffixFile} {
+			if read[key+suffix] {
+				c.sources = append(c.sources, key+suffix)
+			}
+		}
+		if len(c.sources) == 0 {
+			continue
+		}
+		for i, a := range c.sources {
+			for _, b := range c.sources[i+1:] {
+				both := map[string]string{a: example[strings.TrimPrefix(a, key)], b: example[strings.TrimPrefix(b, key)]}
+				err := load(func(k string) (string, bool) { v, ok := both[k]; return v, ok })
+				if err == nil || !strings.Contains(err.Error(), "set only one of "+a+", "+b) {
+					t.Errorf("settings.%s accepts both %s and %s (%v); the test treats them as alternatives", loader, a, b, err)
+				}
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// secretIDOf is the Secret Manager id of the secret keyed key.
+func secretIDOf(t *testing.T, m *module, key string) string {
+	t.Helper()
+	s := m.instance("google_secret_manager_secret.credential", key)
+	if s == nil {
+		t.Fatalf("no secret for %s", key)
+	}
+	return s.str("secret_id")
+}
 
 // goRegistries is what the Go code makes of the reference registries file:
 // the ${VAR}s it needs and the credentials it reads.
@@ -557,20 +619,71 @@ func TestEnvironmentMatchesSettings(t *testing.T) {
 		if len(rc.Loaders) != 1 {
 			t.Fatalf("%s: its cold start calls settings loaders %v, want exactly one", r.Name, rc.Loaders)
 		}
-		if rc.OpensUnknown {
-			t.Fatalf("%s: cannot tell from open(...) whether it loads the registries file; update this test", r.Name)
-		}
 		load, ok := loaders[rc.Loaders[0]]
 		if !ok {
 			t.Fatalf("%s: settings.%s is not known to this test; add it to loaders", r.Name, rc.Loaders[0])
 		}
 		want := keysRead(load)
+		if want["SPECSYNC_REGISTRIES"] != rc.LoadsRegistries {
+			t.Errorf("%s: reads SPECSYNC_REGISTRIES: %v, loads the registries file: %v; a function reads the setting exactly when it loads the file", r.Name, want["SPECSYNC_REGISTRIES"], rc.LoadsRegistries)
+		}
 		if rc.LoadsRegistries {
 			for _, k := range g.EnvRefs {
 				want[k] = true
 			}
 		}
+		sc := fn.one("service_config")
+		env := stringMap(sc.Attrs["environment_variables"])
+		secretEnv := map[string]bool{}
+		for _, s := range sc.Blocks["secret_environment_variables"] {
+			k := s.str("key")
+			if secretEnv[k] || env[k] != "" {
+				t.Errorf("%s: %s is set twice", r.Name, k)
+			}
+			secretEnv[k] = true
+		}
+
+		// Credentials the function checks callers against: of the sources
+		// it reads, terraform sets exactly one, each the way it must be
+		// served (the secret itself from Secret Manager only, its digest
+		// from the digest variable, its file from a mounted volume).
 		secretWant := map[string]bool{}
+		handled := map[string]bool{}
+		files := map[string]string{} // mounted path -> the secret it holds
+		for _, cred := range credentialSources(t, rc.Loaders[0], load) {
+			var set []string
+			for _, src := range cred.sources {
+				delete(want, src)
+				handled[src] = true
+				if _, ok := env[src]; ok || secretEnv[src] {
+					set = append(set, src)
+				}
+			}
+			if len(set) != 1 {
+				t.Errorf("%s: of %v terraform sets %v; want exactly one", r.Name, cred.sources, set)
+				continue
+			}
+			src := set[0]
+			switch strings.TrimPrefix(src, cred.key) {
+			case "":
+				secretWant[src] = true
+				if !secretEnv[src] {
+					t.Errorf("%s: %s is a plain environment variable; it is a secret (value would be in the state)", r.Name, src)
+				}
+			case settings.SuffixSHA256:
+				if secretEnv[src] {
+					t.Errorf("%s: %s comes from Secret Manager; a digest comes from its variable", r.Name, src)
+				}
+				if got, wantDigest := env[src], sha256Hex(testCredentials[cred.key]); got != wantDigest {
+					t.Errorf("%s: %s = %q, want the digest variable's value %q", r.Name, src, got, wantDigest)
+				}
+			case settings.SuffixFile:
+				if secretEnv[src] {
+					t.Errorf("%s: %s comes from Secret Manager; it is the path of a mounted secret", r.Name, src)
+				}
+				files[env[src]] = cred.key
+			}
+		}
 		for k := range want {
 			if secretSettings[k] {
 				secretWant[k] = true
@@ -578,27 +691,28 @@ func TestEnvironmentMatchesSettings(t *testing.T) {
 				t.Errorf("%s reads %s, which looks like a secret: add it to secretSettings and serve it from Secret Manager", r.Name, k)
 			}
 		}
-		var files []string
 		if rc.FetchesRegistries {
 			for _, e := range g.SecretEnvs {
 				want[e], secretWant[e] = true, true
 			}
-			files = g.SecretFiles
+			for _, f := range g.SecretFiles {
+				files[f] = f
+			}
 		}
 
-		sc := fn.one("service_config")
-		env := stringMap(sc.Attrs["environment_variables"])
 		got := map[string]bool{}
 		for k := range env {
+			if handled[k] {
+				continue
+			}
 			got[k] = true
 			if secretWant[k] {
 				t.Errorf("%s: %s is a plain environment variable; it is a secret (value would be in the state)", r.Name, k)
 			}
 		}
-		for _, s := range sc.Blocks["secret_environment_variables"] {
-			k := s.str("key")
-			if got[k] {
-				t.Errorf("%s: %s is set twice", r.Name, k)
+		for k := range secretEnv {
+			if handled[k] {
+				continue
 			}
 			got[k] = true
 			if !secretWant[k] {
@@ -615,15 +729,21 @@ func TestEnvironmentMatchesSettings(t *testing.T) {
 				t.Errorf("%s: terraform sets %s, which the function does not read", r.Name, k)
 			}
 		}
-		var mounted []string
+		mounted := map[string]string{}
 		for _, v := range sc.Blocks["secret_volumes"] {
 			for _, ver := range v.Blocks["versions"] {
-				mounted = append(mounted, v.str("mount_path")+"/"+ver.str("path"))
+				mounted[v.str("mount_path")+"/"+ver.str("path")] = v.str("secret")
+				if ver.str("version") != "latest" {
+					t.Errorf("%s: the volume %s pins version %s; mount latest, so rotation needs no redeploy", r.Name, v.str("mount_path"), ver.str("version"))
+				}
 			}
 		}
-		sort.Strings(mounted)
-		if !reflect.DeepEqual(mounted, files) && !(len(mounted) == 0 && len(files) == 0) {
-			t.Errorf("%s: secret files mounted %v, want %v", r.Name, mounted, files)
+		wantMounted := map[string]string{}
+		for path, key := range files {
+			wantMounted[path] = secretIDOf(t, m, key)
+		}
+		if !reflect.DeepEqual(mounted, wantMounted) && !(len(mounted) == 0 && len(wantMounted) == 0) {
+			t.Errorf("%s: secret files mounted %v, want %v", r.Name, mounted, wantMounted)
 		}
 
 		// The values are what the code accepts, and mean what they should.
@@ -1137,8 +1257,11 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 	}
 	// The catalog: instance records only (by its code; IAM cannot scope
-	// Firestore to collections, see iam.tf), no Pub/Sub, no registry
-	// secrets; the only secrets it reads are its own two credentials.
+	// Firestore to collections, see iam.tf), no Pub/Sub and no secret at
+	// all: it checks credentials against their digests.
+	if len(held[accounts["Catalog"]]) == 0 {
+		t.Fatal("the catalog's account holds nothing: the checks below would be vacuous")
+	}
 	for _, b := range held[accounts["Catalog"]] {
 		if strings.HasPrefix(b.Role, "roles/pubsub.") {
 			t.Errorf("%s: the catalog may not use Pub/Sub (%s)", b.Addr, b.Role)
@@ -1146,9 +1269,12 @@ func TestLeastPrivilege(t *testing.T) {
 		if b.Role == "roles/datastore.owner" || (b.Scope == "project" && b.Role != "roles/datastore.user") {
 			t.Errorf("%s: the catalog's only write role is roles/datastore.user, not %s", b.Addr, b.Role)
 		}
-		if b.Role == "roles/secretmanager.secretAccessor" && (b.Scope == "project" || registrySecrets[b.Scope]) {
-			t.Errorf("%s: the catalog may not read %s", b.Addr, b.Scope)
+		if strings.HasPrefix(b.Role, "roles/secretmanager.") {
+			t.Errorf("%s: the catalog may not read secrets, not even its own credentials (it holds their digests), but holds %s on %s", b.Addr, b.Role, b.Scope)
 		}
+	}
+	if sc := fns["Catalog"].one("service_config"); len(sc.Blocks["secret_environment_variables"]) > 0 || len(sc.Blocks["secret_volumes"]) > 0 {
+		t.Errorf("the catalog mounts secrets %v", keysOf(secretsOf("Catalog")))
 	}
 	for _, b := range held[accounts["Catalog"]] {
 		if b.Role == "roles/pubsub.publisher" {
@@ -1435,6 +1561,9 @@ func TestSecrets(t *testing.T) {
 	values := map[string]string{}
 	for _, k := range want {
 		values[k] = "value-of-" + k + "-0123456789"
+		if c, ok := testCredentials[k]; ok {
+			values[k] = c // must match the digest the catalog gets
+		}
 	}
 	w := evaluated(t, map[string]cty.Value{"write_secrets": ctyFromGo(want), "secret_values": ctyFromGo(values)})
 	versions := w.ofType("google_secret_manager_secret_version")
@@ -1447,8 +1576,42 @@ func TestSecrets(t *testing.T) {
 		}
 	}
 	for name, v := range w.outVals {
-		if strings.Contains(v.GoString(), "value-of-") {
-			t.Errorf("output %s exposes a secret value", name)
+		for _, secret := range values {
+			if strings.Contains(v.GoString(), secret) {
+				t.Errorf("output %s exposes a secret value", name)
+			}
+		}
+	}
+	// A written credential whose digest is not the one the catalog checks
+	// would lock every caller out: the plan fails instead.
+	for key, variable := range map[string]string{"SPECSYNC_BROKER_PASSWORD": "broker_password_sha256", "SPECSYNC_ADMIN_TOKEN": "admin_token_sha256"} {
+		wrong := map[string]string{key: testCredentials[key] + "-not-the-hashed-one"}
+		bad, err := loadModule(".", inputs(map[string]cty.Value{"write_secrets": ctyFromGo([]string{key}), "secret_values": ctyFromGo(wrong)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if joined := strings.Join(bad.errs, "\n"); !strings.Contains(joined, key) || !strings.Contains(joined, variable) {
+			t.Errorf("writing a %s that does not match %s does not fail the plan: %v", key, variable, bad.errs)
+		}
+	}
+	// The digests are plain inputs: not secrets (the catalog's environment
+	// holds them), so not marked sensitive, which would only hide them
+	// from the plan while suggesting they need protecting.
+	for _, name := range []string{"broker_password_sha256", "admin_token_sha256"} {
+		v, ok := m.variables[name]
+		if !ok {
+			t.Errorf("no variable %s", name)
+			continue
+		}
+		for _, flag := range []string{"sensitive", "ephemeral"} {
+			if a, ok := v.Body.Attributes[flag]; ok {
+				if val, _ := a.Expr.Value(nil); val.True() {
+					t.Errorf("variable %s is %s; a digest is neither", name, flag)
+				}
+			}
+		}
+		if _, ok := v.Body.Attributes["default"]; ok {
+			t.Errorf("variable %s has a default; every deployment needs its own credentials", name)
 		}
 	}
 	// A secret that does not exist cannot be written.
@@ -1505,6 +1668,9 @@ func TestVariablesTypedDescribedValidated(t *testing.T) {
 		"catalog_service":                 ctyFromGo(map[string]any{"cpu": "0.5", "concurrency": 80}),
 		"bootstrap_schedule":              cty.StringVal("hourly"),
 		"registry_env":                    ctyFromGo(map[string]string{"REFERENCE_REGISTRY_HOST": "h", "SPECSYNC_TOPIC": "x"}),
+		"broker_password_sha256":          cty.StringVal(testCredentials["SPECSYNC_BROKER_PASSWORD"]),            // the password, not its digest
+		"admin_token_sha256":              cty.StringVal(sha256Hex("") + "  -"),                                  // sha256sum's whole line
+		"broker_password_previous_sha256": cty.StringVal(sha256Hex(testCredentials["SPECSYNC_BROKER_PASSWORD"])), // the current one again
 	} {
 		bm, err := loadModule(".", inputs(map[string]cty.Value{name: bad}))
 		if err != nil {
@@ -1516,6 +1682,17 @@ func TestVariablesTypedDescribedValidated(t *testing.T) {
 		}
 		if !failed {
 			t.Errorf("variable %s accepts %#v", name, bad)
+		}
+	}
+	// The digest of nothing (a credential variable that was not set when
+	// it was hashed) is refused too.
+	for _, name := range []string{"broker_password_sha256", "admin_token_sha256"} {
+		bm, err := loadModule(".", inputs(map[string]cty.Value{name: cty.StringVal(sha256Hex(""))}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(strings.Join(bm.errs, "\n"), "variable "+name+" validation") {
+			t.Errorf("variable %s accepts the digest of an empty string", name)
 		}
 	}
 }
@@ -1647,7 +1824,9 @@ func TestReadmeDeploySection(t *testing.T) {
 		section = section[:next]
 	}
 	m := evaluated(t, nil)
-	mustMention := []string{"terraform init", "terraform plan", "terraform apply", "gcloud secrets versions add", "registries_file", "registry_env", "/bootstrap", "last_operation", "Prerequisites", "Cost"}
+	mustMention := []string{"terraform init", "terraform plan", "terraform apply", "gcloud secrets versions add", "registries_file", "registry_env", "/bootstrap", "last_operation", "Prerequisites", "Cost",
+		"Register the broker with a platform", "Add a registry", "Trigger a bootstrap by hand",
+		"openssl rand", "| sha256sum", "broker_password_sha256", "admin_token_sha256", "Rotating"}
 	for name := range m.outputs {
 		if name == "broker_url" || name == "bootstrap_url" || name == "secrets" {
 			mustMention = append(mustMention, name)
@@ -1661,6 +1840,76 @@ func TestReadmeDeploySection(t *testing.T) {
 	for _, v := range regexp.MustCompile("`([a-z_]+)\\s*=").FindAllStringSubmatch(section, -1) {
 		if _, ok := m.variables[v[1]]; !ok {
 			t.Errorf("the README sets %s, which is not a variable", v[1])
+		}
+	}
+}
+
+// The README's settings table lists every variable a function reads, with
+// exactly the functions that read it, and none that no function reads.
+func TestReadmeSettingsTable(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n## Settings (environment)\n")
+	if !ok {
+		t.Fatal(`README.md has no "## Settings (environment)" section`)
+	}
+	if next := strings.Index(section, "\n## "); next >= 0 {
+		section = section[:next]
+	}
+	components := map[string]string{"LoadBootstrap": "bootstrap", "LoadReconcile": "reconcile", "LoadCatalog": "catalog"}
+	readBy := map[string][]string{}
+	for name, load := range loaders {
+		c, ok := components[name]
+		if !ok {
+			t.Fatalf("settings.%s: which function is it? add it to components", name)
+		}
+		for k := range keysRead(load) {
+			readBy[k] = append(readBy[k], c)
+		}
+	}
+	listed := map[string][]string{}
+	names := regexp.MustCompile("`([A-Z][A-Z0-9_]*)`")
+	for _, line := range strings.Split(section, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || !strings.Contains(cells[1], "`") {
+			continue
+		}
+		var fns []string
+		for _, f := range strings.Split(cells[2], ",") {
+			switch f = strings.TrimSpace(f); f {
+			case "all":
+				fns = append(fns, "bootstrap", "reconcile", "catalog")
+			case "bootstrap", "reconcile", "catalog":
+				fns = append(fns, f)
+			}
+		}
+		if len(fns) == 0 {
+			continue // not a function's setting (the local stack's)
+		}
+		sort.Strings(fns)
+		for _, m := range names.FindAllStringSubmatch(cells[1], -1) {
+			if _, dup := listed[m[1]]; dup {
+				t.Errorf("the README lists %s twice", m[1])
+			}
+			listed[m[1]] = fns
+		}
+	}
+	if len(listed) == 0 {
+		t.Fatal("no rows parsed from the README's settings table: the check would be vacuous")
+	}
+	for k, fns := range readBy {
+		sort.Strings(fns)
+		if got, ok := listed[k]; !ok {
+			t.Errorf("the README's settings table does not list %s (read by %s)", k, strings.Join(fns, ", "))
+		} else if !reflect.DeepEqual(got, fns) {
+			t.Errorf("the README says %s is read by %s; it is read by %s", k, strings.Join(got, ", "), strings.Join(fns, ", "))
+		}
+	}
+	for k := range listed {
+		if _, ok := readBy[k]; !ok {
+			t.Errorf("the README's settings table lists %s, which no function reads", k)
 		}
 	}
 }

@@ -1,4 +1,5 @@
-# Inputs. Only project_id is required; every default is safe: nothing that
+# Inputs. Only project_id and the two credential digests are required;
+# every default is safe: nothing that
 # holds data is destroyed, secrets are created empty, and each function
 # gets only what it needs.
 
@@ -107,6 +108,63 @@ variable "broker_username" {
   validation {
     condition     = length(var.broker_username) > 0 && !strcontains(var.broker_username, ":")
     error_message = "broker_username must be non-empty and may not contain a colon (basic auth)."
+  }
+}
+
+# The catalog checks the broker password and the admin token against
+# their SHA-256 digests, so it holds no secret and may read none. A digest
+# is not a secret when the credential is high-entropy (generate it with
+# `openssl rand -hex 32`; never a chosen password, whose digest could be
+# brute-forced): these variables are plain, not sensitive, and end up in
+# the catalog's environment and the state. The credentials themselves go
+# into the secrets of the same name (README: Deploy to Google Cloud).
+
+variable "broker_password_sha256" {
+  type        = string
+  description = "SHA-256 of the broker password, 64 hex digits: printf %s \"$BROKER_PASSWORD\" | sha256sum. The catalog checks the platform's password against it (SPECSYNC_BROKER_PASSWORD_SHA256); the password itself goes into the SPECSYNC_BROKER_PASSWORD secret. Use 32 random bytes (openssl rand -hex 32)."
+  sensitive   = false
+  nullable    = false
+
+  validation {
+    condition     = can(regex("^[0-9a-fA-F]{64}$", var.broker_password_sha256))
+    error_message = "broker_password_sha256 must be a SHA-256 digest: 64 hexadecimal characters, the first field of `printf %s \"$BROKER_PASSWORD\" | sha256sum`."
+  }
+  validation {
+    condition     = lower(var.broker_password_sha256) != "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    error_message = "broker_password_sha256 is the digest of an empty string: was the password's variable set when it was hashed?"
+  }
+}
+
+variable "broker_password_previous_sha256" {
+  type        = string
+  description = "While the broker password rotates: the SHA-256 of the password being retired, accepted next to broker_password_sha256 until every platform uses the new one; then set it back to \"\"."
+  default     = ""
+  sensitive   = false
+  nullable    = false
+
+  validation {
+    condition     = can(regex("^([0-9a-fA-F]{64})?$", var.broker_password_previous_sha256))
+    error_message = "broker_password_previous_sha256 must be empty or a SHA-256 digest: 64 hexadecimal characters."
+  }
+  validation {
+    condition     = lower(var.broker_password_previous_sha256) != lower(var.broker_password_sha256)
+    error_message = "broker_password_previous_sha256 is the same digest as broker_password_sha256."
+  }
+}
+
+variable "admin_token_sha256" {
+  type        = string
+  description = "SHA-256 of the admin token, 64 hex digits: printf %s \"$ADMIN_TOKEN\" | sha256sum. The catalog's admin endpoint (GET /registries) checks bearer tokens against it (SPECSYNC_ADMIN_TOKEN_SHA256); the token itself goes into the SPECSYNC_ADMIN_TOKEN secret, which the bootstrap reads. Use 32 random bytes (openssl rand -hex 32)."
+  sensitive   = false
+  nullable    = false
+
+  validation {
+    condition     = can(regex("^[0-9a-fA-F]{64}$", var.admin_token_sha256))
+    error_message = "admin_token_sha256 must be a SHA-256 digest: 64 hexadecimal characters, the first field of `printf %s \"$ADMIN_TOKEN\" | sha256sum`."
+  }
+  validation {
+    condition     = lower(var.admin_token_sha256) != "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    error_message = "admin_token_sha256 is the digest of an empty string: was the token's variable set when it was hashed?"
   }
 }
 
@@ -374,5 +432,15 @@ variable "secret_values" {
   validation {
     condition     = length(lookup(var.secret_values, "SPECSYNC_ADMIN_TOKEN", "absent-is-checked-later")) >= 16
     error_message = "SPECSYNC_ADMIN_TOKEN must be at least 16 characters."
+  }
+  # The catalog checks the credentials against the digests: a written
+  # value that does not match would lock every caller out.
+  validation {
+    condition     = !contains(keys(var.secret_values), "SPECSYNC_BROKER_PASSWORD") || sha256(lookup(var.secret_values, "SPECSYNC_BROKER_PASSWORD", "")) == lower(var.broker_password_sha256)
+    error_message = "secret_values' SPECSYNC_BROKER_PASSWORD does not have the SHA-256 broker_password_sha256 says."
+  }
+  validation {
+    condition     = !contains(keys(var.secret_values), "SPECSYNC_ADMIN_TOKEN") || sha256(lookup(var.secret_values, "SPECSYNC_ADMIN_TOKEN", "")) == lower(var.admin_token_sha256)
+    error_message = "secret_values' SPECSYNC_ADMIN_TOKEN does not have the SHA-256 admin_token_sha256 says."
   }
 }

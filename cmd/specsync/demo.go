@@ -59,7 +59,12 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "   GET /v2/catalog with If-None-Match %s: %d (the catalog did not change)\n\n", etag, status)
+	fmt.Fprintf(stdout, "   GET /v2/catalog with If-None-Match %s: %d (the catalog did not change)\n", etag, status)
+	fmt.Fprintln(stdout, "\n== GET /v2/catalog/changes?since=0: the change feed a mirror follows")
+	if err := c.changes(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout)
 	return nil
 }
 
@@ -200,4 +205,32 @@ func (c *demoClient) catalog(ctx context.Context) (string, error) {
 	}
 	fmt.Fprintln(c.out, "   (* = plan with parameter schemas)")
 	return resp.Header.Get("ETag"), nil
+}
+
+func (c *demoClient) changes(ctx context.Context) error {
+	resp, body, err := c.request(ctx, http.MethodGet, "/v2/catalog/changes?since=0", "broker")
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /v2/catalog/changes: %d %s", resp.StatusCode, body)
+	}
+	var page struct {
+		Changes []struct {
+			Revision int64           `json:"revision"`
+			Kind     string          `json:"kind"`
+			Name     string          `json:"name"`
+			Registry string          `json:"registry"`
+			Service  json.RawMessage `json:"service"`
+		} `json:"changes"`
+		Next int64 `json:"next"`
+	}
+	if err := json.Unmarshal(body, &page); err != nil {
+		return err
+	}
+	for _, ch := range page.Changes {
+		fmt.Fprintf(c.out, "   revision %-3d %-9s %-16s (registry %s, carries the service: %v)\n", ch.Revision, ch.Kind, ch.Name, ch.Registry, len(ch.Service) > 0)
+	}
+	fmt.Fprintf(c.out, "   next: GET /v2/catalog/changes?since=%d&wait=30s (X-Catalog-Revision %s)\n", page.Next, resp.Header.Get("X-Catalog-Revision"))
+	return nil
 }

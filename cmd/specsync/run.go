@@ -16,12 +16,13 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	addr := fs.String("addr", "", "listen address (default 127.0.0.1:$PORT, PORT default 8080)")
 	interval := fs.Duration("bootstrap-interval", envDuration("SPECSYNC_BOOTSTRAP_INTERVAL"), "bootstrap periodically, standing in for Cloud Scheduler (env SPECSYNC_BOOTSTRAP_INTERVAL; 0 = never)")
+	prune := fs.Duration("prune-interval", envDuration("SPECSYNC_PRUNE_INTERVAL"), "delete expired change records this often, as Firestore TTL does in production (env SPECSYNC_PRUNE_INTERVAL; default 1m)")
 	logLevel := fs.String("log-level", envOr("LOG_LEVEL", "info"), "log level (env LOG_LEVEL)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	log := logging.New(stderr, *logLevel)
-	s, err := stack.Start(ctx, stack.Options{Addr: *addr, BootstrapInterval: *interval, Logger: log})
+	s, err := stack.Start(ctx, stack.Options{Addr: *addr, BootstrapInterval: *interval, PruneInterval: *prune, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -30,6 +31,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fmt.Fprintf(stdout, "  POST %s/bootstrap               (Authorization: Bearer $SPECSYNC_ADMIN_TOKEN)\n", s.URL)
 	fmt.Fprintf(stdout, "  GET  %s/bootstrap/last_operation?operation=ID\n", s.URL)
 	fmt.Fprintf(stdout, "  GET  %s/v2/catalog              (basic auth $SPECSYNC_BROKER_USERNAME:$SPECSYNC_BROKER_PASSWORD, X-Broker-API-Version: 2.17)\n", s.URL)
+	fmt.Fprintf(stdout, "  GET  %s/v2/catalog/changes?since=REVISION&wait=30s  (broker auth; the change feed)\n", s.URL)
 	fmt.Fprintf(stdout, "  GET  %s/registries              (admin)\n", s.URL)
 	fmt.Fprintln(stdout, "ready; interrupt to stop")
 	err = s.Wait(ctx)

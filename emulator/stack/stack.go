@@ -33,6 +33,7 @@ import (
 	"github.com/specsync/specsync/examples"
 	"github.com/specsync/specsync/functions"
 	"github.com/specsync/specsync/pkg/osb"
+	"github.com/specsync/specsync/pkg/store"
 )
 
 // Defaults of a local stack; the credentials are for a laptop only.
@@ -42,6 +43,10 @@ const (
 	DefaultAdminToken = "local-admin-token-change-me"
 	DefaultBrokerUser = "specsync"
 	DefaultBrokerPass = "local-broker-password"
+	// DefaultChangesTopic receives every committed catalog change.
+	DefaultChangesTopic = "specsync-catalog-changes"
+	// DefaultPruneInterval is how often expired changes are deleted.
+	DefaultPruneInterval = time.Minute
 )
 
 // Options configure a stack. Zero values take the defaults above; every
@@ -52,7 +57,11 @@ type Options struct {
 	// BootstrapInterval, when set, bootstraps periodically (standing in
 	// for Cloud Scheduler).
 	BootstrapInterval time.Duration
-	Logger            *slog.Logger
+	// PruneInterval is how often expired change records are deleted
+	// (default DefaultPruneInterval; SPECSYNC_CHANGE_RETENTION sets how
+	// long they live).
+	PruneInterval time.Duration
+	Logger        *slog.Logger
 }
 
 // Stack is a running local stack.
@@ -63,10 +72,23 @@ type Stack struct {
 	BrokerUser string
 	BrokerPass string
 	Registry   string // host of the seeded local OCI registry
+	// ChangesTopic is the topic catalog changes are published to.
+	ChangesTopic string
 
 	stops  []func()
 	server *http.Server
 	errc   chan error
+}
+
+// setCredentialDefault is setDefault unless key+suffix is set for one of
+// the suffixes; then the plain value is unknown here ("").
+func setCredentialDefault(key, val string, suffixes ...string) string {
+	for _, sfx := range suffixes {
+		if os.Getenv(key+sfx) != "" {
+			return os.Getenv(key)
+		}
+	}
+	return setDefault(key, val)
 }
 
 func setDefault(key, val string) string {
@@ -91,9 +113,12 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	}()
 	s.Project = setDefault("GOOGLE_CLOUD_PROJECT", DefaultProject)
 	topic := setDefault("SPECSYNC_TOPIC", DefaultTopic)
-	s.AdminToken = setDefault("SPECSYNC_ADMIN_TOKEN", DefaultAdminToken)
+	s.ChangesTopic = setDefault("SPECSYNC_CHANGES_TOPIC", DefaultChangesTopic)
+	// The laptop credentials only when no other form of them is set: the
+	// settings refuse two forms of one credential.
+	s.AdminToken = setCredentialDefault("SPECSYNC_ADMIN_TOKEN", DefaultAdminToken, "_SHA256", "_FILE")
 	s.BrokerUser = setDefault("SPECSYNC_BROKER_USERNAME", DefaultBrokerUser)
-	s.BrokerPass = setDefault("SPECSYNC_BROKER_PASSWORD", DefaultBrokerPass)
+	s.BrokerPass = setCredentialDefault("SPECSYNC_BROKER_PASSWORD", DefaultBrokerPass, "_SHA256")
 	if opts.RegistriesFile != "" {
 		os.Setenv("SPECSYNC_REGISTRIES", opts.RegistriesFile)
 	}
@@ -151,6 +176,12 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	if err := s.pushSubscription(ctx, topic); err != nil {
 		return nil, err
 	}
+	if err := s.createTopic(ctx, s.ChangesTopic); err != nil {
+		return nil, err
+	}
+	if err := s.pruner(ctx, opts.PruneInterval, log); err != nil {
+		return nil, err
+	}
 	if opts.BootstrapInterval > 0 {
 		s.periodic(opts.BootstrapInterval, log)
 	}
@@ -191,8 +222,8 @@ func (s *Stack) pushSubscription(ctx context.Context, topic string) error {
 	defer c.Close()
 	topicName := fmt.Sprintf("projects/%s/topics/%s", s.Project, topic)
 	subName := fmt.Sprintf("projects/%s/subscriptions/%s-push", s.Project, topic)
-	if _, err := c.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topicName}); err != nil && status.Code(err) != codes.AlreadyExists {
-		return fmt.Errorf("create topic %s: %w", topicName, err)
+	if err := s.createTopic(ctx, topic); err != nil {
+		return err
 	}
 	err = c.SubscriptionAdminClient.DeleteSubscription(ctx, &pubsubpb.DeleteSubscriptionRequest{Subscription: subName})
 	if err != nil && status.Code(err) != codes.NotFound {
@@ -211,6 +242,52 @@ func (s *Stack) pushSubscription(ctx context.Context, topic string) error {
 	if err != nil {
 		return fmt.Errorf("create push subscription %s: %w", subName, err)
 	}
+	return nil
+}
+
+// createTopic creates a topic unless it exists.
+func (s *Stack) createTopic(ctx context.Context, topic string) error {
+	c, err := pubsub.NewClient(ctx, s.Project)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	name := fmt.Sprintf("projects/%s/topics/%s", s.Project, topic)
+	if _, err := c.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: name}); err != nil && status.Code(err) != codes.AlreadyExists {
+		return fmt.Errorf("create topic %s: %w", name, err)
+	}
+	return nil
+}
+
+// pruner deletes expired change records: what the Firestore TTL policy
+// does in production (the emulator has no TTL).
+func (s *Stack) pruner(ctx context.Context, every time.Duration, log *slog.Logger) error {
+	if every <= 0 {
+		every = DefaultPruneInterval
+	}
+	st, err := store.Open(ctx, s.Project, "")
+	if err != nil {
+		return err
+	}
+	pctx, cancel := context.WithCancel(context.Background())
+	s.stops = append(s.stops, func() { cancel(); st.Close() })
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-pctx.Done():
+				return
+			case <-t.C:
+				n, err := st.PruneChanges(pctx, time.Now(), 500)
+				if err != nil && pctx.Err() == nil {
+					log.Warn("pruning expired changes failed", "error", err)
+				} else if n > 0 {
+					log.Info("pruned expired changes", "deleted", n)
+				}
+			}
+		}
+	}()
 	return nil
 }
 

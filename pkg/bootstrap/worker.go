@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/queue"
@@ -81,8 +82,29 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 	return w.report(ctx, log, m, res)
 }
 
+// reportAttempts bounds the in-process retries of a report: the run is
+// done, and a redelivery would re-run it and report what the re-run did
+// (for a run that already wrote, nothing), so a store blip is worth
+// waiting out here first.
+var reportAttempts = []time.Duration{0, 200 * time.Millisecond, time.Second}
+
 func (w *Worker) report(ctx context.Context, log *slog.Logger, m queue.Message, res RegistryResult) error {
-	op, err := w.Operations.Report(ctx, m.Operation, m.Registry, res)
+	var op *Operation
+	var err error
+	for _, wait := range reportAttempts {
+		if wait > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(wait):
+			}
+		}
+		op, err = w.Operations.Report(ctx, m.Operation, m.Registry, res)
+		if err == nil || !failure.Retryable(err) {
+			break
+		}
+		log.Warn("report failed; trying again", "error", err)
+	}
 	switch {
 	case failure.Is(err, failure.NotFound), failure.Is(err, failure.Invalid):
 		log.Warn("result not recorded: operation gone or registry not part of it", "error", err)

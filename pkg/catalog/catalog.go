@@ -170,16 +170,34 @@ func (e *DropError) Error() string {
 	return "catalog: " + strings.Join(parts, "; ")
 }
 
-// Render turns specs (ids assigned, already validated) into the catalog.
-// It always returns a valid catalog; when it had to leave specs out, the
-// error is a *DropError naming each of them (see the package comment).
+// Offering is a spec as the store serves it: the spec and its generation,
+// the count of versions adopted (store.SpecRecord.Generation).
+type Offering struct {
+	Spec       *spec.Spec
+	Generation int64
+}
+
+// Render turns specs (ids assigned, already validated) into the catalog,
+// without maintenance_info (see RenderOfferings).
 func Render(specs []*spec.Spec) (*Catalog, error) {
-	c := &Catalog{Services: make([]Service, 0, len(specs))}
-	var problems []Problem
-	names := make(map[string]string, len(specs))   // service name -> spec id
-	ids := make(map[string]string, len(specs))     // service id -> name
-	planIDs := make(map[string]string, len(specs)) // plan id -> spec id
+	offs := make([]Offering, len(specs))
 	for i, s := range specs {
+		offs[i] = Offering{Spec: s}
+	}
+	return RenderOfferings(offs)
+}
+
+// RenderOfferings turns offerings into the catalog. It always returns a
+// valid catalog; when it had to leave specs out, the error is a *DropError
+// naming each of them (see the package comment).
+func RenderOfferings(offs []Offering) (*Catalog, error) {
+	c := &Catalog{Services: make([]Service, 0, len(offs))}
+	var problems []Problem
+	names := make(map[string]string, len(offs))   // service name -> spec id
+	ids := make(map[string]string, len(offs))     // service id -> name
+	planIDs := make(map[string]string, len(offs)) // plan id -> spec id
+	for i, o := range offs {
+		s := o.Spec
 		if s == nil {
 			problems = append(problems, Problem{Reason: fmt.Sprintf("specs[%d] is nil", i)})
 			continue
@@ -188,7 +206,7 @@ func Render(specs []*spec.Spec) (*Catalog, error) {
 			problems = append(problems, p)
 			continue
 		}
-		svc, err := renderService(s)
+		svc, err := RenderService(o)
 		if err != nil {
 			problems = append(problems, Problem{SpecID: s.ID, Name: s.Name, Reason: err.Error()})
 			continue
@@ -243,7 +261,18 @@ func conflict(s *spec.Spec, names, ids, planIDs map[string]string) (Problem, boo
 	return p, true
 }
 
-func renderService(s *spec.Spec) (Service, error) {
+// RenderService renders one offering as the catalog would list it (the
+// checks across services aside): the change feed carries it.
+//
+// With a generation, every plan gets OSB maintenance_info version
+// "<generation>.0.0": it advances exactly when a new version of the spec
+// is adopted, never for a version held back, so a platform offers an
+// instance upgrade only when there is one.
+func RenderService(o Offering) (Service, error) {
+	s := o.Spec
+	if s == nil {
+		return Service{}, fmt.Errorf("no spec")
+	}
 	svc := Service{
 		Name:        s.Name,
 		ID:          s.ID,
@@ -279,6 +308,12 @@ func renderService(s *spec.Spec) (Service, error) {
 			return Service{}, fmt.Errorf("plan %q: %w", p.Name, err)
 		}
 		out.Schemas = schemas
+		if v := spec.MaintenanceVersion(o.Generation); v != "" {
+			out.MaintenanceInfo = &MaintenanceInfo{
+				Version:     v,
+				Description: fmt.Sprintf("version %d of %s adopted from its registry", o.Generation, s.Name),
+			}
+		}
 		svc.Plans[i] = out
 	}
 	return svc, nil

@@ -15,17 +15,10 @@ func equal(a, b string) bool {
 	return subtle.ConstantTimeCompare(ha[:], hb[:]) == 1
 }
 
-// BasicAuth guards the broker API with the platform's credentials.
+// BasicAuth guards the broker API with the platform's credentials (an
+// empty password accepts nothing).
 func BasicAuth(username, password string, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		u, p, ok := r.BasicAuth()
-		if !ok || !equal(u, username) || !equal(p, password) {
-			w.Header().Set("WWW-Authenticate", `Basic realm="specsync", charset="UTF-8"`)
-			WriteError(w, http.StatusUnauthorized, "Unauthorized", "valid broker credentials (HTTP basic auth) are required")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+	return BasicAuthFunc(username, MatchPlain(password), next)
 }
 
 // BearerAuth guards admin endpoints. verify decides whether a token is
@@ -46,7 +39,8 @@ func BearerAuth(verify func(r *http.Request, token string) bool, next http.Handl
 
 // StaticToken accepts exactly one token.
 func StaticToken(want string) func(*http.Request, string) bool {
-	return func(_ *http.Request, got string) bool { return want != "" && equal(got, want) }
+	match := MatchPlain(want)
+	return func(_ *http.Request, got string) bool { return match(got) }
 }
 
 var apiVersion = regexp.MustCompile(`^2\.\d+$`)

@@ -693,7 +693,7 @@ func TestConcurrentProvisionAndDelete(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			if !premarked {
-				_, markErr = e.st.MarkSpec(e.ctx, testReg, victim.ID, "run-1", 0)
+				_, markErr = e.st.MarkSpec(e.ctx, testReg, victim.ID, "run-1")
 			}
 			if markErr == nil {
 				outcome, _, delErr = e.st.DeleteMarked(e.ctx, testReg, victim.ID, "run-2")

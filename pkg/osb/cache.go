@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/specsync/specsync/pkg/catalog"
-	"github.com/specsync/specsync/pkg/spec"
 	"github.com/specsync/specsync/pkg/store"
 )
 
@@ -79,16 +78,16 @@ func (c *Cache) render(ctx context.Context, st *store.Store, rev int64) (*Render
 		}
 		return recs[i].ID < recs[j].ID
 	})
-	specs := make([]*spec.Spec, 0, len(recs))
+	offs := make([]catalog.Offering, 0, len(recs))
 	for i := range recs {
 		s, err := recs[i].Spec()
 		if err != nil {
 			c.logger().Error("stored spec does not decode; left out of the catalog", "spec", recs[i].ID, "error", err)
 			continue
 		}
-		specs = append(specs, s)
+		offs = append(offs, catalog.Offering{Spec: s, Generation: recs[i].Generation})
 	}
-	cat, err := catalog.Render(specs)
+	cat, err := catalog.RenderOfferings(offs)
 	var drop *catalog.DropError
 	if errors.As(err, &drop) {
 		// One bad spec must not take the catalog down: serve the rest, say
@@ -103,7 +102,10 @@ func (c *Cache) render(ctx context.Context, st *store.Store, rev int64) (*Render
 	if err != nil {
 		return nil, err
 	}
-	return &Rendered{Revision: rev, Body: body, ETag: catalog.ETag(rev, "")}, nil
+	// The body's hash is part of the tag: the specs are read after the
+	// revision, so while a run writes, instances can render different
+	// bodies at one revision; each must have its own tag.
+	return &Rendered{Revision: rev, Body: body, ETag: catalog.ETag(rev, string(body))}, nil
 }
 
 func (c *Cache) logger() *slog.Logger {

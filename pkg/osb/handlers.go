@@ -2,6 +2,7 @@ package osb
 
 import (
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"regexp"
@@ -10,12 +11,16 @@ import (
 	"time"
 
 	"github.com/specsync/specsync/pkg/failure"
+	"github.com/specsync/specsync/pkg/feed"
 	"github.com/specsync/specsync/pkg/store"
 )
 
 // Config configures the broker surface.
 type Config struct {
 	Username, Password string // broker basic auth
+	// VerifyPassword, when set, checks the broker password instead of
+	// Password (e.g. osb.MatchSHA256: the function holds only a digest).
+	VerifyPassword func(password string) bool
 	// VerifyAdmin accepts admin bearer tokens (GET /registries).
 	VerifyAdmin func(r *http.Request, token string) bool
 	// MaxBodyBytes bounds request bodies (413 beyond).
@@ -23,7 +28,9 @@ type Config struct {
 	// RefreshWindow is how long a warm instance serves the catalog without
 	// re-reading the revision.
 	RefreshWindow time.Duration
-	Logger        *slog.Logger
+	// MaxWait bounds a change feed long-poll (default 50s).
+	MaxWait time.Duration
+	Logger  *slog.Logger
 }
 
 // Broker serves the OSB endpoints.
@@ -48,9 +55,10 @@ func NewBroker(st *store.Store, cfg Config) *Broker {
 func (b *Broker) Handler() http.Handler {
 	mux := http.NewServeMux()
 	broker := func(h http.Handler) http.Handler {
-		return RequestIdentity(BasicAuth(b.cfg.Username, b.cfg.Password, Version(h)))
+		return RequestIdentity(BasicAuthFunc(b.cfg.Username, b.cfg.passwordCheck(), Version(h)))
 	}
 	mux.Handle("/v2/catalog", broker(Methods(map[string]http.HandlerFunc{http.MethodGet: b.getCatalog})))
+	mux.Handle("/v2/catalog/changes", broker(Methods(map[string]http.HandlerFunc{http.MethodGet: b.getChanges})))
 	mux.Handle("/v2/service_instances/{id}", broker(Methods(map[string]http.HandlerFunc{
 		http.MethodPut: b.putInstance, http.MethodGet: b.getInstance, http.MethodDelete: b.deleteInstance,
 	})))
@@ -71,6 +79,7 @@ func (b *Broker) getCatalog(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("ETag", cat.ETag)
+	w.Header().Set(feed.RevisionHeader, strconv.FormatInt(cat.Revision, 10))
 	w.Header().Set("X-Specsync-Firestore-Reads", strconv.FormatInt(reads, 10))
 	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatch(inm, cat.ETag) {
 		w.WriteHeader(http.StatusNotModified)
@@ -122,10 +131,13 @@ type provisionRequest struct {
 	PlanID     string          `json:"plan_id"`
 	Context    json.RawMessage `json:"context,omitempty"`
 	Parameters json.RawMessage `json:"parameters,omitempty"`
+	// The plan's maintenance_info the platform saw in the catalog.
+	MaintenanceInfo *struct {
+		Version string `json:"version"`
+	} `json:"maintenance_info,omitempty"`
 	// Deprecated OSB fields, accepted and ignored.
-	OrganizationGUID string          `json:"organization_guid,omitempty"`
-	SpaceGUID        string          `json:"space_guid,omitempty"`
-	MaintenanceInfo  json.RawMessage `json:"maintenance_info,omitempty"`
+	OrganizationGUID string `json:"organization_guid,omitempty"`
+	SpaceGUID        string `json:"space_guid,omitempty"`
 }
 
 func (b *Broker) putInstance(w http.ResponseWriter, r *http.Request) {
@@ -163,8 +175,18 @@ func (b *Broker) putInstance(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, "BadRequest", "context.oci_platform %q is not os/arch[/variant]", platform)
 		return
 	}
-	res, err := b.store.CreateInstance(r.Context(), store.Instance{ID: id, SpecID: req.ServiceID, PlanID: req.PlanID, Platform: platform, Context: ctxMap})
+	inst := store.Instance{ID: id, SpecID: req.ServiceID, PlanID: req.PlanID, Platform: platform, Context: ctxMap}
+	if req.MaintenanceInfo != nil {
+		if req.MaintenanceInfo.Version == "" {
+			WriteError(w, http.StatusBadRequest, "BadRequest", "maintenance_info.version is required when maintenance_info is given")
+			return
+		}
+		inst.MaintenanceVersion = req.MaintenanceInfo.Version
+	}
+	res, err := b.store.CreateInstance(r.Context(), inst)
 	switch {
+	case errors.Is(err, store.ErrMaintenanceInfo):
+		WriteError(w, http.StatusUnprocessableEntity, "MaintenanceInfoConflict", "%s; read the catalog again", err)
 	case err == nil && res.Existed:
 		WriteJSON(w, http.StatusOK, struct{}{})
 	case err == nil:

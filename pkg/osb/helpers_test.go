@@ -140,19 +140,14 @@ func parseSpec(t testing.TB, yaml string) *spec.Spec {
 	return s
 }
 
-// seed upserts the specs the way a reconcile run does: a fresh revision
-// tags the writes and a second bump after them makes caches that read the
-// half-written state under the first one read again.
+// seed upserts the specs the way a reconcile run does: each write leaves
+// a pending change, and committing them moves the catalog revision.
 func (e *env) seed(specs ...*spec.Spec) {
 	e.t.Helper()
-	rev, err := e.st.BumpRevision(e.ctx)
-	if err != nil {
-		e.t.Fatalf("bump revision: %v", err)
-	}
 	for _, s := range specs {
 		res, err := e.st.UpsertSpec(e.ctx, store.Offer{
 			Registry: testReg, Entry: s.Name, Ref: "registry.test/" + s.Name + ":latest",
-			Spec: s, Digest: spec.Digest(s), Revision: rev,
+			Spec: s, Digest: spec.Digest(s), Run: "seed",
 		})
 		if err != nil {
 			e.t.Fatalf("upsert %s: %v", s.Name, err)
@@ -161,31 +156,31 @@ func (e *env) seed(specs ...*spec.Spec) {
 			e.t.Fatalf("upsert %s: outcome %s, want created", s.Name, res.Outcome)
 		}
 	}
-	e.bump()
+	e.commit()
 }
 
-func (e *env) bump() int64 {
+// commit gives the pending changes their revisions and returns the
+// catalog revision.
+func (e *env) commit() int64 {
 	e.t.Helper()
-	rev, err := e.st.BumpRevision(e.ctx)
-	if err != nil {
-		e.t.Fatalf("bump revision: %v", err)
+	if _, err := e.st.CommitChanges(e.ctx, testReg, time.Hour); err != nil {
+		e.t.Fatalf("commit changes: %v", err)
 	}
-	return rev
-}
-
-// mark marks a spec the way step 5 of a run does, bumping the revision
-// after the write.
-func (e *env) mark(id, runID string) {
-	e.t.Helper()
 	rev, err := e.st.Revision(e.ctx)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	ok, err := e.st.MarkSpec(e.ctx, testReg, id, runID, rev)
+	return rev
+}
+
+// mark marks a spec the way step 5 of a run does and commits the change.
+func (e *env) mark(id, runID string) {
+	e.t.Helper()
+	ok, err := e.st.MarkSpec(e.ctx, testReg, id, runID)
 	if err != nil || !ok {
 		e.t.Fatalf("mark %s: %v %v", id, ok, err)
 	}
-	e.bump()
+	e.commit()
 }
 
 // request builds a broker request with valid credentials and API version;

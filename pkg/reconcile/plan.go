@@ -42,6 +42,8 @@ type Stored struct {
 	State      string
 	Instances  int
 	EntryError string
+	// HeldBackDigest is the digest of a newer version held back earlier.
+	HeldBackDigest string
 	// PlansInUse and PlatformsInUse count instances per plan id and per
 	// OCI platform: a new version must keep serving all of them.
 	PlansInUse     map[string]int
@@ -85,7 +87,7 @@ type Plan struct {
 	Create    []Candidate
 	Update    []Candidate // content changed (may also be marked: then it is unmarked too)
 	Unmark    []Candidate // marked, offered again with the same content
-	Repair    []Candidate // unchanged content, but a recorded entry error to clear
+	Repair    []Candidate // unchanged content, but a recorded entry error or hold to clear
 	Unchanged int
 	Mark      []Stored
 	Delete    []Stored
@@ -163,7 +165,7 @@ func MakePlan(listing []Candidate, stored []Stored, policy Policy) Plan {
 			p.Update = append(p.Update, c)
 		case s.State == StateMarked:
 			p.Unmark = append(p.Unmark, c)
-		case s.EntryError != "" || s.Entry != c.Entry:
+		case s.EntryError != "" || s.Entry != c.Entry || s.HeldBackDigest != "":
 			p.Repair = append(p.Repair, c)
 		default:
 			p.Unchanged++
@@ -217,6 +219,23 @@ func sortedStored(stored []Stored) []Stored {
 	out := append([]Stored(nil), stored...)
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// Strands reports whether next would strand an instance on planID and
+// platform ("" when the instance did not say).
+func Strands(next *spec.Spec, planID, platform string) bool {
+	if _, ok := next.PlanByID(planID); !ok {
+		return true
+	}
+	if platform == "" || len(next.Platforms) == 0 {
+		return false
+	}
+	for _, p := range next.Platforms {
+		if p.String() == platform {
+			return false
+		}
+	}
+	return true
 }
 
 // strands lists what a new version of a stored spec would take away from

@@ -45,10 +45,30 @@ type Runner struct {
 	// failure.Precondition error, to be retried later. The lease outlives
 	// a crashed holder by at most this long.
 	LeaseTTL time.Duration
+	// ChangeRetention is how long committed changes stay in the feed
+	// (default DefaultChangeRetention).
+	ChangeRetention time.Duration
+	// Publisher, when set, receives every committed change after the run
+	// that committed it (the changes topic in production). Publishing is
+	// at least once: a change whose publish failed goes out with the next
+	// run that commits changes.
+	Publisher ChangePublisher
 	// Now and NewRunID are replaceable for tests.
 	Now      func() time.Time
 	NewRunID func() string
 }
+
+// ChangePublisher pushes committed changes, in revision order.
+type ChangePublisher interface {
+	PublishChanges(ctx context.Context, changes []store.Change) error
+}
+
+// DefaultChangeRetention is how long changes stay in the feed by default.
+const DefaultChangeRetention = 7 * 24 * time.Hour
+
+// maxPublish bounds the changes one run publishes; the rest go with the
+// next run.
+const maxPublish = 1000
 
 func (r *Runner) now() time.Time {
 	if r.Now != nil {
@@ -112,6 +132,9 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 	baseline := status.ListingDigest != "" &&
 		(status.LastRun.Result == ResultSucceeded || status.LastRun.Result == ResultUnchanged) &&
 		len(status.LastRun.Conflicts) == 0 &&
+		// A lease left behind is a run that died part-way: its writes (and
+		// pending changes) are not described by the recorded listing.
+		status.Lease == nil &&
 		// A held-back version may be adoptable now that instances went.
 		len(status.LastRun.HeldBack) == 0
 	if baseline && (listing.NotModified || listing.Digest == status.ListingDigest) {
@@ -153,16 +176,6 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 	plan := MakePlan(Candidates(reg.Name, listing.Entries), stored, reg.Policy)
 	run.Guard = plan.Guarded
 
-	var revision int64
-	if plan.Visible() {
-		// Tag this run's changes with a fresh revision before writing them;
-		// the second bump after the last write makes readers that cached a
-		// half-applied state under this revision read again.
-		if revision, err = st.BumpRevision(ctx); err != nil {
-			return r.failed(ctx, st, reg, status, run, finish, err)
-		}
-	}
-	visible := false
 	// How many specs stay marked after this run: drives the short path of
 	// the next run with an unchanged listing.
 	markedAfter := 0
@@ -198,20 +211,17 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 	run.Counts.Unchanged = plan.Unchanged
 	for _, group := range [][]Candidate{plan.Create, plan.Update, plan.Unmark, plan.Repair} {
 		for _, c := range group {
-			res, err := st.UpsertSpec(ctx, store.Offer{Registry: reg.Name, Entry: c.Entry, Ref: c.Ref, Spec: c.Spec, Digest: c.Digest, Revision: revision})
+			res, err := st.UpsertSpec(ctx, store.Offer{Registry: reg.Name, Entry: c.Entry, Ref: c.Ref, Spec: c.Spec, Digest: c.Digest, Run: runID})
 			if err != nil {
 				return r.failed(ctx, st, reg, status, run, finish, err)
 			}
 			switch res.Outcome {
 			case store.Created:
 				run.Counts.Created++
-				visible = true
 			case store.Updated:
 				run.Counts.Updated++
-				visible = true
 			case store.Unmarked:
 				run.Counts.Unmarked++
-				visible = true
 			case store.Repaired:
 				run.Counts.Repaired++
 			case store.Unchanged:
@@ -227,6 +237,25 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 			}
 		}
 	}
+	// A new version that would strand instances is recorded as held back;
+	// the served version stays (and is unmarked if it was marked: the
+	// registry offers the spec).
+	held := heldBackRecords(plan.HoldBack)
+	if err := blockingInstances(ctx, st, plan.HoldBack, held); err != nil {
+		return r.failed(ctx, st, reg, status, run, finish, err)
+	}
+	for _, h := range held {
+		outcome, err := st.HoldBack(ctx, reg.Name, h, runID)
+		if err != nil {
+			return r.failed(ctx, st, reg, status, run, finish, err)
+		}
+		if outcome == store.HeldUnmarked {
+			run.Counts.Unmarked++
+			if wasMarked[h.SpecID] {
+				markedAfter--
+			}
+		}
+	}
 	for _, e := range plan.ErrorOn {
 		if err := st.RecordEntryError(ctx, e.SpecID, e.Message); err != nil {
 			return r.failed(ctx, st, reg, status, run, finish, err)
@@ -235,20 +264,19 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 
 	// Step 5: mark what is no longer offered (unless the guard withheld it).
 	for _, m := range plan.Mark {
-		ok, err := st.MarkSpec(ctx, reg.Name, m.ID, runID, revision)
+		ok, err := st.MarkSpec(ctx, reg.Name, m.ID, runID)
 		if err != nil {
 			return r.failed(ctx, st, reg, status, run, finish, err)
 		}
 		if ok {
 			run.Counts.Marked++
 			markedAfter++
-			visible = true
 		}
 	}
-	if visible {
-		if _, err := st.BumpRevision(ctx); err != nil {
-			return r.failed(ctx, st, reg, status, run, finish, err)
-		}
+	// Every write above left a pending change: number them (with what an
+	// earlier, interrupted run left) and publish them.
+	if err := r.commitChanges(ctx, st, reg.Name, &run, log); err != nil {
+		return r.failed(ctx, st, reg, status, run, finish, err)
 	}
 	if err := r.recordConflicts(ctx, st, reg.Name, status.LastRun.Conflicts, conflicts); err != nil {
 		return r.failed(ctx, st, reg, status, run, finish, err)
@@ -256,7 +284,7 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 
 	recordErrors(&run, entryErrors)
 	run.Conflicts = conflicts
-	run.HeldBack = heldBackRecords(plan.HoldBack)
+	run.HeldBack = held
 	run.Counts.HeldBack = len(plan.HoldBack)
 	if len(plan.HoldBack) > 0 {
 		log.Warn("new versions held back: they would strand instances", "held_back", run.HeldBack)
@@ -303,6 +331,11 @@ func (r *Runner) deleteOnly(ctx context.Context, st *store.Store, reg Registry, 
 			remaining++
 		}
 	}
+	if run.Counts.Deleted > 0 {
+		if err := r.commitChanges(ctx, st, reg.Name, &run, log); err != nil {
+			return r.failed(ctx, st, reg, status, run, finish, err)
+		}
+	}
 	run.Errors, run.ErrorsTotal, run.Counts.EntryErrors = status.LastRun.Errors, status.LastRun.ErrorsTotal, status.LastRun.Counts.EntryErrors
 	if run.Counts.Deleted == 0 && sameKept(run.Kept, status.LastRun.Kept) {
 		// Nothing changed: do not pay a write to say so.
@@ -317,6 +350,38 @@ func (r *Runner) deleteOnly(ctx context.Context, st *store.Store, reg Registry, 
 	}
 	log.Info("registry unchanged; deleted unreferenced marked specs", "deleted", run.Counts.Deleted, "kept", run.Counts.Kept)
 	return run, nil
+}
+
+// commitChanges commits the registry's pending changes, then publishes
+// what is unpublished. A failed publish is logged, not fatal: the changes
+// are committed and readable in the feed, and the next run that commits
+// publishes them.
+func (r *Runner) commitChanges(ctx context.Context, st *store.Store, registry string, run *store.Run, log *slog.Logger) error {
+	retention := r.ChangeRetention
+	if retention <= 0 {
+		retention = DefaultChangeRetention
+	}
+	committed, err := st.CommitChanges(ctx, registry, retention)
+	if err != nil {
+		return err
+	}
+	run.Counts.Changes = len(committed)
+	if len(committed) > 0 {
+		run.Revision = committed[len(committed)-1].Revision
+	}
+	if r.Publisher == nil || len(committed) == 0 {
+		return nil
+	}
+	pending, err := st.Unpublished(ctx, maxPublish)
+	if err == nil && len(pending) > 0 {
+		if err = r.Publisher.PublishChanges(ctx, pending); err == nil {
+			err = st.MarkPublished(ctx, pending[len(pending)-1].Revision)
+		}
+	}
+	if err != nil {
+		log.Warn("catalog changes committed but not published; the next run publishes them", "error", err)
+	}
+	return nil
 }
 
 // failed records a run the store broke off and returns the error.
@@ -472,6 +537,11 @@ func (r *Runner) DryRun(ctx context.Context, reg Registry) (store.Run, error) {
 		Deleted: len(plan.Delete), Kept: len(plan.Keep), EntryErrors: len(plan.Errors), HeldBack: len(plan.HoldBack),
 	}
 	run.HeldBack = heldBackRecords(plan.HoldBack)
+	if err := blockingInstances(ctx, st, plan.HoldBack, run.HeldBack); err != nil {
+		run.Error = err.Error()
+		stamp(ResultError)
+		return run, fmt.Errorf("dry run %s: %w", reg.Name, err)
+	}
 	for _, k := range plan.Keep {
 		run.Kept = append(run.Kept, store.KeptSpec{SpecID: k.ID, Name: k.Name, Instances: int64(k.Instances)})
 	}
@@ -485,7 +555,7 @@ func storedFrom(records []store.SpecRecord) []Stored {
 	out := make([]Stored, len(records))
 	for i, rec := range records {
 		out[i] = Stored{ID: rec.ID, Entry: rec.Entry, Name: rec.Name, Digest: rec.Digest, State: rec.State, Instances: int(rec.Instances), EntryError: rec.EntryError,
-			PlansInUse: counts(rec.PlanInstances), PlatformsInUse: counts(rec.PlatformInstances)}
+			HeldBackDigest: heldDigest(rec.HeldBack), PlansInUse: counts(rec.PlanInstances), PlatformsInUse: counts(rec.PlatformInstances)}
 	}
 	return out
 }
@@ -507,4 +577,34 @@ func heldBackRecords(hs []HeldBack) []store.HeldBackSpec {
 		out = append(out, store.HeldBackSpec{SpecID: h.Candidate.ID, Name: h.Candidate.Spec.Name, Digest: h.Candidate.Digest, Blockers: h.Blockers})
 	}
 	return out
+}
+
+// blockingInstances names, on each held-back record, the instances the
+// new version would strand: one query per held-back spec, which is rare.
+func blockingInstances(ctx context.Context, st *store.Store, hs []HeldBack, records []store.HeldBackSpec) error {
+	for i, h := range hs {
+		insts, err := st.SpecInstances(ctx, h.Candidate.ID, 10*store.MaxBlockingInstances)
+		if err != nil {
+			return err
+		}
+		var ids []string
+		for _, in := range insts {
+			if Strands(h.Candidate.Spec, in.PlanID, in.Platform) {
+				ids = append(ids, in.ID)
+			}
+		}
+		sort.Strings(ids)
+		if len(ids) > store.MaxBlockingInstances {
+			ids = ids[:store.MaxBlockingInstances]
+		}
+		records[i].Instances = ids
+	}
+	return nil
+}
+
+func heldDigest(h *store.HeldBackSpec) string {
+	if h == nil {
+		return ""
+	}
+	return h.Digest
 }

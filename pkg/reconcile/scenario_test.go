@@ -484,7 +484,7 @@ func TestScenarioProvisionRacesDelete(t *testing.T) {
 		}()
 		go func() {
 			defer wg.Done()
-			if _, markErr = e.store.MarkSpec(ctx, "local", rec.ID, "run-1", 0); markErr == nil {
+			if _, markErr = e.store.MarkSpec(ctx, "local", rec.ID, "run-1"); markErr == nil {
 				outcome, _, delErr = e.store.DeleteMarked(ctx, "local", rec.ID, "run-2")
 			}
 		}()

@@ -5,6 +5,8 @@
 package settings
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -17,24 +19,71 @@ import (
 
 // Common is what every function needs.
 type Common struct {
-	Project        string // GOOGLE_CLOUD_PROJECT (required)
-	Database       string // FIRESTORE_DATABASE, default "(default)"
-	LogLevel       string // LOG_LEVEL, default info
-	RegistriesFile string // SPECSYNC_REGISTRIES, default registries.yaml
+	Project  string // GOOGLE_CLOUD_PROJECT (required)
+	Database string // FIRESTORE_DATABASE, default "(default)"
+	LogLevel string // LOG_LEVEL, default info
 }
 
 // Bootstrap configures the bootstrap function.
 type Bootstrap struct {
 	Common
-	Topic     string        // SPECSYNC_TOPIC, default specsync-reconcile
-	Deadline  time.Duration // SPECSYNC_OPERATION_DEADLINE, default 15m
-	Retention time.Duration // SPECSYNC_OPERATION_RETENTION, default 24h
-	Admin     Admin
+	// RegistriesFile is the registries file (SPECSYNC_REGISTRIES, default
+	// registries.yaml): the bootstrap fans out one message per registry
+	// it names.
+	RegistriesFile string
+	Topic          string        // SPECSYNC_TOPIC, default specsync-reconcile
+	Deadline       time.Duration // SPECSYNC_OPERATION_DEADLINE, default 15m
+	Retention      time.Duration // SPECSYNC_OPERATION_RETENTION, default 24h
+	Admin          Admin
 }
+
+// Credential is where a function learns the secret its callers must
+// present, from exactly one source (the variable KEY, KEY_SHA256 or
+// KEY_FILE); at most one field is set.
+type Credential struct {
+	// Value is the secret itself (KEY): local use, tests.
+	Value string
+	// SHA256 is the secret's SHA-256 digest (KEY_SHA256, 64 hex digits):
+	// the function then holds no secret. Only for high-entropy secrets
+	// (e.g. 32 random bytes): the digest of a guessable one can be
+	// brute-forced.
+	//
+	// While a credential rotates it may hold two digests, comma-separated:
+	// the new one and the one being retired, so clients can switch without
+	// being refused in between.
+	SHA256 [][]byte
+	// File is a file holding the secret (KEY_FILE), re-read on use: a
+	// Secret Manager volume, so a new version is picked up without a
+	// redeploy.
+	File string
+}
+
+// IsSet reports whether any source is set.
+func (c Credential) IsSet() bool { return c.Value != "" || len(c.SHA256) > 0 || c.File != "" }
+
+// String says where the credential comes from, never what it is, so that
+// printing settings (%v, %+v, %#v) cannot leak it.
+func (c Credential) String() string {
+	switch {
+	case c.Value != "":
+		return "credential(value, redacted)"
+	case len(c.SHA256) > 0:
+		return fmt.Sprintf("credential(%d sha256 digests)", len(c.SHA256))
+	case c.File != "":
+		return "credential(file " + c.File + ")"
+	}
+	return "credential(unset)"
+}
+
+// GoString keeps %#v as safe as %v.
+func (c Credential) GoString() string { return c.String() }
 
 // Admin is how admin endpoints authenticate callers.
 type Admin struct {
-	Token string // SPECSYNC_ADMIN_TOKEN: a shared bearer token (secret)
+	// Token is the shared admin bearer token: SPECSYNC_ADMIN_TOKEN (at
+	// least 16 characters), SPECSYNC_ADMIN_TOKEN_SHA256 or
+	// SPECSYNC_ADMIN_TOKEN_FILE.
+	Token Credential
 	// SchedulerAudience and SchedulerServiceAccount, when set, also accept
 	// a Google-signed identity token with that audience issued to that
 	// service account: what Cloud Scheduler sends (SPECSYNC_SCHEDULER_AUDIENCE,
@@ -46,8 +95,11 @@ type Admin struct {
 // Reconcile configures the reconcile function.
 type Reconcile struct {
 	Common
-	LeaseTTL  time.Duration // SPECSYNC_LEASE_TTL, default 10m
-	Retention time.Duration // SPECSYNC_OPERATION_RETENTION (must match bootstrap's)
+	// RegistriesFile is the registries file (SPECSYNC_REGISTRIES, default
+	// registries.yaml): every registry's configuration.
+	RegistriesFile string
+	LeaseTTL       time.Duration // SPECSYNC_LEASE_TTL, default 10m
+	Retention      time.Duration // SPECSYNC_OPERATION_RETENTION (must match bootstrap's)
 	// ChangesTopic is the Pub/Sub topic catalog changes are published to
 	// (SPECSYNC_CHANGES_TOPIC); empty publishes nothing (the HTTP feed
 	// works either way).
@@ -61,8 +113,10 @@ type Reconcile struct {
 // Catalog configures the catalog function.
 type Catalog struct {
 	Common
-	BrokerUsername string        // SPECSYNC_BROKER_USERNAME (required)
-	BrokerPassword string        // SPECSYNC_BROKER_PASSWORD (required, secret)
+	BrokerUsername string // SPECSYNC_BROKER_USERNAME (required)
+	// BrokerPassword is the platform's password (required):
+	// SPECSYNC_BROKER_PASSWORD or SPECSYNC_BROKER_PASSWORD_SHA256.
+	BrokerPassword Credential
 	RefreshWindow  time.Duration // SPECSYNC_CATALOG_REFRESH, default 5s
 	MaxBodyBytes   int64         // SPECSYNC_MAX_BODY_BYTES, default 65536
 	// MaxWait bounds the wait of a change feed long-poll
@@ -128,27 +182,113 @@ func (r *reader) err(component string) error {
 
 func (r *reader) common() Common {
 	return Common{
-		Project:        r.required("GOOGLE_CLOUD_PROJECT"),
-		Database:       r.str("FIRESTORE_DATABASE", "(default)"),
-		LogLevel:       r.str("LOG_LEVEL", "info"),
-		RegistriesFile: r.str("SPECSYNC_REGISTRIES", "registries.yaml"),
+		Project:  r.required("GOOGLE_CLOUD_PROJECT"),
+		Database: r.str("FIRESTORE_DATABASE", "(default)"),
+		LogLevel: r.str("LOG_LEVEL", "info"),
 	}
 }
 
+func (r *reader) registriesFile() string { return r.str("SPECSYNC_REGISTRIES", "registries.yaml") }
+
+// Credential sources: the variable's name plus one of these suffixes.
+const (
+	SuffixSHA256 = "_SHA256"
+	SuffixFile   = "_FILE"
+)
+
+// MaxDigests is how many digests a KEY_SHA256 may hold: two while a
+// credential rotates.
+const MaxDigests = 2
+
+// emptySHA256 is the digest of nothing: what `printf %s "$UNSET" |
+// sha256sum` prints. It is never a real credential's.
+var emptySHA256 = sha256.Sum256(nil)
+
+// credential reads the credential key from the sources given (key itself,
+// key+SuffixSHA256, key+SuffixFile). Every source is read (so the set of
+// variables a loader reads does not depend on their values); at most one
+// may be set. Problems name variables, never values: a value in the wrong
+// variable may be the secret itself. reported says a problem was recorded
+// (so the caller does not also call a badly set credential missing).
+func (r *reader) credential(key string, minLen int, sources ...string) (c Credential, reported bool) {
+	var set []string
+	before := len(r.problems)
+	for _, suffix := range sources {
+		name := key + suffix
+		v := r.str(name, "")
+		if v == "" {
+			continue
+		}
+		set = append(set, name)
+		switch suffix {
+		case "":
+			c.Value = v
+			if len(v) < minLen {
+				r.problems = append(r.problems, fmt.Sprintf("%s must be at least %d characters", name, minLen))
+			}
+		case SuffixSHA256:
+			parts := strings.Split(v, ",")
+			if len(parts) > MaxDigests {
+				r.problems = append(r.problems, fmt.Sprintf("%s holds %d digests; at most %d (the new one and the one being retired)", name, len(parts), MaxDigests))
+				break
+			}
+			for i, part := range parts {
+				sum, err := hex.DecodeString(strings.TrimSpace(part))
+				where := name
+				if len(parts) > 1 {
+					where = fmt.Sprintf("%s (digest %d)", name, i+1)
+				}
+				switch {
+				case err != nil || len(sum) != sha256.Size:
+					r.problems = append(r.problems, where+" must be a SHA-256 digest: 64 hexadecimal characters (the first field of `printf %s \"$SECRET\" | sha256sum`)")
+				case string(sum) == string(emptySHA256[:]):
+					r.problems = append(r.problems, where+" is the digest of an empty string (was the secret's variable set when it was hashed?)")
+				default:
+					c.SHA256 = append(c.SHA256, sum)
+				}
+			}
+		case SuffixFile:
+			c.File = v
+		default:
+			panic("settings: unknown credential source " + suffix)
+		}
+	}
+	if len(set) > 1 {
+		r.problems = append(r.problems, "set only one of "+strings.Join(set, ", "))
+		return Credential{}, true
+	}
+	return c, len(r.problems) > before
+}
+
+// sourceNames lists the variables a credential may come from.
+func sourceNames(key string, sources ...string) string {
+	names := make([]string, len(sources))
+	for i, s := range sources {
+		names[i] = key + s
+	}
+	return strings.Join(names, ", ")
+}
+
+// AdminTokenMinLength is the shortest admin token accepted, from the
+// environment or from a file.
+const AdminTokenMinLength = 16
+
+// adminSources are where the admin token may come from, in every function
+// with admin endpoints.
+var adminSources = []string{"", SuffixSHA256, SuffixFile}
+
 func (r *reader) admin() Admin {
+	token, reported := r.credential("SPECSYNC_ADMIN_TOKEN", AdminTokenMinLength, adminSources...)
 	a := Admin{
-		Token:                   r.str("SPECSYNC_ADMIN_TOKEN", ""),
+		Token:                   token,
 		SchedulerAudience:       r.str("SPECSYNC_SCHEDULER_AUDIENCE", ""),
 		SchedulerServiceAccount: r.str("SPECSYNC_SCHEDULER_SERVICE_ACCOUNT", ""),
 	}
-	if a.Token == "" && a.SchedulerAudience == "" {
-		r.problems = append(r.problems, "SPECSYNC_ADMIN_TOKEN or SPECSYNC_SCHEDULER_AUDIENCE is required (admin endpoints must authenticate)")
+	if !a.Token.IsSet() && a.SchedulerAudience == "" && !reported {
+		r.problems = append(r.problems, "one of "+sourceNames("SPECSYNC_ADMIN_TOKEN", adminSources...)+", or SPECSYNC_SCHEDULER_AUDIENCE, is required (admin endpoints must authenticate)")
 	}
 	if (a.SchedulerAudience == "") != (a.SchedulerServiceAccount == "") {
 		r.problems = append(r.problems, "SPECSYNC_SCHEDULER_AUDIENCE and SPECSYNC_SCHEDULER_SERVICE_ACCOUNT go together")
-	}
-	if a.Token != "" && len(a.Token) < 16 {
-		r.problems = append(r.problems, "SPECSYNC_ADMIN_TOKEN must be at least 16 characters")
 	}
 	return a
 }
@@ -163,11 +303,12 @@ var FromEnv Lookup = os.LookupEnv
 func LoadBootstrap(env Lookup) (Bootstrap, error) {
 	r := &reader{lookup: env}
 	b := Bootstrap{
-		Common:    r.common(),
-		Topic:     r.str("SPECSYNC_TOPIC", "specsync-reconcile"),
-		Deadline:  r.duration("SPECSYNC_OPERATION_DEADLINE", 15*time.Minute),
-		Retention: r.duration("SPECSYNC_OPERATION_RETENTION", 24*time.Hour),
-		Admin:     r.admin(),
+		Common:         r.common(),
+		RegistriesFile: r.registriesFile(),
+		Topic:          r.str("SPECSYNC_TOPIC", "specsync-reconcile"),
+		Deadline:       r.duration("SPECSYNC_OPERATION_DEADLINE", 15*time.Minute),
+		Retention:      r.duration("SPECSYNC_OPERATION_RETENTION", 24*time.Hour),
+		Admin:          r.admin(),
 	}
 	return b, r.err("bootstrap")
 }
@@ -177,6 +318,7 @@ func LoadReconcile(env Lookup) (Reconcile, error) {
 	r := &reader{lookup: env}
 	c := Reconcile{
 		Common:          r.common(),
+		RegistriesFile:  r.registriesFile(),
 		LeaseTTL:        r.duration("SPECSYNC_LEASE_TTL", 10*time.Minute),
 		Retention:       r.duration("SPECSYNC_OPERATION_RETENTION", 24*time.Hour),
 		ChangesTopic:    r.str("SPECSYNC_CHANGES_TOPIC", ""),
@@ -185,17 +327,27 @@ func LoadReconcile(env Lookup) (Reconcile, error) {
 	return c, r.err("reconcile")
 }
 
+// brokerPasswordSources are where the broker password may come from: the
+// catalog never needs a file (in Google Cloud it holds only the digest).
+var brokerPasswordSources = []string{"", SuffixSHA256}
+
 // LoadCatalog reads the catalog function's settings.
 func LoadCatalog(env Lookup) (Catalog, error) {
 	r := &reader{lookup: env}
+	common := r.common()
+	username := r.required("SPECSYNC_BROKER_USERNAME")
+	password, reported := r.credential("SPECSYNC_BROKER_PASSWORD", 0, brokerPasswordSources...)
 	c := Catalog{
-		Common:         r.common(),
-		BrokerUsername: r.required("SPECSYNC_BROKER_USERNAME"),
-		BrokerPassword: r.required("SPECSYNC_BROKER_PASSWORD"),
+		Common:         common,
+		BrokerUsername: username,
+		BrokerPassword: password,
 		RefreshWindow:  r.duration("SPECSYNC_CATALOG_REFRESH", 5*time.Second),
 		MaxBodyBytes:   r.int64("SPECSYNC_MAX_BODY_BYTES", 64<<10),
 		MaxWait:        r.duration("SPECSYNC_CHANGES_MAX_WAIT", 50*time.Second),
 		Admin:          r.admin(),
+	}
+	if !c.BrokerPassword.IsSet() && !reported {
+		r.problems = append(r.problems, "one of "+sourceNames("SPECSYNC_BROKER_PASSWORD", brokerPasswordSources...)+" is required")
 	}
 	return c, r.err("catalog")
 }

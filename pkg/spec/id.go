@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"strconv"
 
 	"github.com/google/uuid"
 )
@@ -50,4 +51,16 @@ func Digest(s *Spec) string {
 	}
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// MaintenanceVersion is the OSB maintenance_info version of a spec's plans
+// at generation (the count of versions the store adopted, starting at 1):
+// "<generation>.0.0", a semantic version that grows exactly when a new
+// version is adopted. Generation 0 (a spec stored before generations were
+// counted) has none: "".
+func MaintenanceVersion(generation int64) string {
+	if generation <= 0 {
+		return ""
+	}
+	return strconv.FormatInt(generation, 10) + ".0.0"
 }

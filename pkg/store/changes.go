@@ -2,12 +2,12 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/firestore"
-	"google.golang.org/api/iterator"
 )
 
 // ChangesCollection holds the change feed: changes/{id}, one document per
@@ -77,13 +77,13 @@ func (s *Store) catalogMeta() *firestore.DocumentRef {
 	return s.client.Collection(MetaCollection).Doc(catalogDoc)
 }
 
-// pend writes a pending change inside the transaction of the spec write.
+// pend writes a pending change inside the transaction of the spec write
+// (the caller counts the write once the transaction committed).
 func (s *Store) pend(tx *firestore.Transaction, c Change) error {
 	c.At = s.now().UTC()
 	c.Seq = changeSeq.Add(1)
 	c.PendingRegistry = c.Registry
 	c.Revision = 0
-	s.ops.write(1)
 	return tx.Create(s.changes().NewDoc(), c)
 }
 
@@ -163,25 +163,8 @@ func (s *Store) CommitChanges(ctx context.Context, registry string, retention ti
 // ChangesAfter returns up to limit committed changes after revision since,
 // in revision order.
 func (s *Store) ChangesAfter(ctx context.Context, since int64, limit int) ([]Change, error) {
-	it := s.changes().Where("revision", ">", since).OrderBy("revision", firestore.Asc).Limit(limit).Documents(ctx)
-	defer it.Stop()
-	var out []Change
-	for {
-		snap, err := it.Next()
-		if err == iterator.Done {
-			break
-		}
-		if err != nil {
-			return nil, classify(err, "read changes after revision %d", since)
-		}
-		var c Change
-		if err := snap.DataTo(&c); err != nil {
-			return nil, classify(err, "decode %s", snap.Ref.Path)
-		}
-		out = append(out, c)
-	}
-	s.ops.read(len(out))
-	return out, nil
+	q := s.changes().Where("revision", ">", since).OrderBy("revision", firestore.Asc).Limit(limit)
+	return queryAll[Change](ctx, s, q, fmt.Sprintf("changes after revision %d", since))
 }
 
 // Unpublished returns up to limit committed changes not yet published to

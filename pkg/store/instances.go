@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -18,10 +20,17 @@ type Instance struct {
 	PlanID string `firestore:"plan_id" json:"plan_id"`
 	// Platform is the OCI platform (os/arch[/variant]) the instance runs
 	// on, when the provision request said so.
-	Platform  string         `firestore:"platform,omitempty" json:"platform,omitempty"`
-	Context   map[string]any `firestore:"context,omitempty" json:"context,omitempty"`
-	CreatedAt time.Time      `firestore:"created_at" json:"created_at"`
+	Platform string         `firestore:"platform,omitempty" json:"platform,omitempty"`
+	Context  map[string]any `firestore:"context,omitempty" json:"context,omitempty"`
+	// MaintenanceVersion is the plan's maintenance_info version the
+	// provision request named (OSB), checked against the spec's generation.
+	MaintenanceVersion string    `firestore:"maintenance_version,omitempty" json:"maintenance_version,omitempty"`
+	CreatedAt          time.Time `firestore:"created_at" json:"created_at"`
 }
+
+// ErrMaintenanceInfo is in the chain of a provision whose maintenance_info
+// version is not the plan's current one (OSB: 422 MaintenanceInfoConflict).
+var ErrMaintenanceInfo = errors.New("maintenance_info conflict")
 
 // CreateInstanceResult says whether CreateInstance wrote anything.
 type CreateInstanceResult struct {
@@ -81,6 +90,9 @@ func (s *Store) CreateInstance(ctx context.Context, inst Instance) (CreateInstan
 		}
 		if _, ok := sp.PlanByID(inst.PlanID); !ok {
 			return failure.New(failure.NotFound, "service %s has no plan %s", inst.SpecID, inst.PlanID)
+		}
+		if v := spec.MaintenanceVersion(rec.Generation); inst.MaintenanceVersion != "" && inst.MaintenanceVersion != v {
+			return failure.Wrap(failure.Precondition, fmt.Errorf("service %s plan %s is at maintenance_info version %q, not %q: %w", inst.SpecID, inst.PlanID, v, inst.MaintenanceVersion, ErrMaintenanceInfo))
 		}
 		if inst.Platform != "" && len(sp.Platforms) > 0 && !supports(sp, inst.Platform) {
 			return failure.New(failure.Invalid, "service %s does not support platform %s (it supports %s)", inst.SpecID, inst.Platform, strings.Join(rec.Platforms, ", "))
@@ -178,4 +190,11 @@ func supports(s *spec.Spec, platform string) bool {
 		}
 	}
 	return false
+}
+
+// SpecInstances returns up to limit instances of a spec, in no particular
+// order.
+func (s *Store) SpecInstances(ctx context.Context, specID string, limit int) ([]Instance, error) {
+	q := s.instances().Where("spec_id", "==", specID).Limit(limit)
+	return queryAll[Instance](ctx, s, q, "instances of spec "+specID)
 }

@@ -75,6 +75,8 @@ var Queries = []Query{
 		Filters: []Filter{{"revision", OpMore}}, OrderBy: []Order{{"revision", Ascending}}, Limit: VariableLimit},
 	{Func: "PruneChanges", Collection: ChangesCollection,
 		Filters: []Filter{{"expires_at", OpLess}}, Limit: VariableLimit},
+	{Func: "SpecInstances", Collection: InstancesCollection,
+		Filters: []Filter{{"spec_id", OpEqual}}, Limit: VariableLimit},
 	{Func: "RegistryStatuses", Collection: RegistriesCollection,
 		OrderBy: []Order{{DocumentIDField, Ascending}}},
 }

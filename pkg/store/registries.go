@@ -21,6 +21,8 @@ type RunCounts struct {
 	EntryErrors int `json:"entry_errors" firestore:"entry_errors"`
 	Conflicts   int `json:"conflicts" firestore:"conflicts"`
 	HeldBack    int `json:"held_back" firestore:"held_back"`
+	// Changes is how many catalog changes the run committed to the feed.
+	Changes int `json:"changes" firestore:"changes"`
 }
 
 // HeldBackSpec is a new version not adopted because instances would be
@@ -30,7 +32,13 @@ type HeldBackSpec struct {
 	Name     string   `json:"name" firestore:"name"`
 	Digest   string   `json:"digest" firestore:"digest"` // of the held-back version
 	Blockers []string `json:"blockers" firestore:"blockers"`
+	// Instances are the ids of instances the version would strand (at
+	// most MaxBlockingInstances; Blockers has the full counts).
+	Instances []string `json:"instances,omitempty" firestore:"instances,omitempty"`
 }
+
+// MaxBlockingInstances bounds the instance ids a held-back version lists.
+const MaxBlockingInstances = 20
 
 // EntryError is one failed registry entry, as recorded.
 type EntryError struct {
@@ -56,14 +64,17 @@ type SpecConflict struct {
 
 // Run is the record of one reconcile run of a registry.
 type Run struct {
-	ID          string         `json:"id" firestore:"id"`
-	Result      string         `json:"result" firestore:"result"`
-	Error       string         `json:"error,omitempty" firestore:"error,omitempty"`
-	Guard       string         `json:"guard,omitempty" firestore:"guard,omitempty"`
-	StartedAt   time.Time      `json:"started_at" firestore:"started_at"`
-	FinishedAt  time.Time      `json:"finished_at" firestore:"finished_at"`
-	DurationMS  int64          `json:"duration_ms" firestore:"duration_ms"`
-	Counts      RunCounts      `json:"counts" firestore:"counts"`
+	ID         string    `json:"id" firestore:"id"`
+	Result     string    `json:"result" firestore:"result"`
+	Error      string    `json:"error,omitempty" firestore:"error,omitempty"`
+	Guard      string    `json:"guard,omitempty" firestore:"guard,omitempty"`
+	StartedAt  time.Time `json:"started_at" firestore:"started_at"`
+	FinishedAt time.Time `json:"finished_at" firestore:"finished_at"`
+	DurationMS int64     `json:"duration_ms" firestore:"duration_ms"`
+	Counts     RunCounts `json:"counts" firestore:"counts"`
+	// Revision is the catalog revision of the run's last change (0 if it
+	// committed none).
+	Revision    int64          `json:"revision,omitempty" firestore:"revision,omitempty"`
 	Ops         Counts         `json:"firestore" firestore:"firestore"`
 	Errors      []EntryError   `json:"errors,omitempty" firestore:"errors"`
 	ErrorsTotal int            `json:"errors_total" firestore:"errors_total"`
@@ -87,6 +98,9 @@ type RegistryStatus struct {
 	// ContestedBy is written by other registries: registry name -> spec ids
 	// it offers that this registry owns.
 	ContestedBy map[string][]string `json:"contested_by,omitempty" firestore:"contested_by,omitempty"`
+	// Lease is set while a run holds the registry, and left behind by a
+	// run that died (until the next run takes it over).
+	Lease *Lease `json:"lease,omitempty" firestore:"lease,omitempty"`
 }
 
 // RegistryStatus reads a registry's status; a registry never run has a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -33,8 +34,11 @@ type SpecRecord struct {
 	SpecJSON  string   `firestore:"spec"`
 	State     string   `firestore:"state"`
 	Platforms []string `firestore:"platforms"`
-	Revision  int64    `firestore:"revision"`
-	Instances int64    `firestore:"instances"`
+	// Generation counts the versions adopted: 1 when created, +1 for each
+	// new content adopted. A held-back version does not count; the plans'
+	// OSB maintenance_info is derived from it.
+	Generation int64 `firestore:"generation"`
+	Instances  int64 `firestore:"instances"`
 	// PlanInstances and PlatformInstances count the instances per plan id
 	// and per OCI platform, kept in the same transactions as Instances:
 	// they are what holds back a version that would strand instances.
@@ -49,6 +53,10 @@ type SpecRecord struct {
 	// above is its last good version.
 	EntryError   string    `firestore:"entry_error,omitempty"`
 	EntryErrorAt time.Time `firestore:"entry_error_at,omitempty"`
+	// HeldBack is the newer version the registry offers and the store did
+	// not adopt, with what blocks it; cleared when a version is adopted or
+	// the registry offers the stored one again.
+	HeldBack *HeldBackSpec `firestore:"held_back,omitempty"`
 }
 
 // Spec decodes the stored spec.
@@ -60,10 +68,12 @@ func (r *SpecRecord) Spec() (*spec.Spec, error) {
 	return &s, nil
 }
 
-func (s *Store) queryAll(ctx context.Context, q firestore.Query, what string) ([]SpecRecord, error) {
+// queryAll runs a query and decodes every result into a T, counting the
+// reads.
+func queryAll[T any](ctx context.Context, s *Store, q firestore.Query, what string) ([]T, error) {
 	it := q.Documents(ctx)
 	defer it.Stop()
-	var out []SpecRecord
+	var out []T
 	for {
 		snap, err := it.Next()
 		if err == iterator.Done {
@@ -72,11 +82,11 @@ func (s *Store) queryAll(ctx context.Context, q firestore.Query, what string) ([
 		if err != nil {
 			return nil, classify(err, "query %s", what)
 		}
-		var r SpecRecord
-		if err := snap.DataTo(&r); err != nil {
+		var v T
+		if err := snap.DataTo(&v); err != nil {
 			return nil, classify(err, "decode %s", snap.Ref.Path)
 		}
-		out = append(out, r)
+		out = append(out, v)
 	}
 	s.ops.read(len(out))
 	return out, nil
@@ -84,20 +94,20 @@ func (s *Store) queryAll(ctx context.Context, q firestore.Query, what string) ([
 
 // OwnedSpecs returns every spec the registry owns, active or marked.
 func (s *Store) OwnedSpecs(ctx context.Context, registry string) ([]SpecRecord, error) {
-	return s.queryAll(ctx, s.specs().Where("registry", "==", registry), "specs of registry "+registry)
+	return queryAll[SpecRecord](ctx, s, s.specs().Where("registry", "==", registry), "specs of registry "+registry)
 }
 
 // MarkedSpecs returns the registry's specs that are marked for deletion.
 func (s *Store) MarkedSpecs(ctx context.Context, registry string) ([]SpecRecord, error) {
 	q := s.specs().Where("registry", "==", registry).Where("state", "==", StateMarked)
-	return s.queryAll(ctx, q, "marked specs of registry "+registry)
+	return queryAll[SpecRecord](ctx, s, q, "marked specs of registry "+registry)
 }
 
 // ActiveSpecs returns every spec the catalog serves, in id order. Sorting
 // happens here rather than in the query: equality on one field and order
 // on another would need a composite index.
 func (s *Store) ActiveSpecs(ctx context.Context) ([]SpecRecord, error) {
-	out, err := s.queryAll(ctx, s.specs().Where("state", "==", StateActive), "active specs")
+	out, err := queryAll[SpecRecord](ctx, s, s.specs().Where("state", "==", StateActive), "active specs")
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +139,7 @@ type Offer struct {
 	Ref      string
 	Spec     *spec.Spec // ids assigned
 	Digest   string
-	Revision int64 // catalog revision the change belongs to
+	Run      string // the run writing it, recorded on its change
 }
 
 // UpsertOutcome says what UpsertSpec did.
@@ -170,13 +180,18 @@ func (s *Store) UpsertSpec(ctx context.Context, o Offer) (UpsertResult, error) {
 		snap, err := tx.Get(ref)
 		s.ops.read(1)
 		now := s.now().UTC()
+		change := Change{SpecID: o.Spec.ID, Registry: o.Registry, Name: o.Spec.Name, SpecJSON: string(body), Run: o.Run}
 		if isNotFound(err) {
 			res = UpsertResult{Outcome: Created}
-			return tx.Create(ref, SpecRecord{
+			change.Kind, change.Generation = KindCreated, 1
+			if err := tx.Create(ref, SpecRecord{
 				ID: o.Spec.ID, Registry: o.Registry, Entry: o.Entry, Ref: o.Ref, Name: o.Spec.Name,
 				Digest: o.Digest, SpecJSON: string(body), State: StateActive, Platforms: platforms,
-				Revision: o.Revision, CreatedAt: now, UpdatedAt: now,
-			})
+				Generation: 1, CreatedAt: now, UpdatedAt: now,
+			}); err != nil {
+				return err
+			}
+			return s.pend(tx, change)
 		}
 		if err != nil {
 			return err
@@ -190,19 +205,21 @@ func (s *Store) UpsertSpec(ctx context.Context, o Offer) (UpsertResult, error) {
 			return nil
 		}
 		updates := []firestore.Update{{Path: "updated_at", Value: now}}
+		change.Generation = cur.Generation
 		switch {
 		case cur.Digest != o.Digest:
 			res.Outcome = Updated
+			change.Kind, change.Generation = KindUpdated, cur.Generation+1
 			updates = append(updates,
 				firestore.Update{Path: "digest", Value: o.Digest},
 				firestore.Update{Path: "spec", Value: string(body)},
 				firestore.Update{Path: "name", Value: o.Spec.Name},
 				firestore.Update{Path: "platforms", Value: platforms},
-				firestore.Update{Path: "revision", Value: o.Revision})
+				firestore.Update{Path: "generation", Value: change.Generation})
 		case cur.State == StateMarked:
 			res.Outcome = Unmarked
-			updates = append(updates, firestore.Update{Path: "revision", Value: o.Revision})
-		case cur.EntryError != "" || cur.Entry != o.Entry:
+			change.Kind = KindUnmarked
+		case cur.EntryError != "" || cur.Entry != o.Entry || cur.HeldBack != nil:
 			res.Outcome = Repaired
 		default:
 			res.Outcome = Unchanged
@@ -214,14 +231,24 @@ func (s *Store) UpsertSpec(ctx context.Context, o Offer) (UpsertResult, error) {
 			firestore.Update{Path: "marked_run", Value: firestore.Delete},
 			firestore.Update{Path: "entry_error", Value: firestore.Delete},
 			firestore.Update{Path: "entry_error_at", Value: firestore.Delete},
+			firestore.Update{Path: "held_back", Value: firestore.Delete},
 			firestore.Update{Path: "entry", Value: o.Entry},
 			firestore.Update{Path: "ref", Value: o.Ref})
-		return tx.Update(ref, updates)
+		if err := tx.Update(ref, updates); err != nil {
+			return err
+		}
+		if change.Kind == "" {
+			return nil // a repair is not a catalog change
+		}
+		return s.pend(tx, change)
 	})
 	if err != nil {
 		return UpsertResult{}, classify(err, "upsert spec %s", o.Spec.ID)
 	}
-	if res.Outcome != Unchanged && res.Outcome != Conflict {
+	switch res.Outcome {
+	case Created, Updated, Unmarked:
+		s.ops.write(2) // the spec and its change
+	case Repaired:
 		s.ops.write(1)
 	}
 	return res, nil
@@ -230,7 +257,7 @@ func (s *Store) UpsertSpec(ctx context.Context, o Offer) (UpsertResult, error) {
 // MarkSpec marks an active spec of registry for deletion, in one
 // transaction. It reports false (and writes nothing) if the spec is gone,
 // already marked or no longer owned by the registry.
-func (s *Store) MarkSpec(ctx context.Context, registry, id, runID string, revision int64) (bool, error) {
+func (s *Store) MarkSpec(ctx context.Context, registry, id, runID string) (bool, error) {
 	ref := s.specs().Doc(id)
 	marked := false
 	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
@@ -244,19 +271,21 @@ func (s *Store) MarkSpec(ctx context.Context, registry, id, runID string, revisi
 		}
 		marked = true
 		now := s.now().UTC()
-		return tx.Update(ref, []firestore.Update{
+		if err := tx.Update(ref, []firestore.Update{
 			{Path: "state", Value: StateMarked},
 			{Path: "marked_at", Value: now},
 			{Path: "marked_run", Value: runID},
-			{Path: "revision", Value: revision},
 			{Path: "updated_at", Value: now},
-		})
+		}); err != nil {
+			return err
+		}
+		return s.pend(tx, Change{Kind: KindMarked, SpecID: id, Registry: registry, Name: cur.Name, Run: runID})
 	})
 	if err != nil {
 		return false, classify(err, "mark spec %s", id)
 	}
 	if marked {
-		s.ops.write(1)
+		s.ops.write(2) // the spec and its change
 	}
 	return marked, nil
 }
@@ -304,13 +333,17 @@ func (s *Store) DeleteMarked(ctx context.Context, registry, id, runID string) (D
 			return nil
 		}
 		outcome = Deleted
-		return tx.Delete(ref)
+		if err := tx.Delete(ref); err != nil {
+			return err
+		}
+		return s.pend(tx, Change{Kind: KindDeleted, SpecID: id, Registry: registry, Name: cur.Name, Run: runID})
 	})
 	if err != nil {
 		return "", 0, classify(err, "delete marked spec %s", id)
 	}
 	if outcome == Deleted {
 		s.ops.delete(1)
+		s.ops.write(1) // its change
 	}
 	return outcome, refs, nil
 }
@@ -330,4 +363,67 @@ func (s *Store) RecordEntryError(ctx context.Context, id, message string) error 
 	}
 	s.ops.write(1)
 	return nil
+}
+
+// HoldOutcome says what HoldBack did.
+type HoldOutcome string
+
+// Hold-back outcomes.
+const (
+	HeldNew      HoldOutcome = "held_new"      // a version not held back before: recorded, and a change
+	HeldUnmarked HoldOutcome = "held_unmarked" // and the served version, marked, is back in the catalog
+	HeldSame     HoldOutcome = "held_same"     // already held back; at most its blockers were refreshed
+	HeldSkipped  HoldOutcome = "held_skipped"  // the spec is gone or owned by another registry
+)
+
+// HoldBack records on a spec that the registry offers a newer version the
+// store does not adopt (h says which, and what blocks it). The served
+// version stays as it is; if it was marked, the registry offers the spec
+// again, so it is unmarked. A version held back for the first time, and an
+// unmark, are catalog changes; the same version held back again is not.
+func (s *Store) HoldBack(ctx context.Context, registry string, h HeldBackSpec, runID string) (HoldOutcome, error) {
+	ref := s.specs().Doc(h.SpecID)
+	var outcome HoldOutcome
+	writes := 0
+	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		outcome, writes = HeldSkipped, 0
+		cur, err := txGet[SpecRecord](s, tx, ref)
+		if err != nil || cur == nil || cur.Registry != registry {
+			return err
+		}
+		now := s.now().UTC()
+		updates := []firestore.Update{{Path: "held_back", Value: h}, {Path: "updated_at", Value: now}}
+		kind := KindHeldBack
+		switch {
+		case cur.State == StateMarked:
+			outcome, kind = HeldUnmarked, KindUnmarked
+			updates = append(updates,
+				firestore.Update{Path: "state", Value: StateActive},
+				firestore.Update{Path: "marked_at", Value: firestore.Delete},
+				firestore.Update{Path: "marked_run", Value: firestore.Delete})
+		case cur.HeldBack == nil || cur.HeldBack.Digest != h.Digest:
+			outcome = HeldNew
+		default:
+			outcome = HeldSame
+			if slices.Equal(cur.HeldBack.Blockers, h.Blockers) && slices.Equal(cur.HeldBack.Instances, h.Instances) {
+				return nil
+			}
+		}
+		writes = 1
+		if err := tx.Update(ref, updates); err != nil {
+			return err
+		}
+		if outcome == HeldSame {
+			return nil
+		}
+		writes = 2
+		held := h
+		return s.pend(tx, Change{Kind: kind, SpecID: cur.ID, Registry: registry, Name: cur.Name,
+			SpecJSON: cur.SpecJSON, Generation: cur.Generation, HeldBack: &held, Run: runID})
+	})
+	if err != nil {
+		return "", classify(err, "hold back a new version of spec %s", h.SpecID)
+	}
+	s.ops.write(writes)
+	return outcome, nil
 }

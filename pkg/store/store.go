@@ -8,7 +8,8 @@
 //	specs/{id}          a spec, its owner, digest, state, instance count
 //	instances/{id}      a service instance: spec id, plan id (pins the spec)
 //	registries/{name}   status of a registry's last runs
-//	meta/catalog        the catalog revision
+//	meta/catalog        the catalog revision (the last committed change)
+//	changes/{id}        the change feed (see Change)
 package store
 
 import (
@@ -129,34 +130,6 @@ func (s *Store) Revision(ctx context.Context) (int64, error) {
 		return 0, classify(err, "decode catalog revision")
 	}
 	return m.Revision, nil
-}
-
-// BumpRevision increments the catalog revision and returns the new value.
-func (s *Store) BumpRevision(ctx context.Context) (int64, error) {
-	ref := s.client.Collection(MetaCollection).Doc(catalogDoc)
-	var rev int64
-	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		snap, err := tx.Get(ref)
-		s.ops.read(1)
-		rev = 0
-		if err != nil && !isNotFound(err) {
-			return err
-		}
-		if err == nil {
-			if v, err := snap.DataAt("revision"); err == nil {
-				if n, ok := v.(int64); ok {
-					rev = n
-				}
-			}
-		}
-		rev++
-		return tx.Set(ref, map[string]any{"revision": rev, "updated_at": s.now().UTC()})
-	})
-	if err != nil {
-		return 0, classify(err, "bump catalog revision")
-	}
-	s.ops.write(1)
-	return rev, nil
 }
 
 // Open connects to Firestore: the emulator when FIRESTORE_EMULATOR_HOST is

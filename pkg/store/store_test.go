@@ -2,8 +2,10 @@ package store_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
 	"github.com/specsync/specsync/pkg/failure"
@@ -21,7 +23,7 @@ func offer(t *testing.T, registry, name string, plans ...string) store.Offer {
 		t.Fatal(err)
 	}
 	spec.AssignIDs(s, registry)
-	return store.Offer{Registry: registry, Entry: name, Ref: "ref", Spec: s, Digest: spec.Digest(s), Revision: 1}
+	return store.Offer{Registry: registry, Entry: name, Ref: "ref", Spec: s, Digest: spec.Digest(s), Run: "run"}
 }
 
 func TestUpsertOutcomes(t *testing.T) {
@@ -81,13 +83,13 @@ func TestMarkAndUnmark(t *testing.T) {
 	if _, err := st.UpsertSpec(ctx, o); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := st.MarkSpec(ctx, "r2", o.Spec.ID, "run", 2); err != nil || ok {
+	if ok, err := st.MarkSpec(ctx, "r2", o.Spec.ID, "run"); err != nil || ok {
 		t.Fatalf("a registry marked a spec it does not own: %v %v", ok, err)
 	}
-	if ok, err := st.MarkSpec(ctx, "r1", o.Spec.ID, "run", 2); err != nil || !ok {
+	if ok, err := st.MarkSpec(ctx, "r1", o.Spec.ID, "run"); err != nil || !ok {
 		t.Fatalf("mark: %v %v", ok, err)
 	}
-	if ok, _ := st.MarkSpec(ctx, "r1", o.Spec.ID, "run", 2); ok {
+	if ok, _ := st.MarkSpec(ctx, "r1", o.Spec.ID, "run"); ok {
 		t.Fatal("marking twice reported a second mark")
 	}
 	// Marked in this run: not deletable by the same run.
@@ -189,22 +191,190 @@ func TestConcurrentInstancesCountExactly(t *testing.T) {
 	}
 }
 
-func TestRevisionAndOps(t *testing.T) {
+// Spec writes leave pending changes that no reader sees; committing them
+// numbers them densely in write order and moves the catalog revision.
+func TestChangesArePendingUntilCommitted(t *testing.T) {
 	ctx := context.Background()
 	ops := &store.Ops{}
 	st := store.New(emulatortest.Firestore(t)).WithOps(ops)
 	if rev, err := st.Revision(ctx); err != nil || rev != 0 {
 		t.Fatalf("initial revision %d %v", rev, err)
 	}
-	for want := int64(1); want <= 3; want++ {
-		rev, err := st.BumpRevision(ctx)
-		if err != nil || rev != want {
-			t.Fatalf("bump: %d %v, want %d", rev, err, want)
+	a, b := offer(t, "r1", "alpha", "small"), offer(t, "r1", "beta", "small")
+	for _, o := range []store.Offer{a, b} {
+		if _, err := st.UpsertSpec(ctx, o); err != nil {
+			t.Fatal(err)
 		}
 	}
-	got := ops.Snapshot()
-	if got.Reads != 4 || got.Writes != 3 {
-		t.Fatalf("ops %+v, want 4 reads (1 + one per bump) and 3 writes", got)
+	if got := ops.Snapshot().Writes; got != 4 {
+		t.Fatalf("two creates wrote %d documents, want 4 (each spec and its change)", got)
+	}
+	if cs, err := st.ChangesAfter(ctx, 0, 10); err != nil || len(cs) != 0 {
+		t.Fatalf("pending changes are visible: %v %v", cs, err)
+	}
+	if ok, err := st.MarkSpec(ctx, "r1", a.Spec.ID, "run-2"); err != nil || !ok {
+		t.Fatalf("mark: %v %v", ok, err)
+	}
+	committed, err := st.CommitChanges(ctx, "r1", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for i, c := range committed {
+		if c.Revision != int64(i+1) || c.PendingRegistry != "" || c.ExpiresAt.IsZero() {
+			t.Fatalf("change %d committed as %+v", i, c)
+		}
+		kinds = append(kinds, c.Kind+":"+c.Name)
+	}
+	if want := []string{"created:alpha", "created:beta", "marked:alpha"}; !slices.Equal(kinds, want) {
+		t.Fatalf("committed %v, want %v", kinds, want)
+	}
+	if committed[0].SpecJSON == "" || committed[0].Generation != 1 || committed[2].InCatalog() {
+		t.Fatalf("content: created %+v, marked %+v", committed[0], committed[2])
+	}
+	if rev, _ := st.Revision(ctx); rev != 3 {
+		t.Fatalf("revision %d after three changes", rev)
+	}
+	if again, err := st.CommitChanges(ctx, "r1", time.Hour); err != nil || len(again) != 0 {
+		t.Fatalf("second commit: %v %v", again, err)
+	}
+	after, err := st.ChangesAfter(ctx, 1, 10)
+	if err != nil || len(after) != 2 || after[0].Revision != 2 || after[1].Revision != 3 {
+		t.Fatalf("changes after 1: %+v %v", after, err)
+	}
+}
+
+// Registries committing at the same time never share or skip a revision.
+func TestConcurrentCommitsAreDense(t *testing.T) {
+	ctx := context.Background()
+	st := store.New(emulatortest.Firestore(t))
+	regs := []string{"r1", "r2", "r3"}
+	for _, r := range regs {
+		for _, n := range []string{"a", "b", "c"} {
+			if _, err := st.UpsertSpec(ctx, offer(t, r, r+"-"+n, "p")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(regs))
+	for _, r := range regs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := st.CommitChanges(ctx, r, time.Hour)
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := st.ChangesAfter(ctx, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 9 {
+		t.Fatalf("%d committed changes, want 9", len(all))
+	}
+	for i, c := range all {
+		if c.Revision != int64(i+1) {
+			t.Fatalf("revisions not dense: position %d has %d", i, c.Revision)
+		}
+	}
+	if rev, _ := st.Revision(ctx); rev != 9 {
+		t.Fatalf("catalog revision %d, want 9", rev)
+	}
+}
+
+func TestPublishedMarkAndPrune(t *testing.T) {
+	ctx := context.Background()
+	st := store.New(emulatortest.Firestore(t))
+	for _, n := range []string{"a", "b"} {
+		if _, err := st.UpsertSpec(ctx, offer(t, "r1", n, "p")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.CommitChanges(ctx, "r1", time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	un, err := st.Unpublished(ctx, 10)
+	if err != nil || len(un) != 2 {
+		t.Fatalf("unpublished %v %v", un, err)
+	}
+	if err := st.MarkPublished(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.MarkPublished(ctx, 1); err != nil { // never moves back
+		t.Fatal(err)
+	}
+	if un, err := st.Unpublished(ctx, 10); err != nil || len(un) != 0 {
+		t.Fatalf("after publishing: %v %v", un, err)
+	}
+	n, err := st.PruneChanges(ctx, time.Now().Add(time.Minute), 100)
+	if err != nil || n != 2 {
+		t.Fatalf("pruned %d %v, want 2", n, err)
+	}
+	if cs, _ := st.ChangesAfter(ctx, 0, 10); len(cs) != 0 {
+		t.Fatalf("pruned changes still served: %v", cs)
+	}
+	if rev, _ := st.Revision(ctx); rev != 2 {
+		t.Fatalf("pruning moved the revision to %d", rev)
+	}
+}
+
+// A held-back version is a change once; a marked spec that is held back
+// is offered again, so it is unmarked; adopting clears the hold.
+func TestHoldBack(t *testing.T) {
+	ctx := context.Background()
+	st := store.New(emulatortest.Firestore(t))
+	o := offer(t, "r1", "db", "small")
+	if _, err := st.UpsertSpec(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	h := store.HeldBackSpec{SpecID: o.Spec.ID, Name: "db", Digest: "sha256:next", Blockers: []string{"plan x is used by 1 instances"}}
+	for i, want := range []store.HoldOutcome{store.HeldNew, store.HeldSame} {
+		if got, err := st.HoldBack(ctx, "r1", h, "run"); err != nil || got != want {
+			t.Fatalf("hold %d: %s %v, want %s", i, got, err, want)
+		}
+	}
+	if got, _ := st.HoldBack(ctx, "other", h, "run"); got != store.HeldSkipped {
+		t.Fatalf("another registry held back a spec it does not own: %s", got)
+	}
+	if ok, err := st.MarkSpec(ctx, "r1", o.Spec.ID, "run"); err != nil || !ok {
+		t.Fatalf("mark: %v %v", ok, err)
+	}
+	if got, _ := st.HoldBack(ctx, "r1", h, "run"); got != store.HeldUnmarked {
+		t.Fatalf("held back while marked: %s", got)
+	}
+	rec, _ := st.GetSpec(ctx, o.Spec.ID)
+	if rec.State != store.StateActive || rec.HeldBack == nil || rec.HeldBack.Digest != h.Digest || rec.Generation != 1 {
+		t.Fatalf("after hold while marked: %+v", rec)
+	}
+	cs, err := st.CommitChanges(ctx, "r1", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, c := range cs {
+		kinds = append(kinds, c.Kind)
+	}
+	if want := []string{"created", "held_back", "marked", "unmarked"}; !slices.Equal(kinds, want) {
+		t.Fatalf("changes %v, want %v", kinds, want)
+	}
+	if last := cs[len(cs)-1]; !last.InCatalog() || last.HeldBack == nil {
+		t.Fatalf("the unmark by hold-back does not carry the served spec and the hold: %+v", last)
+	}
+	next := offer(t, "r1", "db", "small", "large")
+	if res, err := st.UpsertSpec(ctx, next); err != nil || res.Outcome != store.Updated {
+		t.Fatalf("adopt: %v %v", res, err)
+	}
+	rec, _ = st.GetSpec(ctx, o.Spec.ID)
+	if rec.HeldBack != nil || rec.Generation != 2 {
+		t.Fatalf("adopted version: held_back %+v generation %d", rec.HeldBack, rec.Generation)
 	}
 }
 

@@ -1,0 +1,133 @@
+package functions
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/settings"
+)
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+func lookup(m map[string]string) settings.Lookup {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func status(t *testing.T, h http.Handler, path string, auth func(*http.Request)) int {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodGet, path, nil)
+	req.Header.Set("X-Broker-API-Version", "2.17")
+	auth(req)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	return w.Code
+}
+
+func basic(user, pass string) func(*http.Request) {
+	return func(r *http.Request) { r.SetBasicAuth(user, pass) }
+}
+
+func bearer(token string) func(*http.Request) {
+	return func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+token) }
+}
+
+// The catalog as terraform deploys it: it holds only the digests of the
+// broker password and the admin token, and accepts the credentials
+// themselves. It does not open the registries file.
+func TestCatalogColdStartWithDigests(t *testing.T) {
+	if os.Getenv("FIRESTORE_EMULATOR_HOST") == "" {
+		t.Fatal("FIRESTORE_EMULATOR_HOST is not set: run the tests through `make test`")
+	}
+	const password, token = "broker-password-0123456789abcdef", "admin-token-0123456789abcdef"
+	h, err := newCatalog(context.Background(), lookup(map[string]string{
+		"GOOGLE_CLOUD_PROJECT":            emulatortest.ProjectID(t),
+		"LOG_LEVEL":                       "error",
+		"SPECSYNC_BROKER_USERNAME":        "platform",
+		"SPECSYNC_BROKER_PASSWORD_SHA256": sha256Hex(password),
+		"SPECSYNC_ADMIN_TOKEN_SHA256":     sha256Hex(token),
+		// Not read by the catalog: a missing file does not matter.
+		"SPECSYNC_REGISTRIES": filepath.Join(t.TempDir(), "missing.yaml"),
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path string
+		auth func(*http.Request)
+		want int
+	}{
+		{"/v2/catalog", basic("platform", password), http.StatusOK},
+		{"/v2/catalog", basic("platform", sha256Hex(password)), http.StatusUnauthorized},
+		{"/v2/catalog", basic("platform", token), http.StatusUnauthorized},
+		{"/registries", bearer(token), http.StatusOK},
+		{"/registries", bearer(sha256Hex(token)), http.StatusUnauthorized},
+		{"/registries", bearer(password), http.StatusUnauthorized},
+	} {
+		if got := status(t, h, c.path, c.auth); got != c.want {
+			t.Errorf("%s: %d, want %d", c.path, got, c.want)
+		}
+	}
+}
+
+// The bootstrap as terraform deploys it: the admin token in a file (a
+// Secret Manager volume). A file with no secret version yet does not fail
+// the cold start; it refuses every token until it holds one.
+func TestBootstrapColdStartWithTokenFile(t *testing.T) {
+	for _, v := range []string{"FIRESTORE_EMULATOR_HOST", "PUBSUB_EMULATOR_HOST"} {
+		if os.Getenv(v) == "" {
+			t.Fatalf("%s is not set: run the tests through `make test`", v)
+		}
+	}
+	const token = "admin-token-from-a-mounted-secret"
+	dir := t.TempDir()
+	registries := filepath.Join(dir, "registries.yaml")
+	if err := os.WriteFile(registries, []byte("registries:\n- name: bundled\n  type: dir\n  dir: {embedded: true}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := func(tokenFile string) settings.Lookup {
+		return lookup(map[string]string{
+			"GOOGLE_CLOUD_PROJECT":      emulatortest.ProjectID(t),
+			"LOG_LEVEL":                 "error",
+			"SPECSYNC_REGISTRIES":       registries,
+			"SPECSYNC_ADMIN_TOKEN_FILE": tokenFile,
+		})
+	}
+	withToken := filepath.Join(dir, "token")
+	if err := os.WriteFile(withToken, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h, err := newBootstrap(context.Background(), env(withToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An unknown operation is a 404 once the caller is authenticated.
+	const poll = "/bootstrap/last_operation?operation=no-such-operation"
+	if got := status(t, h, poll, bearer(token)); got != http.StatusNotFound {
+		t.Errorf("the file's token: %d, want 404 (authenticated, unknown operation)", got)
+	}
+	if got := status(t, h, poll, bearer(token+"x")); got != http.StatusUnauthorized {
+		t.Errorf("another token: %d, want 401", got)
+	}
+
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h, err = newBootstrap(context.Background(), env(empty))
+	if err != nil {
+		t.Fatalf("an empty token file fails the cold start for good: %v", err)
+	}
+	if got := status(t, h, poll, bearer(token)); got != http.StatusUnauthorized {
+		t.Errorf("an empty token file: %d, want 401", got)
+	}
+}

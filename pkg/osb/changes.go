@@ -1,0 +1,142 @@
+package osb
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/specsync/specsync/pkg/feed"
+)
+
+// Change feed limits.
+const (
+	DefaultMaxWait     = 50 * time.Second
+	defaultChangeLimit = 500
+	maxChangeLimit     = 1000
+)
+
+// changesResponse is the body of GET /v2/catalog/changes.
+type changesResponse struct {
+	Changes []feed.Item `json:"changes"`
+	// Next is the since of the next request: the last revision returned,
+	// or the request's since when nothing came.
+	Next int64 `json:"next"`
+	// Revision is the catalog revision this answer knows of.
+	Revision int64 `json:"revision"`
+}
+
+// goneResponse is the 410 body: an OSB error plus the revision to re-list at.
+type goneResponse struct {
+	Error       string `json:"error"`
+	Description string `json:"description"`
+	Revision    int64  `json:"revision"`
+}
+
+// getChanges serves GET /v2/catalog/changes?since=N[&wait=D][&limit=L]:
+// the committed changes after revision N, in order. With wait it holds the
+// request until a change arrives or the wait is over (an empty answer). A
+// since the feed cannot continue from (its changes expired, or it is ahead
+// of the catalog) is 410 Gone with the current revision: re-read
+// /v2/catalog and resume from its X-Catalog-Revision.
+func (b *Broker) getChanges(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	for k := range q {
+		if k != "since" && k != "wait" && k != "limit" {
+			WriteError(w, http.StatusBadRequest, "BadRequest", "unknown query parameter %q (since, wait and limit are known)", k)
+			return
+		}
+	}
+	since, err := strconv.ParseInt(q.Get("since"), 10, 64)
+	if err != nil || since < 0 {
+		WriteError(w, http.StatusBadRequest, "BadRequest", "since must be a catalog revision (an integer >= 0, from the %s header of /v2/catalog), not %q", feed.RevisionHeader, q.Get("since"))
+		return
+	}
+	maxWait := b.cfg.MaxWait
+	if maxWait <= 0 {
+		maxWait = DefaultMaxWait
+	}
+	var wait time.Duration
+	if v := q.Get("wait"); v != "" {
+		wait, err = time.ParseDuration(v)
+		if err != nil || wait < 0 || wait > maxWait {
+			WriteError(w, http.StatusBadRequest, "BadRequest", "wait must be a duration from 0s to %s, such as 30s, not %q", maxWait, v)
+			return
+		}
+	}
+	limit := defaultChangeLimit
+	if v := q.Get("limit"); v != "" {
+		limit, err = strconv.Atoi(v)
+		if err != nil || limit < 1 || limit > maxChangeLimit {
+			WriteError(w, http.StatusBadRequest, "BadRequest", "limit must be an integer from 1 to %d, not %q", maxChangeLimit, v)
+			return
+		}
+	}
+
+	ctx := r.Context()
+	deadline := time.Now().Add(wait)
+	poll := b.cfg.RefreshWindow
+	if poll <= 0 || poll > time.Second {
+		poll = time.Second
+	}
+	for {
+		// The cached revision: a warm instance reads meta/catalog at most
+		// once per refresh window however many watchers wait on it.
+		cat, _, err := b.Cache.Get(ctx)
+		if err != nil {
+			WriteFailure(w, err)
+			return
+		}
+		cur := cat.Revision
+		if since > cur {
+			// The cache may lag a watcher that listed elsewhere: ask
+			// Firestore before calling the watcher's revision bogus.
+			if cur, err = b.store.Revision(ctx); err != nil {
+				WriteFailure(w, err)
+				return
+			}
+			if since > cur {
+				b.gone(w, cur, "revision %d is ahead of the catalog (revision %d): re-read /v2/catalog and resume from its %s", since, cur, feed.RevisionHeader)
+				return
+			}
+		}
+		if since < cur {
+			cs, err := b.store.ChangesAfter(ctx, since, limit)
+			if err != nil {
+				WriteFailure(w, err)
+				return
+			}
+			if len(cs) == 0 || cs[0].Revision != since+1 {
+				b.gone(w, cur, "the changes after revision %d are no longer retained: re-read /v2/catalog (revision %d) and resume from its %s", since, cur, feed.RevisionHeader)
+				return
+			}
+			out := changesResponse{Changes: make([]feed.Item, len(cs)), Revision: cur}
+			for i, c := range cs {
+				out.Changes[i] = feed.FromChange(c)
+			}
+			out.Next = cs[len(cs)-1].Revision
+			out.Revision = max(out.Revision, out.Next)
+			w.Header().Set(feed.RevisionHeader, strconv.FormatInt(out.Revision, 10))
+			WriteJSON(w, http.StatusOK, out)
+			return
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			w.Header().Set(feed.RevisionHeader, strconv.FormatInt(cur, 10))
+			WriteJSON(w, http.StatusOK, changesResponse{Changes: []feed.Item{}, Next: since, Revision: cur})
+			return
+		}
+		t := time.NewTimer(min(poll, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (b *Broker) gone(w http.ResponseWriter, cur int64, format string, args ...any) {
+	w.Header().Set(feed.RevisionHeader, strconv.FormatInt(cur, 10))
+	WriteJSON(w, http.StatusGone, goneResponse{Error: "Gone", Description: fmt.Sprintf(format, args...), Revision: cur})
+}
