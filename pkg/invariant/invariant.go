@@ -21,7 +21,7 @@
 //	                  marked_at and marked_run, an active one neither
 //	spec-counters     instances, plan_instances and platform_instances
 //	                  equal what the instance records say
-//	spec-revision     no spec carries a revision beyond the catalog's
+//	spec-generation   a stored spec has adopted a version (generation >= 1)
 //	registry-marked   a registry's recorded marked count is the number of
 //	                  its marked specs (settled state only)
 //	feed-dense        committed change revisions are distinct and dense
@@ -376,8 +376,11 @@ func (c *checker) specs() {
 		if !sameCounts(r.PlatformInstances, u.platforms) {
 			c.add("spec-counters", doc, "platform_instances is %v, instance records say %v", r.PlatformInstances, u.platforms)
 		}
-		if r.Revision > c.s.Catalog.Revision {
-			c.add("spec-revision", doc, "revision %d is beyond the catalog's %d", r.Revision, c.s.Catalog.Revision)
+		if r.Generation < 1 {
+			c.add("spec-generation", doc, "generation %d: a stored spec has adopted at least one version", r.Generation)
+		}
+		if h := r.HeldBack; h != nil && h.SpecID != "" && h.SpecID != id {
+			c.add("spec-id", doc, "holds back a version of spec %s", h.SpecID)
 		}
 	}
 	if p := c.opts.Previous; p != nil {
@@ -557,6 +560,8 @@ func (c *checker) feedTruth() {
 				c.add("feed-truth", doc, "the feed says %s (in the catalog), the store has %s", ch.Kind, describe(r, stored))
 			} else if !sameJSON(ch.SpecJSON, r.SpecJSON) {
 				c.add("feed-truth", doc, "the feed's spec is not the stored one")
+			} else if ch.Generation != 0 && ch.Generation != r.Generation {
+				c.add("feed-truth", doc, "the feed says generation %d, the store has %d", ch.Generation, r.Generation)
 			}
 		}
 	}

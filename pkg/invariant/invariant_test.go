@@ -218,10 +218,29 @@ func TestCheckerDetectsSeededViolations(t *testing.T) {
 				w.update(t, "specs/"+w.ids["redis"], firestore.Update{FieldPath: firestore.FieldPath{"platform_instances", "linux/amd64"}, Value: 1})
 				return "specs/" + w.ids["redis"]
 			}},
-		{name: "spec revision beyond the catalog", rule: "spec-revision",
+		{name: "spec without a generation", rule: "spec-generation",
 			seed: func(t *testing.T, w *world) string {
-				w.update(t, "specs/"+w.ids["postgres"], firestore.Update{Path: "revision", Value: 1000})
+				w.update(t, "specs/"+w.ids["postgres"], firestore.Update{Path: "generation", Value: 0})
 				return "specs/" + w.ids["postgres"]
+			}},
+		{name: "spec changed behind the feed", rule: "feed-truth",
+			seed: func(t *testing.T, w *world) string {
+				r := w.spec(t, "postgres")
+				sp, _ := r.Spec()
+				sp.Description = "changed without a change record"
+				w.update(t, "specs/"+r.ID, firestore.Update{Path: "spec", Value: mustJSON(t, sp)}, firestore.Update{Path: "digest", Value: spec.Digest(sp)})
+				return "specs/" + r.ID
+			}},
+		{name: "a change lost from the feed", rule: "feed-dense",
+			seed: func(t *testing.T, w *world) string {
+				docs, err := w.client.Collection("changes").Where("revision", "==", 2).Documents(context.Background()).GetAll()
+				if err != nil || len(docs) != 1 {
+					t.Fatalf("revision 2: %d docs, %v", len(docs), err)
+				}
+				if _, err := docs[0].Ref.Delete(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				return ""
 			}},
 		{name: "registry marked count", rule: "registry-marked", doc: "registries/team",
 			seed: func(t *testing.T, w *world) string {
@@ -246,7 +265,7 @@ func TestCheckerDetectsSeededViolations(t *testing.T) {
 			}},
 		{name: "revision without change records", rule: "feed-dense", doc: "meta/catalog",
 			opts: &invariant.Options{Feed: true},
-			seed: func(t *testing.T, w *world) string { return "" }},
+			seed: func(t *testing.T, w *world) string { clearFeed(t, w); return "" }},
 		{name: "pending change after the run", rule: "feed-pending", doc: "changes/pending",
 			seed: func(t *testing.T, w *world) string {
 				seedFeed(t, w, 1, 2, 3)
@@ -364,6 +383,9 @@ func TestCheckerDetectsChangedID(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.set(t, "specs/"+r.ID, r)
+	// The feed would give it away (feed-truth); without it only the
+	// earlier snapshot can.
+	clearFeed(t, w)
 	if vs := check(t, w, strict); len(vs) != 0 {
 		t.Fatalf("the new state is consistent by itself, yet: %v", vs)
 	}
@@ -375,35 +397,42 @@ func TestCheckerDetectsChangedID(t *testing.T) {
 	}
 }
 
-// seedFeed writes committed changes with the given revisions (for the
-// active specs in turn) and moves meta/catalog to the highest.
-func seedFeed(t *testing.T, w *world, revs ...int64) {
+// clearFeed deletes every change record.
+func clearFeed(t *testing.T, w *world) {
 	t.Helper()
 	ctx := context.Background()
-	// The seeded feed must be true to the store, so that only the seeded
-	// fault shows: announce every stored spec as it is now.
-	recs, err := w.st.OwnedSpecs(ctx, "team")
+	refs, err := w.client.Collection("changes").DocumentRefs(ctx).GetAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range refs {
+		if _, err := ref.Delete(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// seedFeed replaces the feed by committed changes with the given
+// revisions (for the stored specs in turn, each true to the store) and
+// moves meta/catalog to the highest.
+func seedFeed(t *testing.T, w *world, revs ...int64) {
+	t.Helper()
+	clearFeed(t, w)
+	recs, err := w.st.OwnedSpecs(context.Background(), "team")
 	if err != nil {
 		t.Fatal(err)
 	}
 	top := int64(0)
 	for i, rev := range revs {
 		r := recs[i%len(recs)]
-		c := store.Change{Revision: rev, Kind: store.KindCreated, SpecID: r.ID, Registry: "team", Name: r.Name, SpecJSON: r.SpecJSON, At: time.Now()}
+		c := store.Change{Revision: rev, Kind: store.KindCreated, SpecID: r.ID, Registry: "team", Name: r.Name, SpecJSON: r.SpecJSON, Generation: r.Generation, At: time.Now()}
 		if r.State == store.StateMarked {
-			c.Kind, c.SpecJSON = store.KindMarked, ""
+			c.Kind, c.SpecJSON, c.Generation = store.KindMarked, "", 0
 		}
 		w.set(t, fmt.Sprintf("changes/c%d-%d", i, rev), c)
 		top = max(top, rev)
 	}
-	// The last change of each spec must be its current state: rewrite in
-	// order so that later revisions of a spec win with the truth.
 	w.set(t, "meta/catalog", map[string]any{"revision": top})
-	for _, r := range recs {
-		if _, err := w.doc("specs/"+r.ID).Update(ctx, []firestore.Update{{Path: "revision", Value: min(r.Revision, top)}}); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 func mustJSON(t *testing.T, v any) string {

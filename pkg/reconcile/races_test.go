@@ -46,7 +46,7 @@ func TestRacesProvisionVersusDelete(t *testing.T) {
 		if _, err := e.store.CreateInstance(ctx, store.Instance{ID: "pinned-" + n, SpecID: rec.ID, PlanID: planOf(n)}); err != nil {
 			t.Fatal(err)
 		}
-		if ok, err := e.store.MarkSpec(ctx, "local", rec.ID, "run-mark", 0); err != nil || !ok {
+		if ok, err := e.store.MarkSpec(ctx, "local", rec.ID, "run-mark"); err != nil || !ok {
 			t.Fatalf("mark %s: %v %v", n, ok, err)
 		}
 	}
@@ -80,7 +80,7 @@ func TestRacesProvisionVersusDelete(t *testing.T) {
 				})
 			})
 			inner.Go(func() {
-				if err := retry(func() error { _, err := e.store.MarkSpec(ctx, "local", rec.ID, "run-1", 0); return err }); err != nil {
+				if err := retry(func() error { _, err := e.store.MarkSpec(ctx, "local", rec.ID, "run-1"); return err }); err != nil {
 					errs <- fmt.Errorf("%s: mark: %w", n, err)
 					return
 				}
