@@ -85,6 +85,10 @@ var rows = []row{
 	{"concurrency", "60 provision-vs-mark-and-delete and 20 deprovision-vs-delete races at once",
 		"invariant 3: no instance of a deleted spec, no referenced spec deleted, counters exact (checker)",
 		[]string{`^TestRacesProvisionVersusDelete$`, `^TestScenarioProvisionRacesDelete$`, `^TestConcurrentProvisionAndDelete$`}},
+	// Crashes.
+	{"crash", "the reconcile dies after its k-th write, for every k of a run (a gRPC interceptor on a real client fails every later commit)",
+		"every intermediate state passes the checker; the next run reaches a state uninterrupted runs produce (a crashed run that marked counts as the earlier run); one more run reaches exactly two uninterrupted runs' state",
+		[]string{`^TestCrashAfterEveryWrite`}},
 	// HTTP.
 	{"http", "fuzzed bodies, methods, paths, queries, headers (seed corpora)",
 		"never 5xx; every refusal an OSB error body; a refused bootstrap creates nothing; no answer holds the broker password; data consistent",
