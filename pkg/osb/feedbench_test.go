@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"sort"
 	"strconv"
@@ -65,7 +66,9 @@ func BenchmarkFeedCommitToLongPoll(b *testing.B) {
 			}
 			answered <- at
 		}()
-		time.Sleep(200 * time.Millisecond) // let the poll start waiting
+		// Let the poll start waiting, then commit at a random point of
+		// its poll cycle: the latency is the rest of that cycle.
+		time.Sleep(200*time.Millisecond + time.Duration(rand.Int64N(int64(time.Second))))
 		gen++
 		fsys["watched.yaml"].Data = []byte(strings.Replace(specYAML("watched"), "The watched service", fmt.Sprintf("The watched service, v%d", gen), 1))
 		run, err := runner.Reconcile(ctx, reg)
