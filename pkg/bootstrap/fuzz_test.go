@@ -51,7 +51,7 @@ func FuzzBootstrapParams(f *testing.F) {
 		case http.StatusAccepted:
 		case http.StatusBadRequest:
 			wantError(t, w)
-			after := invariant.Require(t, client, invariant.Options{Settled: true})
+			after := invariant.Require(t, client, invariant.Options{Settled: true, Feed: true})
 			pub.mu.Lock()
 			n := len(pub.msgs)
 			pub.mu.Unlock()

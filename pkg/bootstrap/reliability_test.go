@@ -231,7 +231,7 @@ func TestPubSubDuplicateAndOutOfOrderDeliveries(t *testing.T) {
 	if n := r.specCount(); n != 6 {
 		t.Fatalf("%d specs stored, want 6", n)
 	}
-	snap := invariant.Require(t, r.client, invariant.Options{Settled: true})
+	snap := invariant.Require(t, r.client, invariant.Options{Settled: true, Feed: true})
 
 	// The next bootstrap; the first one's messages arrive again, late.
 	second := r.bootstrap()
@@ -265,7 +265,7 @@ func TestPubSubDuplicateAndOutOfOrderDeliveries(t *testing.T) {
 	if n := r.specCount(); n != 6 {
 		t.Fatalf("%d specs stored, want 6", n)
 	}
-	invariant.Require(t, r.client, invariant.Options{Settled: true, Previous: snap})
+	invariant.Require(t, r.client, invariant.Options{Settled: true, Feed: true, Previous: snap})
 	t.Logf("acked %d, nacked (busy lease, retried) %d, dropped %d", r.acked.Load(), r.nacked.Load(), r.dropped.Load())
 }
 
@@ -295,7 +295,7 @@ func TestPubSubRedeliveryAfterLeaseExpiry(t *testing.T) {
 	if st.LastRun.ID != op.Results["beta"].RunID || st.LastRun.Result != reconcile.ResultSucceeded {
 		t.Fatalf("beta's status %+v does not record the redelivered run %s", st.LastRun, op.Results["beta"].RunID)
 	}
-	invariant.Require(t, r.client, invariant.Options{Settled: true})
+	invariant.Require(t, r.client, invariant.Options{Settled: true, Feed: true})
 	t.Logf("deliveries nacked while the crashed run's lease held: %d", r.nacked.Load())
 }
 
@@ -328,7 +328,7 @@ func TestPubSubPoisonMessageFailsTheOperationWithAReason(t *testing.T) {
 	if got.State != bootstrap.Failed || !strings.Contains(got.Description, "beta") || strings.Contains(got.Description, "alpha") {
 		t.Fatalf("after the deadline: %s %q, want failed naming beta only", got.State, got.Description)
 	}
-	invariant.Require(t, r.client, invariant.Options{Settled: true})
+	invariant.Require(t, r.client, invariant.Options{Settled: true, Feed: true})
 }
 
 // countingPublisher records messages; safe for concurrent bootstraps.
@@ -395,7 +395,7 @@ func TestTenConcurrentBootstrapsOneOperation(t *testing.T) {
 	if started != 1 || len(pub.msgs) != len(rigRegistries) {
 		t.Fatalf("%d requests started an operation, %d messages published; want 1 and %d", started, len(pub.msgs), len(rigRegistries))
 	}
-	st := invariant.Require(t, client, invariant.Options{Settled: true})
+	st := invariant.Require(t, client, invariant.Options{Settled: true, Feed: true})
 	if len(st.Operations) != 1 {
 		t.Fatalf("%d operations stored, want 1", len(st.Operations))
 	}

@@ -86,5 +86,5 @@ func TestLoadCatalog200Clients(t *testing.T) {
 	if s.Errors != 0 {
 		t.Fatalf("%d of %d requests failed, first: %v", s.Errors, s.Requests, rec.FirstErr)
 	}
-	invariant.Require(t, e.client, invariant.Options{Settled: true, Canaries: []string{brokerPass, adminToken}})
+	invariant.Require(t, e.client, invariant.Options{Settled: true, Feed: true, Canaries: []string{brokerPass, adminToken}})
 }

@@ -386,7 +386,7 @@ func runWholeFault(t *testing.T, e *env, reg reconcile.Registry, fn *faultNet, f
 			t.Fatalf("healthy first run stored %d specs, want %d", len(before), len(matrixSpecs))
 		}
 		rev = e.revision()
-		snap = invariant.Require(t, e.client, invariant.Options{Settled: true})
+		snap = invariant.Require(t, e.client, invariant.Options{Settled: true, Feed: true})
 	}
 	fn.set(f.net, f.http)
 	run := e.run(reg)
@@ -412,7 +412,7 @@ func runWholeFault(t *testing.T, e *env, reg reconcile.Registry, fn *faultNet, f
 	if e.revision() != rev {
 		t.Fatalf("the catalog revision moved during a fault: %d -> %d", rev, e.revision())
 	}
-	snap = invariant.Require(t, e.client, invariant.Options{Settled: true, Previous: snap})
+	snap = invariant.Require(t, e.client, invariant.Options{Settled: true, Feed: true, Previous: snap})
 
 	fn.set(netOK, nil)
 	healed := e.run(reg)
@@ -423,7 +423,7 @@ func runWholeFault(t *testing.T, e *env, reg reconcile.Registry, fn *faultNet, f
 	if !later && healed.Counts.Created != len(matrixSpecs) {
 		t.Fatalf("healed run: counts %+v, want %d created", healed.Counts, len(matrixSpecs))
 	}
-	invariant.Require(t, e.client, invariant.Options{Settled: true, Previous: snap})
+	invariant.Require(t, e.client, invariant.Options{Settled: true, Feed: true, Previous: snap})
 }
 
 func TestFaultMatrixOCI(t *testing.T) {
@@ -520,7 +520,7 @@ func TestFaultMatrixOCIEntries(t *testing.T) {
 				if later {
 					wantResult(t, e.run(rig.reg), reconcile.ResultSucceeded)
 					before = e.specs("oci")
-					snap = invariant.Require(t, e.client, invariant.Options{Settled: true})
+					snap = invariant.Require(t, e.client, invariant.Options{Settled: true, Feed: true})
 				}
 				f.breakIt(t, rig)
 				// A warm instance would serve unchanged manifests from its
@@ -555,7 +555,7 @@ func TestFaultMatrixOCIEntries(t *testing.T) {
 						t.Fatalf("active %v, want postgres,rabbitmq", got)
 					}
 				}
-				snap = invariant.Require(t, e.client, invariant.Options{Settled: true, Previous: snap})
+				snap = invariant.Require(t, e.client, invariant.Options{Settled: true, Feed: true, Previous: snap})
 
 				// Heal: redis good again, with the same id it had (or
 				// would have had).
@@ -567,7 +567,7 @@ func TestFaultMatrixOCIEntries(t *testing.T) {
 				if got.State != store.StateActive || got.EntryError != "" || got.ID != spec.DeriveSpecID("oci", "redis") {
 					t.Fatalf("healed redis %+v", got)
 				}
-				invariant.Require(t, e.client, invariant.Options{Settled: true, Previous: snap})
+				invariant.Require(t, e.client, invariant.Options{Settled: true, Feed: true, Previous: snap})
 			})
 		}
 	}
@@ -585,7 +585,7 @@ func TestFaultMatrixOCITagVanishes(t *testing.T) {
 	}
 	wantResult(t, e.run(rig.reg), reconcile.ResultSucceeded)
 	id := e.specs("oci")["redis"].ID
-	snap := invariant.Require(t, e.client, invariant.Options{Settled: true})
+	snap := invariant.Require(t, e.client, invariant.Options{Settled: true, Feed: true})
 	rig.fn.set(netOK, status(404, "", func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/v2/specs/redis/manifests/") }))
 	run := e.run(rig.reg)
 	if run.Counts.Marked != 1 || run.Counts.Deleted != 0 {
@@ -594,13 +594,13 @@ func TestFaultMatrixOCITagVanishes(t *testing.T) {
 	if got := e.specs("oci")["redis"]; got.State != store.StateMarked || got.ID != id {
 		t.Fatalf("redis %+v, want marked with id %s", got, id)
 	}
-	snap = invariant.Require(t, e.client, invariant.Options{Settled: true, Previous: snap})
+	snap = invariant.Require(t, e.client, invariant.Options{Settled: true, Feed: true, Previous: snap})
 	rig.fn.set(netOK, nil)
 	run = e.run(rig.reg)
 	if run.Counts.Unmarked != 1 {
 		t.Fatalf("counts %+v, want redis unmarked", run.Counts)
 	}
-	invariant.Require(t, e.client, invariant.Options{Settled: true, Previous: snap})
+	invariant.Require(t, e.client, invariant.Options{Settled: true, Feed: true, Previous: snap})
 }
 
 // The catalog's page k failing (k = 1, 2, 3), through the reference
@@ -624,7 +624,7 @@ func TestFaultMatrixCatalogPageK(t *testing.T) {
 			if len(pages) < 4 {
 				t.Fatalf("the healthy listing had %d catalog pages (%q), want at least 4", len(pages), pages)
 			}
-			snap := invariant.Require(t, e.client, invariant.Options{Settled: true})
+			snap := invariant.Require(t, e.client, invariant.Options{Settled: true, Feed: true})
 			pr.fail(pages[k-1])
 			run := e.run(reg)
 			wantResult(t, run, reconcile.ResultFetchFailed)
@@ -637,10 +637,10 @@ func TestFaultMatrixCatalogPageK(t *testing.T) {
 			if got := activeNames(e.specs("paged")); len(got) != len(names) {
 				t.Fatalf("after page %d failed %d specs are active, want %d", k, len(got), len(names))
 			}
-			snap = invariant.Require(t, e.client, invariant.Options{Settled: true, Previous: snap})
+			snap = invariant.Require(t, e.client, invariant.Options{Settled: true, Feed: true, Previous: snap})
 			pr.fail("")
 			wantResult(t, e.run(reg), reconcile.ResultSucceeded)
-			invariant.Require(t, e.client, invariant.Options{Settled: true, Previous: snap})
+			invariant.Require(t, e.client, invariant.Options{Settled: true, Feed: true, Previous: snap})
 		})
 	}
 }

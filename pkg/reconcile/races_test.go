@@ -145,7 +145,7 @@ func TestRacesProvisionVersusDelete(t *testing.T) {
 	// A reconcile afterwards deletes what is now unreferenced and keeps the
 	// rest; the state is settled and still consistent.
 	e.run(dirRegistry(t, "local", specFiles(), reconcile.Policy{MaxMarkShare: 1, AllowMassDeletion: true}))
-	st := invariant.Require(t, e.client, invariant.Options{Settled: true})
+	st := invariant.Require(t, e.client, invariant.Options{Settled: true, Feed: true})
 	for _, r := range st.Specs {
 		if r.Instances == 0 && r.State == store.StateMarked {
 			t.Fatalf("spec %s is marked and unreferenced after a full run", r.Name)
