@@ -4,7 +4,7 @@ GO ?= go
 WITH_EMULATORS = $(GO) run ./emulator/cmd/withemulators --
 TEST_FLAGS ?= -count=1 -timeout 15m
 
-.PHONY: test demo run bench fuzz vet fmt
+.PHONY: test demo run bench fuzz fuzz-http reliability vet fmt
 
 ## test: every test, with the Firestore and Pub/Sub emulators running.
 test: vet
@@ -14,9 +14,26 @@ test: vet
 demo:
 	$(GO) run ./cmd/specsync demo
 
-## bench: benchmarks (figures go into docs/benchmarks.md).
+## bench: benchmarks (figures go into docs/BENCHMARKS.md).
 bench:
 	$(WITH_EMULATORS) $(GO) test -run '^$$' -bench . -benchmem ./...
+
+## reliability: the fault matrix, races and fuzz seed corpora, then (alone, so
+## they measure the code and not the rest of the suite) the loopback load tests
+## of build tag reliability; docs/RELIABILITY.md is written from the results.
+RELIABILITY_RUN ?= ^(TestFaultMatrix|TestPubSub|TestTenConcurrent|TestRaces|Fuzz|TestScenario|TestChecker|TestHealthyWorld|TestWorker|TestLease|TestConcurrent|TestBadRequestsWriteNothing|TestProvisionBodyNearLimit|TestBrokerAuth|TestE2E|TestCrash)
+RELIABILITY_OUT ?= docs/RELIABILITY.md
+reliability:
+	$(WITH_EMULATORS) sh -c 'rc=0; \
+	  $(GO) test -json -count=1 -timeout 15m -run "$(RELIABILITY_RUN)" ./pkg/... ./functions/ > .reliability.json || rc=1; \
+	  $(GO) test -json -count=1 -timeout 5m -p 1 -tags reliability -run "^TestLoad" ./pkg/osb ./pkg/bootstrap >> .reliability.json || rc=1; \
+	  $(GO) run ./scripts/reliability -o $(RELIABILITY_OUT) .reliability.json || rc=1; exit $$rc'
+
+## fuzz-http: fuzz the HTTP input parsing, 30 s per target.
+fuzz-http:
+	$(GO) test ./pkg/osb -run '^$$' -fuzz FuzzDecodeBody -fuzztime 30s
+	$(WITH_EMULATORS) $(GO) test ./pkg/osb -run '^$$' -fuzz FuzzBrokerRequest -fuzztime 30s -parallel 2
+	$(WITH_EMULATORS) $(GO) test ./pkg/bootstrap -run '^$$' -fuzz FuzzBootstrapParams -fuzztime 30s -parallel 2
 
 ## fuzz: fuzz the spec parser for a minute.
 fuzz:

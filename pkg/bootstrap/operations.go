@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -72,6 +73,9 @@ type Operations struct {
 	// Retention is how long a finished operation can still be polled.
 	Retention time.Duration
 	Now       func() time.Time
+
+	mu       sync.Mutex
+	starting map[bool]*startCall // by dry run
 }
 
 // NewOperations returns an operation store with the given limits.
@@ -96,6 +100,54 @@ func (o *Operations) Start(ctx context.Context, registries []string, dryRun bool
 	if len(registries) == 0 {
 		return nil, false, failure.New(failure.Invalid, "bootstrap: no registries configured")
 	}
+	// The common case under load (a bootstrap in progress, many callers)
+	// needs no transaction: two plain reads find the operation to coalesce
+	// onto. A transaction per request would make every caller contend for
+	// meta/bootstrap; at 100 requests a second almost all of them failed.
+	if cur, err := o.inProgress(ctx, dryRun); err != nil {
+		return nil, false, classify(err, "start bootstrap")
+	} else if cur != nil {
+		return cur, false, nil
+	}
+	// Callers of one instance that find none in progress share one start
+	// transaction: a burst before the first operation exists would
+	// otherwise be a burst of transactions on meta/bootstrap.
+	o.mu.Lock()
+	if c, ok := o.starting[dryRun]; ok {
+		o.mu.Unlock()
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return nil, false, classify(ctx.Err(), "start bootstrap")
+		}
+		if c.err != nil {
+			return nil, false, c.err
+		}
+		return c.op, false, nil
+	}
+	c := &startCall{done: make(chan struct{})}
+	if o.starting == nil {
+		o.starting = map[bool]*startCall{}
+	}
+	o.starting[dryRun] = c
+	o.mu.Unlock()
+	c.op, c.started, c.err = o.startTx(ctx, registries, dryRun)
+	o.mu.Lock()
+	delete(o.starting, dryRun)
+	o.mu.Unlock()
+	close(c.done)
+	return c.op, c.started, c.err
+}
+
+// startCall is one start transaction other callers may wait for.
+type startCall struct {
+	done    chan struct{}
+	op      *Operation
+	started bool
+	err     error
+}
+
+func (o *Operations) startTx(ctx context.Context, registries []string, dryRun bool) (op *Operation, started bool, err error) {
 	err = o.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		op, started = nil, false
 		now := o.now()
@@ -150,6 +202,37 @@ func (o *Operations) Start(ctx context.Context, registries []string, dryRun bool
 		return nil, false, classify(err, "start bootstrap")
 	}
 	return op, started, nil
+}
+
+// inProgress returns the operation in progress that a start with dryRun
+// coalesces onto, or nil.
+func (o *Operations) inProgress(ctx context.Context, dryRun bool) (*Operation, error) {
+	cur, err := o.current().Get(ctx)
+	if notFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	id, _ := cur.DataAt("operation")
+	if id == nil {
+		return nil, nil
+	}
+	snap, err := o.ops().Doc(fmt.Sprint(id)).Get(ctx)
+	if notFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var op Operation
+	if err := snap.DataTo(&op); err != nil {
+		return nil, err
+	}
+	if op.State == InProgress && o.now().Before(op.Deadline) && op.DryRun == dryRun {
+		return &op, nil
+	}
+	return nil, nil
 }
 
 // Fail ends an operation as failed with a description (publishing failed).

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 
 	"github.com/specsync/specsync/pkg/failure"
@@ -96,7 +97,14 @@ func DecodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) bool
 		WriteError(w, http.StatusBadRequest, "MalformedJSON", "request body is not valid JSON: %v", err)
 		return false
 	}
-	if dec.More() {
+	// dec.More is false before a stray '}' or ']', so "{}}" would pass:
+	// only the end of the body may follow the value.
+	if _, err := dec.Token(); err != io.EOF {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			WriteError(w, http.StatusRequestEntityTooLarge, "PayloadTooLarge", "request body is larger than %d bytes", limit)
+			return false
+		}
 		WriteError(w, http.StatusBadRequest, "MalformedJSON", "request body holds more than one JSON value")
 		return false
 	}

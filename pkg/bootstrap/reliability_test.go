@@ -1,0 +1,402 @@
+package bootstrap_test
+
+// Pub/Sub and concurrency rows of the fault matrix (docs/RELIABILITY.md),
+// through the real Pub/Sub and Firestore emulators: duplicate and
+// out-of-order deliveries, redelivery after a crashed run's lease expired,
+// a poison message, concurrent bootstraps. Each ends with the invariant
+// checker.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+
+	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/bootstrap"
+	"github.com/specsync/specsync/pkg/failure"
+	"github.com/specsync/specsync/pkg/invariant"
+	"github.com/specsync/specsync/pkg/queue"
+	"github.com/specsync/specsync/pkg/reconcile"
+	"github.com/specsync/specsync/pkg/registry"
+	"github.com/specsync/specsync/pkg/store"
+)
+
+var rigRegistries = []string{"alpha", "beta", "gamma"}
+
+// rig is a deployment in miniature: Firestore, a Pub/Sub topic with a
+// pull subscription, the bootstrap service publishing to it and a worker
+// consuming it the way the Reconcile function does.
+type rig struct {
+	t      *testing.T
+	client *firestore.Client
+	st     *store.Store
+	ops    *bootstrap.Operations
+	worker *bootstrap.Worker
+	ps     *pubsub.Client
+	topic  string
+	sub    string
+	pub    *queue.Publisher
+	srv    *httptest.Server
+	// consumer statistics
+	acked, nacked, dropped atomic.Int64
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	ctx := context.Background()
+	client := emulatortest.Firestore(t)
+	st := store.New(client)
+	regs := map[string]reconcile.Registry{}
+	for i, name := range rigRegistries {
+		fsys := fstest.MapFS{}
+		for j := 0; j <= i; j++ {
+			n := fmt.Sprintf("%s-svc-%d", name, j)
+			fsys[n+".yaml"] = &fstest.MapFile{Data: []byte("name: " + n + "\ndescription: d\nplans:\n  - name: p\n    description: p\n")}
+		}
+		src, err := registry.NewDir(registry.DirConfig{FS: fsys, Root: "test:" + name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		regs[name] = reconcile.Registry{Name: name, Source: src, Policy: reconcile.Policy{MaxMarkShare: 0.5}}
+	}
+	ops := bootstrap.NewOperations(client, 10*time.Minute, time.Hour)
+	r := &rig{t: t, client: client, st: st, ops: ops}
+	r.worker = &bootstrap.Worker{
+		Operations: ops,
+		Runner:     &reconcile.Runner{Store: st, Logger: quiet, LeaseTTL: time.Minute},
+		Lookup:     func(n string) (reconcile.Registry, bool) { reg, ok := regs[n]; return reg, ok },
+		Logger:     quiet,
+	}
+	ps, project := emulatortest.PubSub(t)
+	r.ps = ps
+	r.topic = "projects/" + project + "/topics/reconcile"
+	r.sub = "projects/" + project + "/subscriptions/reconcile"
+	if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: r.topic}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: r.sub, Topic: r.topic, AckDeadlineSeconds: 10}); err != nil {
+		t.Fatal(err)
+	}
+	r.pub = queue.NewPublisher(ps, r.topic)
+	t.Cleanup(r.pub.Stop)
+	svc := &bootstrap.Service{Operations: ops, Publisher: r.pub, Registries: rigRegistries,
+		VerifyAdmin: func(*http.Request, string) bool { return true }, Logger: quiet}
+	r.srv = httptest.NewServer(svc.Handler())
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+// bootstrap POSTs /bootstrap and returns the answer.
+func (r *rig) bootstrap() bootstrap.StartResponse {
+	r.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, r.srv.URL+"/bootstrap", nil)
+	req.Header.Set("Authorization", "Bearer admin")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out bootstrap.StartResponse
+	if resp.StatusCode != http.StatusAccepted || json.NewDecoder(resp.Body).Decode(&out) != nil {
+		r.t.Fatalf("POST /bootstrap: %d", resp.StatusCode)
+	}
+	return out
+}
+
+// publishRaw publishes bodies as they are (duplicates, stale or poison
+// messages).
+func (r *rig) publishRaw(bodies ...[]byte) {
+	r.t.Helper()
+	ctx := context.Background()
+	p := r.ps.Publisher(r.topic)
+	defer p.Stop()
+	var res []*pubsub.PublishResult
+	for _, b := range bodies {
+		res = append(res, p.Publish(ctx, &pubsub.Message{Data: b}))
+	}
+	for _, x := range res {
+		if _, err := x.Get(ctx); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+}
+
+func encode(t *testing.T, op, reg string) []byte {
+	t.Helper()
+	b, err := queue.Message{Operation: op, Registry: reg}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// consume receives until done() holds after an ack, as the Reconcile
+// function would: undecodable data is dropped (acked), a retryable error
+// is nacked after a short pause (Pub/Sub's retry backoff), anything else
+// acked.
+func (r *rig) consume(timeout time.Duration, done func() bool) {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var once sync.Once
+	err := r.ps.Subscriber(r.sub).Receive(ctx, func(mctx context.Context, msg *pubsub.Message) {
+		m, err := queue.Decode(msg.Data)
+		if err != nil {
+			r.dropped.Add(1)
+			msg.Ack()
+		} else if err := r.worker.Handle(mctx, m); err != nil {
+			if !failure.Retryable(err) {
+				r.t.Errorf("the worker returned a permanent error (it must acknowledge those itself): %v", err)
+			}
+			r.nacked.Add(1)
+			time.Sleep(100 * time.Millisecond)
+			msg.Nack()
+			return
+		} else {
+			msg.Ack()
+		}
+		r.acked.Add(1)
+		if done() {
+			once.Do(cancel)
+		}
+	})
+	if err != nil && ctx.Err() == nil {
+		r.t.Fatal(err)
+	}
+	if !done() {
+		r.t.Fatalf("not done within %s (acked %d, nacked %d, dropped %d)", timeout, r.acked.Load(), r.nacked.Load(), r.dropped.Load())
+	}
+}
+
+func (r *rig) op(id string) *bootstrap.Operation {
+	r.t.Helper()
+	op, err := r.ops.Get(context.Background(), id)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return op
+}
+
+func (r *rig) specCount() int {
+	r.t.Helper()
+	n := 0
+	for _, name := range rigRegistries {
+		recs, err := r.st.OwnedSpecs(context.Background(), name)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		n += len(recs)
+	}
+	return n
+}
+
+// Invariant 6: every message of a bootstrap delivered three times, the
+// copies in reverse order, a poison message and a message for an unknown
+// operation among them; then a second bootstrap with the first one's
+// messages arriving late. Each registry counts once per operation, the
+// stale messages change nothing, nothing is lost.
+func TestPubSubDuplicateAndOutOfOrderDeliveries(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	first := r.bootstrap()
+	var extra [][]byte
+	for range 2 {
+		for i := len(rigRegistries) - 1; i >= 0; i-- {
+			extra = append(extra, encode(t, first.Operation, rigRegistries[i]))
+		}
+	}
+	extra = append(extra, []byte(`{"operation": "not json`), encode(t, "no-such-operation", "alpha"))
+	r.publishRaw(extra...)
+	total := int64(len(rigRegistries) + len(extra))
+	r.consume(90*time.Second, func() bool { return r.acked.Load() >= total })
+	op1 := r.op(first.Operation)
+	if op1.State != bootstrap.Succeeded || len(op1.Results) != len(rigRegistries) {
+		t.Fatalf("first operation %s: %s, %d results", op1.State, op1.Description, len(op1.Results))
+	}
+	if r.dropped.Load() != 1 {
+		t.Fatalf("dropped %d undecodable messages, want the one poison message", r.dropped.Load())
+	}
+	if n := r.specCount(); n != 6 {
+		t.Fatalf("%d specs stored, want 6", n)
+	}
+	snap := invariant.Require(t, r.client, invariant.Options{Settled: true, Feed: true})
+
+	// The next bootstrap; the first one's messages arrive again, late.
+	second := r.bootstrap()
+	if second.Coalesced || second.Operation == first.Operation {
+		t.Fatalf("a finished bootstrap was reused: %+v", second)
+	}
+	var stale [][]byte
+	for _, reg := range rigRegistries {
+		stale = append(stale, encode(t, first.Operation, reg))
+	}
+	r.publishRaw(stale...)
+	r.acked.Store(0)
+	total = int64(len(rigRegistries) + len(stale))
+	r.consume(90*time.Second, func() bool { return r.acked.Load() >= total })
+	op2 := r.op(second.Operation)
+	if op2.State != bootstrap.Succeeded || len(op2.Results) != len(rigRegistries) {
+		t.Fatalf("second operation %s: %s", op2.State, op2.Description)
+	}
+	for _, reg := range rigRegistries {
+		if res := op2.Results[reg]; res.Counts.Created != 0 || res.Firestore.Writes > 1 {
+			t.Fatalf("second bootstrap of an unchanged world, %s: %+v", reg, res)
+		}
+	}
+	again := r.op(first.Operation)
+	for _, reg := range rigRegistries {
+		a, b := op1.Results[reg], again.Results[reg]
+		if a.RunID != b.RunID || !a.ReportedAt.Equal(b.ReportedAt) {
+			t.Fatalf("a stale message changed the first operation's result for %s: %+v -> %+v", reg, a, b)
+		}
+	}
+	if n := r.specCount(); n != 6 {
+		t.Fatalf("%d specs stored, want 6", n)
+	}
+	invariant.Require(t, r.client, invariant.Options{Settled: true, Feed: true, Previous: snap})
+	t.Logf("acked %d, nacked (busy lease, retried) %d, dropped %d", r.acked.Load(), r.nacked.Load(), r.dropped.Load())
+}
+
+// A run that crashed holding a registry's lease: the message is nacked
+// (retryable) until the lease expires, then a redelivery runs and the
+// operation completes.
+func TestPubSubRedeliveryAfterLeaseExpiry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newRig(t)
+	if err := r.st.AcquireLease(ctx, "beta", "crashed-run", 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	start := r.bootstrap()
+	r.consume(90*time.Second, func() bool { return r.op(start.Operation).State != bootstrap.InProgress })
+	op := r.op(start.Operation)
+	if op.State != bootstrap.Succeeded {
+		t.Fatalf("operation %s: %s", op.State, op.Description)
+	}
+	if r.nacked.Load() == 0 {
+		t.Fatal("the held lease never made a delivery retry: the test did not test the lease")
+	}
+	st, err := r.st.RegistryStatus(ctx, "beta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.LastRun.ID != op.Results["beta"].RunID || st.LastRun.Result != reconcile.ResultSucceeded {
+		t.Fatalf("beta's status %+v does not record the redelivered run %s", st.LastRun, op.Results["beta"].RunID)
+	}
+	invariant.Require(t, r.client, invariant.Options{Settled: true, Feed: true})
+	t.Logf("deliveries nacked while the crashed run's lease held: %d", r.nacked.Load())
+}
+
+// A poison message where a registry's message should be: it is dropped,
+// never retried, and the operation fails at its deadline naming the
+// registry that never reported.
+func TestPubSubPoisonMessageFailsTheOperationWithAReason(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newRig(t)
+	clock := time.Now()
+	var mu sync.Mutex
+	r.ops.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	op, _, err := r.ops.Start(ctx, rigRegistries, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.publishRaw(encode(t, op.ID, "alpha"), encode(t, op.ID, "gamma"), []byte("\x00\x01poison{"+op.ID+":beta"))
+	r.consume(60*time.Second, func() bool { return r.acked.Load() >= 3 })
+	if r.dropped.Load() != 1 || r.nacked.Load() != 0 {
+		t.Fatalf("dropped %d, nacked %d: the poison message must be dropped once, never retried", r.dropped.Load(), r.nacked.Load())
+	}
+	if got := r.op(op.ID); got.State != bootstrap.InProgress || len(got.Results) != 2 {
+		t.Fatalf("before the deadline: %s %s", got.State, got.Description)
+	}
+	mu.Lock()
+	clock = clock.Add(11 * time.Minute)
+	mu.Unlock()
+	got := r.op(op.ID)
+	if got.State != bootstrap.Failed || !strings.Contains(got.Description, "beta") || strings.Contains(got.Description, "alpha") {
+		t.Fatalf("after the deadline: %s %q, want failed naming beta only", got.State, got.Description)
+	}
+	invariant.Require(t, r.client, invariant.Options{Settled: true, Feed: true})
+}
+
+// countingPublisher records messages; safe for concurrent bootstraps.
+type countingPublisher struct {
+	mu   sync.Mutex
+	msgs []queue.Message
+}
+
+func (c *countingPublisher) Publish(_ context.Context, m []queue.Message) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.msgs = append(c.msgs, m...)
+	return nil
+}
+
+// Invariant 7: ten bootstraps at once through HTTP are one operation,
+// published once.
+func TestTenConcurrentBootstrapsOneOperation(t *testing.T) {
+	t.Parallel()
+	client := emulatortest.Firestore(t)
+	ops := bootstrap.NewOperations(client, 10*time.Minute, time.Hour)
+	pub := &countingPublisher{}
+	svc := &bootstrap.Service{Operations: ops, Publisher: pub, Registries: rigRegistries,
+		VerifyAdmin: func(*http.Request, string) bool { return true }, Logger: quiet}
+	srv := httptest.NewServer(svc.Handler())
+	defer srv.Close()
+	const n = 10
+	ids := make([]string, n)
+	coalesced := make([]bool, n)
+	codes := make([]int, n)
+	var wg sync.WaitGroup
+	gate := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-gate
+			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/bootstrap", nil)
+			req.Header.Set("Authorization", "Bearer admin")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer resp.Body.Close()
+			codes[i] = resp.StatusCode
+			var out bootstrap.StartResponse
+			_ = json.NewDecoder(resp.Body).Decode(&out)
+			ids[i], coalesced[i] = out.Operation, out.Coalesced
+		})
+	}
+	close(gate)
+	wg.Wait()
+	started := 0
+	for i := range n {
+		if codes[i] != http.StatusAccepted {
+			t.Fatalf("request %d: %d", i, codes[i])
+		}
+		if ids[i] != ids[0] {
+			t.Fatalf("two operations: %s and %s", ids[0], ids[i])
+		}
+		if !coalesced[i] {
+			started++
+		}
+	}
+	if started != 1 || len(pub.msgs) != len(rigRegistries) {
+		t.Fatalf("%d requests started an operation, %d messages published; want 1 and %d", started, len(pub.msgs), len(rigRegistries))
+	}
+	st := invariant.Require(t, client, invariant.Options{Settled: true, Feed: true})
+	if len(st.Operations) != 1 {
+		t.Fatalf("%d operations stored, want 1", len(st.Operations))
+	}
+}

@@ -1,0 +1,700 @@
+// Package invariant reads the whole Firestore state of a specsync project
+// and checks every invariant of the design (../shared/DESIGN.md) that can
+// be seen in the data. Every reliability scenario ends with it: a fault
+// may stop a run, but it must never leave the catalog in a state these
+// rules reject.
+//
+// What it checks (the rule names are those of Violation.Rule):
+//
+//	instance-spec     every instance points at a stored spec (invariant 3:
+//	                  no spec that instances use was deleted)
+//	instance-id       an instance's id field is its document id
+//	spec-id           a spec's id field, its stored spec's id and its
+//	                  document id agree; no plan carries the id derived
+//	                  from another spec id than its spec's (invariant 9)
+//	spec-stable       a spec (registry, name) seen in an earlier snapshot
+//	                  still has the id it had then (invariant 9)
+//	spec-body         the stored spec decodes, has the recorded name, its
+//	                  digest is the content digest of what is stored, its
+//	                  plan ids are set and distinct
+//	spec-state        state is active or marked; a marked spec has
+//	                  marked_at and marked_run, an active one neither
+//	spec-counters     instances, plan_instances and platform_instances
+//	                  equal what the instance records say
+//	spec-generation   a stored spec has adopted a version (generation >= 1)
+//	registry-marked   a registry's recorded marked count is the number of
+//	                  its marked specs (settled state only)
+//	feed-dense        committed change revisions are distinct and dense
+//	                  (a pruned prefix aside) up to meta/catalog's revision
+//	feed-pending      no change is left pending after runs finished
+//	                  (settled state only)
+//	feed-truth        the last committed change of each spec agrees with
+//	                  the spec as stored (settled state only)
+//	operation         an operation's state is one of OSB's, its results
+//	                  name only its registries, a succeeded one has every
+//	                  registry succeeded, meta/bootstrap names a stored one
+//	secret            no canary string appears in any document id, field
+//	                  name or value, in any collection (invariant 8)
+package invariant
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"google.golang.org/api/iterator"
+
+	"github.com/specsync/specsync/pkg/bootstrap"
+	"github.com/specsync/specsync/pkg/spec"
+	"github.com/specsync/specsync/pkg/store"
+)
+
+// Violation is one broken rule.
+type Violation struct {
+	Rule   string // see the package comment
+	Doc    string // document path, when one document is at fault
+	Detail string
+}
+
+func (v Violation) String() string {
+	if v.Doc == "" {
+		return v.Rule + ": " + v.Detail
+	}
+	return v.Rule + ": " + v.Doc + ": " + v.Detail
+}
+
+// Options says what the caller knows about the moment of the snapshot.
+type Options struct {
+	// Canaries are secret values (registry passwords and tokens, broker
+	// credentials, admin tokens) that must appear nowhere.
+	Canaries []string
+	// Settled says no run is in flight and every run finished normally:
+	// nothing may be pending, and recorded counts must be exact. Leave it
+	// off for a snapshot taken right after a crash, before recovery.
+	Settled bool
+	// Feed requires change records: a catalog revision above zero with no
+	// committed change is then a violation. Without it the feed rules
+	// still apply whenever the project holds change records.
+	Feed bool
+	// Previous is an earlier snapshot of the same project; every spec in
+	// both must have kept its id.
+	Previous *State
+}
+
+// ChangeDoc is a changes/{id} document with its id.
+type ChangeDoc struct {
+	DocID string
+	store.Change
+}
+
+// State is a whole project as read from Firestore.
+type State struct {
+	Specs      map[string]store.SpecRecord // by document id
+	Instances  map[string]store.Instance   // by document id
+	Registries map[string]store.RegistryStatus
+	Changes    []ChangeDoc
+	Operations map[string]bootstrap.Operation
+	// Catalog is meta/catalog: revision and published.
+	Catalog struct {
+		Revision  int64 `firestore:"revision"`
+		Published int64 `firestore:"published"`
+	}
+	CatalogExists bool
+	// CurrentOperation is what meta/bootstrap names ("" without one).
+	CurrentOperation string
+	// Raw is every document of every collection (subcollections too), by
+	// path, as stored; the secret rule scans it.
+	Raw map[string]map[string]any
+	// decodeErrors are documents of the known collections that do not
+	// decode into their type.
+	decodeErrors []Violation
+}
+
+// Read reads the whole project.
+func Read(ctx context.Context, client *firestore.Client) (*State, error) {
+	s := &State{
+		Specs:      map[string]store.SpecRecord{},
+		Instances:  map[string]store.Instance{},
+		Registries: map[string]store.RegistryStatus{},
+		Operations: map[string]bootstrap.Operation{},
+		Raw:        map[string]map[string]any{},
+	}
+	cols := client.Collections(ctx)
+	for {
+		col, err := cols.Next()
+		if err == iterator.Done {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("invariant: list collections: %w", err)
+		}
+		if err := s.readCollection(ctx, col, true); err != nil {
+			return nil, err
+		}
+	}
+	sort.Slice(s.Changes, func(i, j int) bool { return s.Changes[i].DocID < s.Changes[j].DocID })
+	return s, nil
+}
+
+func (s *State) readCollection(ctx context.Context, col *firestore.CollectionRef, top bool) error {
+	snaps, err := col.Documents(ctx).GetAll()
+	if err != nil {
+		return fmt.Errorf("invariant: read %s: %w", col.Path, err)
+	}
+	// Documents that only hold subcollections are not returned by a
+	// query; DocumentRefs lists them too.
+	refs, err := col.DocumentRefs(ctx).GetAll()
+	if err != nil {
+		return fmt.Errorf("invariant: list %s: %w", col.Path, err)
+	}
+	for _, snap := range snaps {
+		s.Raw[relPath(snap.Ref)] = snap.Data()
+		if top {
+			s.decode(col.ID, snap)
+		}
+	}
+	for _, ref := range refs {
+		subs, err := ref.Collections(ctx).GetAll()
+		if err != nil {
+			return fmt.Errorf("invariant: list subcollections of %s: %w", ref.Path, err)
+		}
+		for _, sub := range subs {
+			if err := s.readCollection(ctx, sub, false); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// relPath is a document's path below the database root.
+func relPath(ref *firestore.DocumentRef) string {
+	if i := strings.Index(ref.Path, "/documents/"); i >= 0 {
+		return ref.Path[i+len("/documents/"):]
+	}
+	return ref.Path
+}
+
+func (s *State) decode(collection string, snap *firestore.DocumentSnapshot) {
+	bad := func(err error) {
+		s.decodeErrors = append(s.decodeErrors, Violation{Rule: "decode", Doc: relPath(snap.Ref), Detail: err.Error()})
+	}
+	id := snap.Ref.ID
+	switch collection {
+	case store.SpecsCollection:
+		var r store.SpecRecord
+		if err := snap.DataTo(&r); err != nil {
+			bad(err)
+			return
+		}
+		s.Specs[id] = r
+	case store.InstancesCollection:
+		var r store.Instance
+		if err := snap.DataTo(&r); err != nil {
+			bad(err)
+			return
+		}
+		s.Instances[id] = r
+	case store.RegistriesCollection:
+		var r store.RegistryStatus
+		if err := snap.DataTo(&r); err != nil {
+			bad(err)
+			return
+		}
+		r.Name = id
+		s.Registries[id] = r
+	case store.ChangesCollection:
+		var c store.Change
+		if err := snap.DataTo(&c); err != nil {
+			bad(err)
+			return
+		}
+		s.Changes = append(s.Changes, ChangeDoc{DocID: id, Change: c})
+	case bootstrap.OperationsCollection:
+		var op bootstrap.Operation
+		if err := snap.DataTo(&op); err != nil {
+			bad(err)
+			return
+		}
+		s.Operations[id] = op
+	case store.MetaCollection:
+		switch id {
+		case "catalog":
+			if err := snap.DataTo(&s.Catalog); err != nil {
+				bad(err)
+				return
+			}
+			s.CatalogExists = true
+		case "bootstrap":
+			if v, err := snap.DataAt("operation"); err == nil && v != nil {
+				s.CurrentOperation = fmt.Sprint(v)
+			}
+		}
+	}
+}
+
+// Check reads the project and checks it.
+func Check(ctx context.Context, client *firestore.Client, opts Options) (*State, []Violation, error) {
+	st, err := Read(ctx, client)
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, st.Check(opts), nil
+}
+
+// Require checks the project and fails the test with every violation. It
+// returns the state, to pass as Options.Previous to a later check.
+func Require(t testing.TB, client *firestore.Client, opts Options) *State {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	st, vs, err := Check(ctx, client, opts)
+	if err != nil {
+		t.Fatalf("invariant check: %v", err)
+	}
+	if len(vs) > 0 {
+		lines := make([]string, len(vs))
+		for i, v := range vs {
+			lines[i] = "  " + v.String()
+		}
+		t.Fatalf("invariant check: %d violations:\n%s", len(vs), strings.Join(lines, "\n"))
+	}
+	return st
+}
+
+// Check checks the snapshot. Violations come sorted by rule, then document.
+func (s *State) Check(opts Options) []Violation {
+	c := &checker{s: s, opts: opts}
+	c.out = append(c.out, s.decodeErrors...)
+	c.instances()
+	c.specs()
+	c.registries()
+	c.feed()
+	c.operations()
+	c.secrets()
+	sort.SliceStable(c.out, func(i, j int) bool {
+		if c.out[i].Rule != c.out[j].Rule {
+			return c.out[i].Rule < c.out[j].Rule
+		}
+		return c.out[i].Doc < c.out[j].Doc
+	})
+	return c.out
+}
+
+type checker struct {
+	s    *State
+	opts Options
+	out  []Violation
+}
+
+func (c *checker) add(rule, doc, format string, args ...any) {
+	c.out = append(c.out, Violation{Rule: rule, Doc: doc, Detail: fmt.Sprintf(format, args...)})
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func (c *checker) instances() {
+	for _, id := range sortedKeys(c.s.Instances) {
+		inst := c.s.Instances[id]
+		doc := store.InstancesCollection + "/" + id
+		if inst.ID != id {
+			c.add("instance-id", doc, "id field %q is not the document id", inst.ID)
+		}
+		if _, ok := c.s.Specs[inst.SpecID]; !ok {
+			c.add("instance-spec", doc, "points at spec %s, which is not stored", inst.SpecID)
+		}
+	}
+}
+
+type usage struct {
+	total     int64
+	plans     map[string]int64
+	platforms map[string]int64
+}
+
+func (c *checker) specs() {
+	used := map[string]*usage{}
+	for _, inst := range c.s.Instances {
+		u := used[inst.SpecID]
+		if u == nil {
+			u = &usage{plans: map[string]int64{}, platforms: map[string]int64{}}
+			used[inst.SpecID] = u
+		}
+		u.total++
+		u.plans[inst.PlanID]++
+		if inst.Platform != "" {
+			u.platforms[inst.Platform]++
+		}
+	}
+	byName := map[[2]string]string{}
+	for _, id := range sortedKeys(c.s.Specs) {
+		r := c.s.Specs[id]
+		doc := store.SpecsCollection + "/" + id
+		byName[[2]string{r.Registry, r.Name}] = id
+		if r.ID != id {
+			c.add("spec-id", doc, "id field %q is not the document id", r.ID)
+		}
+		if r.Registry == "" {
+			c.add("spec-id", doc, "no owning registry")
+		}
+		c.body(doc, id, r)
+		switch r.State {
+		case store.StateActive:
+			if !r.MarkedAt.IsZero() || r.MarkedRun != "" {
+				c.add("spec-state", doc, "active but carries marked_at %v / marked_run %q", r.MarkedAt, r.MarkedRun)
+			}
+		case store.StateMarked:
+			if r.MarkedAt.IsZero() || r.MarkedRun == "" {
+				c.add("spec-state", doc, "marked without marked_at (%v) or marked_run (%q)", r.MarkedAt, r.MarkedRun)
+			}
+		default:
+			c.add("spec-state", doc, "state %q is neither active nor marked", r.State)
+		}
+		u := used[id]
+		if u == nil {
+			u = &usage{}
+		}
+		if r.Instances != u.total {
+			c.add("spec-counters", doc, "instances is %d, %d instance records point at it", r.Instances, u.total)
+		}
+		if !sameCounts(r.PlanInstances, u.plans) {
+			c.add("spec-counters", doc, "plan_instances is %v, instance records say %v", r.PlanInstances, u.plans)
+		}
+		if !sameCounts(r.PlatformInstances, u.platforms) {
+			c.add("spec-counters", doc, "platform_instances is %v, instance records say %v", r.PlatformInstances, u.platforms)
+		}
+		if r.Generation < 1 {
+			c.add("spec-generation", doc, "generation %d: a stored spec has adopted at least one version", r.Generation)
+		}
+		if h := r.HeldBack; h != nil && h.SpecID != "" && h.SpecID != id {
+			c.add("spec-id", doc, "holds back a version of spec %s", h.SpecID)
+		}
+	}
+	if p := c.opts.Previous; p != nil {
+		for _, id := range sortedKeys(p.Specs) {
+			old := p.Specs[id]
+			now, ok := byName[[2]string{old.Registry, old.Name}]
+			if ok && now != id {
+				c.add("spec-stable", store.SpecsCollection+"/"+now, "spec %q of registry %s had id %s, now %s", old.Name, old.Registry, id, now)
+			}
+		}
+	}
+}
+
+// body checks the stored spec against its record.
+func (c *checker) body(doc, id string, r store.SpecRecord) {
+	sp, err := r.Spec()
+	if err != nil {
+		c.add("spec-body", doc, "%v", err)
+		return
+	}
+	if sp.ID != id {
+		c.add("spec-id", doc, "stored spec has id %q", sp.ID)
+	}
+	if sp.Name != r.Name {
+		c.add("spec-body", doc, "stored spec is named %q, the record %q", sp.Name, r.Name)
+	}
+	// Ids are assigned before the digest is taken, so the digest of what
+	// is stored is the recorded one.
+	if d := spec.Digest(sp); d != r.Digest {
+		c.add("spec-body", doc, "digest %s is not the content digest %s of the stored spec", r.Digest, d)
+	}
+	derived := spec.DeriveSpecID(r.Registry, sp.Name)
+	seen := map[string]bool{}
+	for i, p := range sp.Plans {
+		switch {
+		case p.ID == "":
+			c.add("spec-body", doc, "plan %d (%s) has no id", i, p.Name)
+		case seen[p.ID]:
+			c.add("spec-body", doc, "plan id %s is used twice", p.ID)
+		}
+		seen[p.ID] = true
+		// A plan id derived from another spec id than this one means the
+		// spec's id changed under its plans.
+		if id != derived && p.ID == spec.DerivePlanID(derived, p.Name) {
+			c.add("spec-id", doc, "plan %s has the id derived from spec id %s, not from %s", p.Name, derived, id)
+		}
+	}
+}
+
+// sameCounts compares a stored counter map with the counted one; a stored
+// zero is the same as no entry (a decrement to zero leaves the key).
+func sameCounts(stored, counted map[string]int64) bool {
+	for k, v := range stored {
+		if v != counted[k] {
+			return false
+		}
+	}
+	for k, v := range counted {
+		if stored[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *checker) registries() {
+	if !c.opts.Settled {
+		return
+	}
+	marked := map[string]int{}
+	for _, r := range c.s.Specs {
+		if r.State == store.StateMarked {
+			marked[r.Registry]++
+		}
+	}
+	for _, name := range sortedKeys(c.s.Registries) {
+		st := c.s.Registries[name]
+		if st.LastRun.ID == "" {
+			continue // never ran here (a contested_by or lease record only)
+		}
+		if st.Marked != marked[name] {
+			c.add("registry-marked", store.RegistriesCollection+"/"+name, "records %d marked specs, %d are stored marked", st.Marked, marked[name])
+		}
+	}
+}
+
+func (c *checker) feed() {
+	if len(c.s.Changes) == 0 {
+		if c.opts.Feed && c.s.Catalog.Revision > 0 {
+			c.add("feed-dense", "meta/catalog", "revision %d but no change record", c.s.Catalog.Revision)
+		}
+		return
+	}
+	byRev := map[int64]string{}
+	var revs []int64
+	var pending []ChangeDoc
+	for _, ch := range c.s.Changes {
+		doc := store.ChangesCollection + "/" + ch.DocID
+		if ch.Revision == 0 || ch.PendingRegistry != "" {
+			if ch.Revision != 0 {
+				c.add("feed-pending", doc, "pending for %s yet numbered %d", ch.PendingRegistry, ch.Revision)
+			}
+			pending = append(pending, ch)
+			continue
+		}
+		if prev, dup := byRev[ch.Revision]; dup {
+			c.add("feed-dense", doc, "revision %d is also that of changes/%s", ch.Revision, prev)
+			continue
+		}
+		byRev[ch.Revision] = ch.DocID
+		revs = append(revs, ch.Revision)
+	}
+	if c.opts.Settled {
+		for _, ch := range pending {
+			c.add("feed-pending", store.ChangesCollection+"/"+ch.DocID, "change %s of spec %s still pending for registry %s", ch.Kind, ch.SpecID, ch.PendingRegistry)
+		}
+	}
+	sort.Slice(revs, func(i, j int) bool { return revs[i] < revs[j] })
+	top := c.s.Catalog.Revision
+	if len(revs) == 0 {
+		if top > 0 && c.opts.Settled {
+			c.add("feed-dense", "meta/catalog", "revision %d but no committed change", top)
+		}
+		return
+	}
+	lo, hi := revs[0], revs[len(revs)-1]
+	if lo < 1 {
+		c.add("feed-dense", "", "revision %d is below 1", lo)
+	}
+	if hi != top {
+		c.add("feed-dense", "meta/catalog", "revision %d, highest committed change %d", top, hi)
+	}
+	if n := int64(len(revs)); hi-lo+1 != n {
+		var gaps []string
+		for i := 1; i < len(revs) && len(gaps) < 10; i++ {
+			if revs[i] != revs[i-1]+1 {
+				gaps = append(gaps, fmt.Sprintf("%d..%d", revs[i-1]+1, revs[i]-1))
+			}
+		}
+		c.add("feed-dense", "", "revisions %d..%d hold %d changes; missing %s", lo, hi, n, strings.Join(gaps, ", "))
+	}
+	if c.s.Catalog.Published > top {
+		c.add("feed-dense", "meta/catalog", "published %d is beyond revision %d", c.s.Catalog.Published, top)
+	}
+	if c.opts.Settled {
+		c.feedTruth()
+	}
+}
+
+// feedTruth: the last committed change of each spec says what the store
+// holds, so a subscriber that applied the feed sees the stored catalog.
+func (c *checker) feedTruth() {
+	last := map[string]store.Change{}
+	for _, ch := range c.s.Changes {
+		if ch.Revision == 0 || ch.Kind == store.KindHeldBack {
+			continue
+		}
+		if cur, ok := last[ch.SpecID]; !ok || ch.Revision > cur.Revision {
+			last[ch.SpecID] = ch.Change
+		}
+	}
+	for _, id := range sortedKeys(last) {
+		ch := last[id]
+		doc := fmt.Sprintf("%s (revision %d)", store.SpecsCollection+"/"+id, ch.Revision)
+		r, stored := c.s.Specs[id]
+		switch {
+		case ch.Kind == store.KindDeleted:
+			if stored {
+				c.add("feed-truth", doc, "the feed says deleted, the spec is stored (%s)", r.State)
+			}
+		case !ch.InCatalog():
+			if !stored || r.State != store.StateMarked {
+				c.add("feed-truth", doc, "the feed says %s (out of the catalog), the store has %s", ch.Kind, describe(r, stored))
+			}
+		default:
+			if !stored || r.State != store.StateActive {
+				c.add("feed-truth", doc, "the feed says %s (in the catalog), the store has %s", ch.Kind, describe(r, stored))
+			} else if !sameJSON(ch.SpecJSON, r.SpecJSON) {
+				c.add("feed-truth", doc, "the feed's spec is not the stored one")
+			} else if ch.Generation != 0 && ch.Generation != r.Generation {
+				c.add("feed-truth", doc, "the feed says generation %d, the store has %d", ch.Generation, r.Generation)
+			}
+		}
+	}
+	// A spec in the catalog must have been announced, unless its change
+	// expired: only then can the oldest retained revision be above 1.
+	lowest := int64(0)
+	for _, ch := range c.s.Changes {
+		if ch.Revision > 0 && (lowest == 0 || ch.Revision < lowest) {
+			lowest = ch.Revision
+		}
+	}
+	if lowest == 1 {
+		for _, id := range sortedKeys(c.s.Specs) {
+			if _, ok := last[id]; !ok && c.s.Specs[id].State == store.StateActive {
+				c.add("feed-truth", store.SpecsCollection+"/"+id, "in the catalog but never announced by a change")
+			}
+		}
+	}
+}
+
+func describe(r store.SpecRecord, stored bool) string {
+	if !stored {
+		return "no such spec"
+	}
+	return "it " + r.State
+}
+
+func sameJSON(a, b string) bool {
+	if a == b {
+		return true
+	}
+	var x, y any
+	if json.Unmarshal([]byte(a), &x) != nil || json.Unmarshal([]byte(b), &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+func (c *checker) operations() {
+	for _, id := range sortedKeys(c.s.Operations) {
+		op := c.s.Operations[id]
+		doc := bootstrap.OperationsCollection + "/" + id
+		switch op.State {
+		case bootstrap.InProgress, bootstrap.Failed:
+		case bootstrap.Succeeded:
+			for _, r := range op.Registries {
+				res, ok := op.Results[r]
+				if !ok {
+					c.add("operation", doc, "succeeded without a result from registry %s", r)
+				} else if res.State != bootstrap.Succeeded {
+					c.add("operation", doc, "succeeded although registry %s %s", r, res.State)
+				}
+			}
+		default:
+			c.add("operation", doc, "state %q is not an OSB last_operation state", op.State)
+		}
+		regs := map[string]bool{}
+		for _, r := range op.Registries {
+			regs[r] = true
+		}
+		for _, r := range sortedKeys(op.Results) {
+			if !regs[r] {
+				c.add("operation", doc, "has a result from registry %s, which it does not include", r)
+			}
+		}
+	}
+	if id := c.s.CurrentOperation; id != "" {
+		if _, ok := c.s.Operations[id]; !ok {
+			c.add("operation", "meta/bootstrap", "names operation %s, which is not stored", id)
+		}
+	}
+}
+
+func (c *checker) secrets() {
+	var canaries []string
+	for _, k := range c.opts.Canaries {
+		if k != "" {
+			canaries = append(canaries, k)
+		}
+	}
+	if len(canaries) == 0 {
+		return
+	}
+	for _, path := range sortedKeys(c.s.Raw) {
+		found := map[string]bool{}
+		scan(path, canaries, found)
+		scanValue(c.s.Raw[path], canaries, found)
+		shown := path
+		for _, k := range canaries {
+			shown = strings.ReplaceAll(shown, k, mask(k))
+		}
+		for _, k := range canaries {
+			if found[k] {
+				c.add("secret", shown, "holds canary %s", mask(k))
+			}
+		}
+	}
+}
+
+func scan(s string, canaries []string, found map[string]bool) {
+	for _, k := range canaries {
+		if strings.Contains(s, k) {
+			found[k] = true
+		}
+	}
+}
+
+func scanValue(v any, canaries []string, found map[string]bool) {
+	switch x := v.(type) {
+	case string:
+		scan(x, canaries, found)
+	case []byte:
+		scan(string(x), canaries, found)
+	case map[string]any:
+		for k, e := range x {
+			scan(k, canaries, found)
+			scanValue(e, canaries, found)
+		}
+	case []any:
+		for _, e := range x {
+			scanValue(e, canaries, found)
+		}
+	case *firestore.DocumentRef:
+		if x != nil {
+			scan(x.Path, canaries, found)
+		}
+	}
+}
+
+// mask names a canary without repeating it whole in a test log.
+func mask(k string) string {
+	if len(k) <= 4 {
+		return "****"
+	}
+	return k[:2] + strings.Repeat("*", len(k)-4) + k[len(k)-2:]
+}

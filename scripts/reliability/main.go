@@ -1,0 +1,288 @@
+// Command reliability turns `go test -json` output into docs/RELIABILITY.md:
+// one row per fault (what must happen, the tests that show it, and their
+// result in that run) and the figures the load tests print as
+// "FIGURE name value unit" lines. `make reliability` runs the tests and
+// this command.
+//
+//	go run ./scripts/reliability -o docs/RELIABILITY.md results.json...
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+)
+
+// row is one fault of the matrix.
+type row struct {
+	area, fault, must string
+	// tests are regular expressions matched against full test names
+	// (Test/Sub/Sub) of the packages' results.
+	tests []string
+}
+
+var rows = []row{
+	// Registry faults.
+	{"registry", "connection refused, DNS failure, TLS failure (untrusted certificate)",
+		"fetch fails; nothing marked, deleted or written but the status; status names the fault; the catalog revision does not move; the next healthy run heals with no spec writes",
+		[]string{`^TestFaultMatrix(OCI|HTTP)/(connection_refused|DNS_failure|TLS_failure)/`}},
+	{"registry", "401, 403",
+		"as above; the status names the status code",
+		[]string{`^TestFaultMatrix(OCI|HTTP)/40[13]/`}},
+	{"registry", "429 with Retry-After: 3600",
+		"as above, and the fetch is not parked for an hour: it fails within the source's timeout",
+		[]string{`^TestFaultMatrix(OCI|HTTP)/429_with_Retry-After/`}},
+	{"registry", "500, 502, 503 (every request; the catalog only; every manifest)",
+		"as above; a registry whose every repository fails is a failed fetch, not N entry errors",
+		[]string{`^TestFaultMatrix(OCI|HTTP)/(50[023]|catalog_500|every_manifest_500)/`}},
+	{"registry", "slow headers, slow body past the timeout",
+		"fetch fails with \"did not finish within\"; nothing changes",
+		[]string{`^TestFaultMatrix(OCI|HTTP)/slow_(headers|body)/`}},
+	{"registry", "truncated body, garbage body, oversized index",
+		"fetch fails (a short listing is never taken for a complete one); nothing changes",
+		[]string{`^TestFaultMatrix(OCI|HTTP)/(truncated_body|garbage_body|oversized_body)/`}},
+	{"registry", "catalog page k fails (k = 1, 2, 3; reference registry, real Link pagination)",
+		"fetch fails naming page k and its 500; every spec stays active",
+		[]string{`^TestFaultMatrixCatalogPageK/`, `^TestScenarioCatalogSecondPageFails$`}},
+	{"registry", "one manifest 404 (by digest) or one config blob 500 among many",
+		"that entry's error is recorded against its spec, which keeps its last good version, active; the others are served; a first run creates the others only",
+		[]string{`^TestFaultMatrixOCIEntries/(one_manifest_404|one_config_blob_500)`}},
+	{"registry", "garbage base64 label, garbage YAML label, invalid spec, oversized label",
+		"invariant 2: last good version kept, not marked; error recorded on the spec and in the status; the spec heals with the same id",
+		[]string{`^TestFaultMatrixOCIEntries/(garbage_base64|garbage_YAML|invalid_spec|oversized_label)`, `^TestScenarioBadLabelAmongMany$`}},
+	{"registry", "a tag that answers 404",
+		"the rule for \"no longer offered\": marked (hidden, same id), not deleted that run; unmarked when it returns",
+		[]string{`^TestFaultMatrixOCITagVanishes$`, `^TestScenarioVanishThenReturn$`}},
+	{"registry", "registry down on a later run; empty listing",
+		"invariant 1; the always-on empty-listing guard",
+		[]string{`^TestScenarioRegistryDownOnSecondRun$`, `^TestScenarioEmptyListingGuard$`, `^TestE2EFailingRegistryKeepsItsSpecs$`}},
+	// Pub/Sub.
+	{"pubsub", "every message delivered three times, copies in reverse order; stale messages of a finished operation after the next one started",
+		"invariant 6: each registry counts once per operation; stale messages change nothing; the operations succeed",
+		[]string{`^TestPubSubDuplicateAndOutOfOrderDeliveries$`, `^TestWorkerRedeliveryCountsOnce$`}},
+	{"pubsub", "redelivery while a crashed run's lease holds, and after it expired",
+		"retryable error (nack) while held, never a wait; the redelivery after expiry runs and reports",
+		[]string{`^TestPubSubRedeliveryAfterLeaseExpiry$`, `^TestWorkerBusyLeaseIsRetried$`, `^TestLeaseExpires$`}},
+	{"pubsub", "poison message (undecodable) in place of a registry's message",
+		"dropped once, never retried; the operation fails at its deadline naming that registry",
+		[]string{`^TestPubSubPoisonMessageFailsTheOperationWithAReason$`, `^TestWorkerPermanentFailuresAreAcknowledged$`}},
+	// Concurrency.
+	{"concurrency", "ten bootstraps at once (HTTP)",
+		"invariant 7: one operation, its messages published once",
+		[]string{`^TestTenConcurrentBootstrapsOneOperation$`, `^TestConcurrentStartsCoalesce$`}},
+	{"concurrency", "two reconciles of one registry at once",
+		"invariant 7: they never interleave (one holds the lease, the other is busy)",
+		[]string{`^TestScenarioConcurrentReconciles$`}},
+	{"concurrency", "60 provision-vs-mark-and-delete and 20 deprovision-vs-delete races at once",
+		"invariant 3: no instance of a deleted spec, no referenced spec deleted, counters exact (checker)",
+		[]string{`^TestRacesProvisionVersusDelete$`, `^TestScenarioProvisionRacesDelete$`, `^TestConcurrentProvisionAndDelete$`}},
+	// Crashes.
+	{"crash", "the reconcile dies after its k-th write, for every k of a run (a gRPC interceptor on a real client fails every later commit)",
+		"every intermediate state passes the checker; the next run reaches a state uninterrupted runs produce (a crashed run that marked counts as the earlier run); one more run reaches exactly two uninterrupted runs' state",
+		[]string{`^TestCrashAfterEveryWrite`}},
+	// HTTP.
+	{"http", "fuzzed bodies, methods, paths, queries, headers (seed corpora)",
+		"never 5xx; every refusal an OSB error body; a refused bootstrap creates nothing; no answer holds the broker password; data consistent",
+		[]string{`^FuzzDecodeBody$`, `^FuzzBrokerRequest$`, `^FuzzBootstrapParams$`, `^FuzzParse`}},
+	{"http", "bad requests, oversized bodies, wrong credentials",
+		"400/413/401 with OSB bodies; no 4xx writes anything; a wrong credential learns nothing (auth before the version check)",
+		[]string{`^TestBadRequestsWriteNothing$`, `^TestProvisionBodyNearLimit$`, `^TestBrokerAuth$`, `^TestE2EBadInput$`}},
+	{"secrets", "canary secrets in registry credentials and broker settings",
+		"invariant 8: no canary in any Firestore document (every collection, field names, ids), message, log or response",
+		[]string{`^TestE2ESecretCanary$`, `^TestCheckerDetectsSeededViolations/secret`}},
+	// Load.
+	{"load", "200 concurrent catalog clients for 30 s, 100 services (loopback)",
+		"zero errors; p50/p99/rps and Firestore reads per request reported below",
+		[]string{`^TestLoadCatalog200Clients$`}},
+	{"load", "100 bootstrap requests a second for 10 s (loopback)",
+		"every one accepted, one operation, published once",
+		[]string{`^TestLoadBootstrap100PerSecond$`}},
+	// The checker itself.
+	{"checker", "a bad document of every kind written straight to Firestore",
+		"the invariant checker names the rule and the document for each; a healthy project passes",
+		[]string{`^TestCheckerDetects`, `^TestHealthyWorldPasses$`}},
+}
+
+type event struct {
+	Action  string
+	Package string
+	Test    string
+	Output  string
+	Elapsed float64
+}
+
+type result struct {
+	pkg, test, action string
+	elapsed           float64
+}
+
+func main() {
+	out := flag.String("o", "docs/RELIABILITY.md", "markdown file to write")
+	flag.Parse()
+	var inputs []io.Reader
+	for _, p := range flag.Args() {
+		f, err := os.Open(p)
+		if err != nil {
+			fail(err)
+		}
+		defer f.Close()
+		inputs = append(inputs, f)
+	}
+	if len(inputs) == 0 {
+		inputs = append(inputs, os.Stdin)
+	}
+	results := map[string]*result{}
+	figures := map[string]string{}
+	var order []string
+	figRe := regexp.MustCompile(`FIGURE (\S+) (\S+) (\S+)`)
+	for _, in := range inputs {
+		sc := bufio.NewScanner(in)
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		for sc.Scan() {
+			var ev event
+			if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Test == "" {
+				continue
+			}
+			key := ev.Package + " " + ev.Test
+			switch ev.Action {
+			case "pass", "fail", "skip":
+				results[key] = &result{pkg: ev.Package, test: ev.Test, action: ev.Action, elapsed: ev.Elapsed}
+			case "output":
+				if m := figRe.FindStringSubmatch(ev.Output); m != nil {
+					if _, ok := figures[m[1]]; !ok {
+						order = append(order, m[1])
+					}
+					figures[m[1]] = m[2] + " " + m[3]
+				}
+			}
+		}
+		if err := sc.Err(); err != nil {
+			fail(err)
+		}
+	}
+	if len(results) == 0 {
+		fail(fmt.Errorf("no test results in the input (expected go test -json output)"))
+	}
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Reliability\n\n")
+	fmt.Fprintf(&b, "What specsync must do when things break, the test that shows it, and the\n")
+	fmt.Fprintf(&b, "result of the last run. Generated by `make reliability` (the tests with\n")
+	fmt.Fprintf(&b, "`-json`, then `go run ./scripts/reliability`); do not edit by hand.\n\n")
+	fmt.Fprintf(&b, "Every scenario ends with the invariant checker (`pkg/invariant`), which\n")
+	fmt.Fprintf(&b, "reads the whole Firestore project and checks every invariant of the design\n")
+	fmt.Fprintf(&b, "that can be seen in the data (instances → specs, counters, ids, states,\n")
+	fmt.Fprintf(&b, "change-feed density and truth, operations, secret canaries).\n\n")
+	fmt.Fprintf(&b, "Last run: %s, %s, %s/%s, %d CPUs (%s), emulators: Firestore and Pub/Sub from google-cloud-cli.\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), cpuModel())
+	fmt.Fprintf(&b, "| area | fault | what must happen | tests | last run |\n|---|---|---|---|---|\n")
+	failed := 0
+	for _, r := range rows {
+		var names []string
+		pass, fails, skips := 0, 0, 0
+		for _, key := range sortedKeys(results) {
+			res := results[key]
+			for _, pat := range r.tests {
+				if regexp.MustCompile(pat).MatchString(res.test) {
+					switch res.action {
+					case "pass":
+						pass++
+					case "fail":
+						fails++
+					default:
+						skips++
+					}
+					top := strings.SplitN(res.test, "/", 2)[0]
+					if len(names) == 0 || names[len(names)-1] != top {
+						names = appendUnique(names, top)
+					}
+					break
+				}
+			}
+		}
+		status := ""
+		switch {
+		case pass+fails+skips == 0:
+			status = "**not run**"
+			failed++
+		case fails > 0 || skips > 0:
+			status = fmt.Sprintf("**FAIL** (%d passed, %d failed, %d skipped)", pass, fails, skips)
+			failed++
+		default:
+			status = fmt.Sprintf("pass (%d)", pass)
+		}
+		for i, n := range names {
+			names[i] = "`" + n + "`"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", r.area, r.fault, r.must, strings.Join(names, ", "), status)
+	}
+	if len(figures) > 0 {
+		fmt.Fprintf(&b, "\n## Load figures (last run)\n\n| figure | value |\n|---|---:|\n")
+		for _, k := range order {
+			fmt.Fprintf(&b, "| `%s` | %s |\n", k, figures[k])
+		}
+		fmt.Fprintf(&b, "\nLoopback only, on the machine above with the emulators on the same cores;\n")
+		fmt.Fprintf(&b, "latencies are that machine's, not production's. Reads per request are\n")
+		fmt.Fprintf(&b, "counted, not timed: a warm instance re-reads the catalog revision once per\n")
+		fmt.Fprintf(&b, "refresh window (5 s), whatever the request rate.\n")
+	}
+	if extra, err := os.ReadFile("docs/reliability-notes.md"); err == nil {
+		fmt.Fprintf(&b, "\n%s", extra)
+	}
+	if err := os.WriteFile(*out, []byte(b.String()), 0o644); err != nil {
+		fail(err)
+	}
+	fmt.Printf("wrote %s: %d rows, %d not passing, %d figures\n", *out, len(rows), failed, len(figures))
+	if failed > 0 {
+		os.Exit(1)
+	}
+}
+
+func appendUnique(xs []string, x string) []string {
+	for _, e := range xs {
+		if e == x {
+			return xs
+		}
+	}
+	return append(xs, x)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				if i := strings.Index(l, ":"); i >= 0 {
+					return strings.TrimSpace(l[i+1:])
+				}
+			}
+		}
+	}
+	if out, err := exec.Command("uname", "-m").Output(); err == nil {
+		return strings.TrimSpace(string(out))
+	}
+	return "unknown CPU"
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "reliability:", err)
+	os.Exit(1)
+}
