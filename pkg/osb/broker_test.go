@@ -696,7 +696,7 @@ func TestConcurrentProvisionAndDelete(t *testing.T) {
 				_, markErr = e.st.MarkSpec(e.ctx, testReg, victim.ID, "run-1")
 			}
 			if markErr == nil {
-				outcome, _, delErr = e.st.DeleteMarked(e.ctx, testReg, victim.ID, "run-2")
+				outcome, _, delErr = e.st.DeleteMarked(e.ctx, testReg, victim.ID, "run-2", time.Now())
 			}
 		})
 		close(start)

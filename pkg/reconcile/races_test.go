@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/invariant"
@@ -84,7 +85,7 @@ func TestRacesProvisionVersusDelete(t *testing.T) {
 					errs <- fmt.Errorf("%s: mark: %w", n, err)
 					return
 				}
-				if err := retry(func() error { _, _, err := e.store.DeleteMarked(ctx, "local", rec.ID, "run-2"); return err }); err != nil {
+				if err := retry(func() error { _, _, err := e.store.DeleteMarked(ctx, "local", rec.ID, "run-2", time.Now()); return err }); err != nil {
 					errs <- fmt.Errorf("%s: delete: %w", n, err)
 				}
 			})
@@ -114,7 +115,7 @@ func TestRacesProvisionVersusDelete(t *testing.T) {
 			inner.Go(func() {
 				if err := retry(func() error {
 					var err error
-					outcome, _, err = e.store.DeleteMarked(ctx, "local", rec.ID, "run-2")
+					outcome, _, err = e.store.DeleteMarked(ctx, "local", rec.ID, "run-2", time.Now())
 					return err
 				}); err != nil {
 					errs <- fmt.Errorf("%s: delete: %w", n, err)
@@ -142,9 +143,13 @@ func TestRacesProvisionVersusDelete(t *testing.T) {
 	t.Logf("provision vs delete: provision first %d, mark first %d; deprovision vs delete: deprovision first %d, delete first %d",
 		provWon.Load(), markWon.Load(), deprovFirst.Load(), deleteFirst.Load())
 	invariant.Require(t, e.client, invariant.Options{})
-	// A reconcile afterwards deletes what is now unreferenced and keeps the
-	// rest; the state is settled and still consistent.
-	e.run(dirRegistry(t, "local", specFiles(), reconcile.Policy{MaxMarkShare: 1, AllowMassDeletion: true}))
+	// Reconciles afterwards delete what is now unreferenced and keep the
+	// rest; the state is settled and still consistent. Two runs: the marks
+	// above were made outside a finished run, so the first run that
+	// finishes makes them "earlier" and the second may delete.
+	empty := dirRegistry(t, "local", specFiles(), reconcile.Policy{MaxMarkShare: 1, AllowMassDeletion: true})
+	e.run(empty)
+	e.run(empty)
 	st := invariant.Require(t, e.client, invariant.Options{Settled: true, Feed: true})
 	for _, r := range st.Specs {
 		if r.Instances == 0 && r.State == store.StateMarked {

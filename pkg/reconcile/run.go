@@ -191,7 +191,7 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 		run.Kept = append(run.Kept, store.KeptSpec{SpecID: k.ID, Name: k.Name, Instances: int64(k.Instances)})
 	}
 	for _, d := range plan.Delete {
-		outcome, refs, err := st.DeleteMarked(ctx, reg.Name, d.ID, runID)
+		outcome, refs, err := st.DeleteMarked(ctx, reg.Name, d.ID, runID, status.LastSuccessAt)
 		if err != nil {
 			return r.failed(ctx, st, reg, status, run, finish, err)
 		}
@@ -316,7 +316,7 @@ func (r *Runner) deleteOnly(ctx context.Context, st *store.Store, reg Registry, 
 	}
 	remaining := 0
 	for _, m := range marked {
-		outcome, refs, err := st.DeleteMarked(ctx, reg.Name, m.ID, run.ID)
+		outcome, refs, err := st.DeleteMarked(ctx, reg.Name, m.ID, run.ID, status.LastSuccessAt)
 		if err != nil {
 			return r.failed(ctx, st, reg, status, run, finish, err)
 		}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/reconcile"
@@ -485,7 +486,7 @@ func TestScenarioProvisionRacesDelete(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			if _, markErr = e.store.MarkSpec(ctx, "local", rec.ID, "run-1"); markErr == nil {
-				outcome, _, delErr = e.store.DeleteMarked(ctx, "local", rec.ID, "run-2")
+				outcome, _, delErr = e.store.DeleteMarked(ctx, "local", rec.ID, "run-2", time.Now())
 			}
 		}()
 		wg.Wait()

@@ -297,7 +297,7 @@ type DeleteOutcome string
 const (
 	Deleted    DeleteOutcome = "deleted"
 	Referenced DeleteOutcome = "referenced" // kept: instances use it
-	Skipped    DeleteOutcome = "skipped"    // gone, unmarked, re-owned, or marked by this very run
+	Skipped    DeleteOutcome = "skipped"    // gone, unmarked, re-owned, or marked by this run or an unfinished one
 )
 
 // DeleteMarked deletes a spec marked in an earlier run that no instance
@@ -306,7 +306,12 @@ const (
 // transaction) and queries the instances for it, so a concurrent provision
 // either commits first and the delete sees it, or conflicts and retries
 // and finds the spec gone.
-func (s *Store) DeleteMarked(ctx context.Context, registry, id, runID string) (DeleteOutcome, int64, error) {
+//
+// markedBefore is when the registry's last successful run finished: a
+// spec marked after it was marked by a run that did not finish (it
+// crashed, or failed part-way), which does not count as an earlier run,
+// so the grace of one full run survives a crash.
+func (s *Store) DeleteMarked(ctx context.Context, registry, id, runID string, markedBefore time.Time) (DeleteOutcome, int64, error) {
 	ref := s.specs().Doc(id)
 	var outcome DeleteOutcome
 	var refs int64
@@ -316,7 +321,7 @@ func (s *Store) DeleteMarked(ctx context.Context, registry, id, runID string) (D
 		if err != nil || cur == nil {
 			return err
 		}
-		if cur.Registry != registry || cur.State != StateMarked || cur.MarkedRun == runID {
+		if cur.Registry != registry || cur.State != StateMarked || cur.MarkedRun == runID || !cur.MarkedAt.Before(markedBefore) {
 			return nil
 		}
 		pins, err := tx.Documents(s.instances().Where("spec_id", "==", id).Limit(1)).GetAll()

@@ -93,14 +93,20 @@ func TestMarkAndUnmark(t *testing.T) {
 		t.Fatal("marking twice reported a second mark")
 	}
 	// Marked in this run: not deletable by the same run.
-	if out, _, err := st.DeleteMarked(ctx, "r1", o.Spec.ID, "run"); err != nil || out != store.Skipped {
+	if out, _, err := st.DeleteMarked(ctx, "r1", o.Spec.ID, "run", time.Now()); err != nil || out != store.Skipped {
 		t.Fatalf("same-run delete: %s %v", out, err)
+	}
+	// Marked after the registry's last successful run finished: by a run
+	// that did not finish, which is no earlier run.
+	rec, _ := st.GetSpec(ctx, o.Spec.ID)
+	if out, _, err := st.DeleteMarked(ctx, "r1", o.Spec.ID, "next-run", rec.MarkedAt.Add(-time.Second)); err != nil || out != store.Skipped {
+		t.Fatalf("delete of a spec marked by an unfinished run: %s %v", out, err)
 	}
 	res, err := st.UpsertSpec(ctx, o)
 	if err != nil || res.Outcome != store.Unmarked {
 		t.Fatalf("re-offer: %+v %v", res, err)
 	}
-	rec, _ := st.GetSpec(ctx, o.Spec.ID)
+	rec, _ = st.GetSpec(ctx, o.Spec.ID)
 	if rec.State != store.StateActive || rec.MarkedRun != "" || !rec.MarkedAt.IsZero() {
 		t.Fatalf("unmarked record keeps mark fields: %+v", rec)
 	}
