@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/specsync/specsync/pkg/registry"
 	"github.com/specsync/specsync/pkg/spec"
 	"github.com/specsync/specsync/pkg/store"
+	"golang.org/x/sync/errgroup"
 )
 
 // Run results, as recorded in a registry's status.
@@ -53,6 +55,9 @@ type Runner struct {
 	// at least once: a change whose publish failed goes out with the next
 	// run that commits changes.
 	Publisher ChangePublisher
+	// Concurrency bounds the spec writes of a run in flight at once
+	// (default DefaultConcurrency).
+	Concurrency int
 	// Now and NewRunID are replaceable for tests.
 	Now      func() time.Time
 	NewRunID func() string
@@ -61,6 +66,32 @@ type Runner struct {
 // ChangePublisher pushes committed changes, in revision order.
 type ChangePublisher interface {
 	PublishChanges(ctx context.Context, changes []store.Change) error
+}
+
+// DefaultConcurrency is how many spec writes a run has in flight.
+const DefaultConcurrency = 8
+
+func (r *Runner) concurrency() int {
+	if r.Concurrency > 0 {
+		return r.Concurrency
+	}
+	return DefaultConcurrency
+}
+
+// inParallel calls f on every item, at most n at a time, and returns the
+// results in item order; the first error cancels the rest and is returned.
+func inParallel[T, R any](ctx context.Context, n int, items []T, f func(context.Context, T) (R, error)) ([]R, error) {
+	out := make([]R, len(items))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(n)
+	for i, it := range items {
+		g.Go(func() error {
+			r, err := f(gctx, it)
+			out[i] = r
+			return err
+		})
+	}
+	return out, g.Wait()
 }
 
 // DefaultChangeRetention is how long changes stay in the feed by default.
@@ -209,32 +240,37 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 	var conflicts []store.SpecConflict
 	entryErrors := planErrors(plan)
 	run.Counts.Unchanged = plan.Unchanged
-	for _, group := range [][]Candidate{plan.Create, plan.Update, plan.Unmark, plan.Repair} {
-		for _, c := range group {
-			res, err := st.UpsertSpec(ctx, store.Offer{Registry: reg.Name, Entry: c.Entry, Ref: c.Ref, Spec: c.Spec, Digest: c.Digest, Run: runID})
-			if err != nil {
-				return r.failed(ctx, st, reg, status, run, finish, err)
-			}
-			switch res.Outcome {
-			case store.Created:
-				run.Counts.Created++
-			case store.Updated:
-				run.Counts.Updated++
-			case store.Unmarked:
-				run.Counts.Unmarked++
-			case store.Repaired:
-				run.Counts.Repaired++
-			case store.Unchanged:
-				run.Counts.Unchanged++
-			case store.Conflict:
-				run.Counts.Conflicts++
-				conflicts = append(conflicts, store.SpecConflict{SpecID: c.ID, Entry: c.Entry, Owner: res.Owner})
-				entryErrors = append(entryErrors, store.EntryError{Entry: c.Entry, Ref: c.Ref, SpecID: c.ID,
-					Message: fmt.Sprintf("spec id %s is already owned by registry %q; the owner keeps it", c.ID, res.Owner)})
-			}
-			if (res.Outcome == store.Updated || res.Outcome == store.Unmarked) && wasMarked[c.ID] {
-				markedAfter--
-			}
+	// The upserts touch distinct documents, so they run a few at a time:
+	// each is a round trip or three, and one at a time a large first
+	// import would wait on them in turn. Outcomes are counted in plan order.
+	offers := slices.Concat(plan.Create, plan.Update, plan.Unmark, plan.Repair)
+	results, err := inParallel(ctx, r.concurrency(), offers, func(ctx context.Context, c Candidate) (store.UpsertResult, error) {
+		return st.UpsertSpec(ctx, store.Offer{Registry: reg.Name, Entry: c.Entry, Ref: c.Ref, Spec: c.Spec, Digest: c.Digest, Run: runID})
+	})
+	if err != nil {
+		return r.failed(ctx, st, reg, status, run, finish, err)
+	}
+	for i, c := range offers {
+		res := results[i]
+		switch res.Outcome {
+		case store.Created:
+			run.Counts.Created++
+		case store.Updated:
+			run.Counts.Updated++
+		case store.Unmarked:
+			run.Counts.Unmarked++
+		case store.Repaired:
+			run.Counts.Repaired++
+		case store.Unchanged:
+			run.Counts.Unchanged++
+		case store.Conflict:
+			run.Counts.Conflicts++
+			conflicts = append(conflicts, store.SpecConflict{SpecID: c.ID, Entry: c.Entry, Owner: res.Owner})
+			entryErrors = append(entryErrors, store.EntryError{Entry: c.Entry, Ref: c.Ref, SpecID: c.ID,
+				Message: fmt.Sprintf("spec id %s is already owned by registry %q; the owner keeps it", c.ID, res.Owner)})
+		}
+		if (res.Outcome == store.Updated || res.Outcome == store.Unmarked) && wasMarked[c.ID] {
+			markedAfter--
 		}
 	}
 	// A new version that would strand instances is recorded as held back;

@@ -67,6 +67,11 @@ func (c *Change) InCatalog() bool { return c.SpecJSON != "" }
 // changeSeq breaks ties between changes stamped with the same time.
 var changeSeq atomic.Int64
 
+// commitAttempts is how often a commit transaction is tried: every
+// registry's run ends by committing on meta/catalog, so runs that finish
+// together contend there, and a lost round is cheap to try again.
+const commitAttempts = 20
+
 // changeBatch bounds one commit transaction: each change is one write,
 // plus meta/catalog, well under Firestore's 500 writes per commit.
 const changeBatch = 200
@@ -146,7 +151,7 @@ func (s *Store) CommitChanges(ctx context.Context, registry string, retention ti
 				batch = append(batch, c)
 			}
 			return tx.Set(s.catalogMeta(), map[string]any{"revision": rev, "updated_at": now}, firestore.MergeAll)
-		})
+		}, firestore.MaxAttempts(commitAttempts))
 		if err != nil {
 			return all, classify(err, "commit the changes of registry %s", registry)
 		}
