@@ -21,11 +21,11 @@ bench:
 ## reliability: the fault matrix, races and fuzz seed corpora, then (alone, so
 ## they measure the code and not the rest of the suite) the loopback load tests
 ## of build tag reliability; docs/RELIABILITY.md is written from the results.
-RELIABILITY_RUN ?= ^(TestFaultMatrix|TestPubSub|TestTenConcurrent|TestRaces|Fuzz|TestScenario|TestChecker|TestHealthyWorld|TestWorker|TestLease|TestConcurrent|TestBadRequestsWriteNothing|TestProvisionBodyNearLimit|TestBrokerAuth|TestE2E|TestCrash)
+RELIABILITY_RUN ?= ^(TestFaultMatrix|TestPubSub|TestTenConcurrent|TestRaces|Fuzz|TestScenario|TestChecker|TestHealthyWorld|TestWorker|TestLease|TestConcurrent|TestBadRequestsWriteNothing|TestProvisionBodyNearLimit|TestBrokerAuth|TestE2E|TestCrash|TestSlowClientsAreCutOff)
 RELIABILITY_OUT ?= docs/RELIABILITY.md
 reliability:
 	$(WITH_EMULATORS) sh -c 'rc=0; \
-	  $(GO) test -json -count=1 -timeout 15m -run "$(RELIABILITY_RUN)" ./pkg/... ./functions/ > .reliability.json || rc=1; \
+	  $(GO) test -json -count=1 -timeout 15m -run "$(RELIABILITY_RUN)" ./pkg/... ./functions/ ./emulator/stack/ > .reliability.json || rc=1; \
 	  $(GO) test -json -count=1 -timeout 5m -p 1 -tags reliability -run "^TestLoad" ./pkg/osb ./pkg/bootstrap >> .reliability.json || rc=1; \
 	  $(GO) run ./scripts/reliability -o $(RELIABILITY_OUT) .reliability.json || rc=1; exit $$rc'
 

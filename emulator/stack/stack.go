@@ -57,11 +57,54 @@ type Options struct {
 	// BootstrapInterval, when set, bootstraps periodically (standing in
 	// for Cloud Scheduler).
 	BootstrapInterval time.Duration
+	// Timeouts bound slow clients (zero fields take DefaultTimeouts').
+	Timeouts Timeouts
 	// PruneInterval is how often expired change records are deleted
 	// (default DefaultPruneInterval; SPECSYNC_CHANGE_RETENTION sets how
 	// long they live).
 	PruneInterval time.Duration
 	Logger        *slog.Logger
+}
+
+// Timeouts are the local server's limits on slow or greedy clients. In
+// Google Cloud the functions' front end enforces its own; locally these
+// stand in for them.
+type Timeouts struct {
+	ReadHeader time.Duration // the request line and headers
+	Read       time.Duration // the whole request, body included
+	// Write bounds a response; it must outlast the longest change-feed
+	// long-poll (SPECSYNC_CHANGES_MAX_WAIT).
+	Write          time.Duration
+	Idle           time.Duration // a kept-alive connection between requests
+	MaxHeaderBytes int
+}
+
+// DefaultTimeouts are the local stack's limits.
+var DefaultTimeouts = Timeouts{
+	ReadHeader: 10 * time.Second, Read: 30 * time.Second, Write: 2 * time.Minute,
+	Idle: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
+}
+
+func newServer(h http.Handler, t Timeouts) *http.Server {
+	d := DefaultTimeouts
+	pick := func(v, def time.Duration) time.Duration {
+		if v > 0 {
+			return v
+		}
+		return def
+	}
+	maxHeader := t.MaxHeaderBytes
+	if maxHeader <= 0 {
+		maxHeader = d.MaxHeaderBytes
+	}
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: pick(t.ReadHeader, d.ReadHeader),
+		ReadTimeout:       pick(t.Read, d.Read),
+		WriteTimeout:      pick(t.Write, d.Write),
+		IdleTimeout:       pick(t.Idle, d.Idle),
+		MaxHeaderBytes:    maxHeader,
+	}
 }
 
 // Stack is a running local stack.
@@ -172,7 +215,7 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	// The push endpoint: the topic's path, as the framework expects it.
 	mux.Handle("/projects/", httputil.NewSingleHostReverseProxy(innerURL))
 	mux.HandleFunc("/", osb.NotFound)
-	s.server = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	s.server = newServer(mux, opts.Timeouts)
 	go func() { s.errc <- s.server.Serve(ln) }()
 
 	if err := s.pushSubscription(ctx, topic); err != nil {
