@@ -89,6 +89,9 @@ var rows = []row{
 	{"crash", "the reconcile dies after its k-th write, for every k of a run (a gRPC interceptor on a real client fails every later commit)",
 		"every intermediate state passes the checker; the next run reaches exactly the state of one uninterrupted run (a crashed run's marks do not count as an earlier run); one more run reaches exactly two uninterrupted runs' state",
 		[]string{`^TestCrashAfterEveryWrite`}},
+	{"firestore", "the database unreachable mid-run (after the run's third write), back after 300 ms, or after longer than a run may take",
+		"the client rides a brief outage out; a longer one fails the run (retryable) and a later run recovers; the end state is exactly one uninterrupted run's; every state passes the checker",
+		[]string{`^TestFirestoreOutageMidRun`}},
 	// HTTP.
 	{"http", "fuzzed bodies, methods, paths, queries, headers (seed corpora)",
 		"never 5xx; every refusal an OSB error body; a refused bootstrap creates nothing; no answer holds the broker password; data consistent",
