@@ -171,11 +171,16 @@ func slowHeaders(m match) httpFault {
 		if m != nil && !m(r) {
 			return false
 		}
-		select {
-		case <-r.Context().Done():
-		case <-time.After(30 * time.Second):
-		}
+		stall(r)
 		return true
+	}
+}
+
+// stall holds a request until the client gives up (or 30 s pass).
+func stall(r *http.Request) {
+	select {
+	case <-r.Context().Done():
+	case <-time.After(30 * time.Second):
 	}
 }
 
@@ -190,10 +195,7 @@ func slowBody(m match) httpFault {
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write([]byte(`{"repositories": ["specs/`))
 		w.(http.Flusher).Flush()
-		select {
-		case <-r.Context().Done():
-		case <-time.After(30 * time.Second):
-		}
+		stall(r)
 		return true
 	}
 }
