@@ -147,13 +147,22 @@ func selfSigned(t *testing.T) tls.Certificate {
 // The HTTP faults. match limits one to some requests (nil: all).
 type match func(r *http.Request) bool
 
-func catalogReq(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/_catalog") }
-
-func status(code int, retryAfter string, m match) httpFault {
+// when makes f a fault for the requests m matches (nil: all); the others
+// pass through untouched.
+func when(m match, f func(w http.ResponseWriter, r *http.Request)) httpFault {
 	return func(w http.ResponseWriter, r *http.Request) bool {
 		if m != nil && !m(r) {
 			return false
 		}
+		f(w, r)
+		return true
+	}
+}
+
+func catalogReq(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/_catalog") }
+
+func status(code int, retryAfter string, m match) httpFault {
+	return when(m, func(w http.ResponseWriter, r *http.Request) {
 		if retryAfter != "" {
 			w.Header().Set("Retry-After", retryAfter)
 		}
@@ -161,19 +170,14 @@ func status(code int, retryAfter string, m match) httpFault {
 			w.Header().Set("WWW-Authenticate", `Basic realm="specsync-test"`)
 		}
 		http.Error(w, http.StatusText(code), code)
-		return true
-	}
+	})
 }
 
 // slowHeaders holds the response past the client's timeout.
 func slowHeaders(m match) httpFault {
-	return func(w http.ResponseWriter, r *http.Request) bool {
-		if m != nil && !m(r) {
-			return false
-		}
+	return when(m, func(w http.ResponseWriter, r *http.Request) {
 		stall(r)
-		return true
-	}
+	})
 }
 
 // stall holds a request until the client gives up (or 30 s pass).
@@ -186,43 +190,31 @@ func stall(r *http.Request) {
 
 // slowBody sends the headers and half a body, then stalls.
 func slowBody(m match) httpFault {
-	return func(w http.ResponseWriter, r *http.Request) bool {
-		if m != nil && !m(r) {
-			return false
-		}
+	return when(m, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", "4096")
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write([]byte(`{"repositories": ["specs/`))
 		w.(http.Flusher).Flush()
 		stall(r)
-		return true
-	}
+	})
 }
 
 // truncated promises more body than it sends, then closes.
 func truncated(m match) httpFault {
-	return func(w http.ResponseWriter, r *http.Request) bool {
-		if m != nil && !m(r) {
-			return false
-		}
+	return when(m, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", "4096")
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write([]byte(`{"repositories": ["specs/postgres", "spe`))
-		return true
-	}
+	})
 }
 
 func garbage(m match) httpFault {
-	return func(w http.ResponseWriter, r *http.Request) bool {
-		if m != nil && !m(r) {
-			return false
-		}
+	return when(m, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte("<html><body>\x00\xff not what you asked for {{{ ]]]</body></html>"))
-		return true
-	}
+	})
 }
 
 // wholeFault is a fault that makes the whole listing unobtainable.
