@@ -316,7 +316,13 @@ func checkType(v any, t reflect.Type, path string, out *[]Problem) {
 	case reflect.Interface:
 		checkNumbers(v, path, out)
 	case reflect.String:
-		if _, ok := v.(string); !ok {
+		if _, isBool := v.(bool); isBool {
+			// Specs are YAML 1.1, as APB labels were: an unquoted y, n,
+			// yes, no, on or off is a boolean there, which surprises
+			// anyone naming a plan "on" or "y".
+			bad("a string")
+			(*out)[len(*out)-1].Reason += " (YAML 1.1 reads unquoted y, n, yes, no, on, off, true and false as booleans: quote the value)"
+		} else if _, ok := v.(string); !ok {
 			bad("a string")
 		}
 	case reflect.Bool:

@@ -208,6 +208,9 @@ func TestParseWrongTypes(t *testing.T) {
 		want []string // field, reason pairs
 	}{
 		{"name a list", "name: [a]\ndescription: d\n" + plans, []string{"name", "want a string, got a list"}},
+		{"plan name a YAML 1.1 boolean", "name: demo\ndescription: d\nplans:\n  - name: on\n    description: d\n", []string{"plans[0].name", "want a string, got a boolean (YAML 1.1 reads unquoted y, n, yes, no, on, off"}},
+		{"spec name y", "name: y\ndescription: d\n" + plans, []string{"name", "quote the value"}},
+		{"a quoted y is a string", "name: demo\ndescription: d\ntags: [\"y\", on]\n" + plans, []string{"tags[1]", "got a boolean (YAML 1.1"}},
 		{"bindable a string", "name: demo\ndescription: d\nbindable: maybe\n" + plans, []string{"bindable", "want a boolean, got a string"}},
 		{"tags a string", "name: demo\ndescription: d\ntags: database\n" + plans, []string{"tags", "want a list, got a string"}},
 		{"a tag a mapping", "name: demo\ndescription: d\ntags: [sql, {a: b}]\n" + plans, []string{"tags[1]", "want a string, got a mapping"}},
