@@ -30,6 +30,9 @@ import (
 // Registry is an in-process OCI registry (go-containerregistry's
 // pkg/registry) served over real HTTP, so clients exercise the same
 // transport as against a remote registry. It does not paginate _catalog
+// (it cuts the list at n, without a Link header, so its callers either use
+// a page size above the repository count or name the repositories; the
+// OCI source detects the cut and fails rather than take it for the end)
 // and has no authentication.
 type Registry struct {
 	srv  *http.Server

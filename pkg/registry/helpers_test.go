@@ -61,11 +61,12 @@ type server struct {
 	requests []string // "METHOD /path?query"
 	fault    func(w http.ResponseWriter, r *http.Request) bool
 	push     []remote.Option
+	handler  http.Handler // the registry behind the fault hook
 }
 
 func serve(t *testing.T, h http.Handler) *server {
 	t.Helper()
-	s := &server{t: t}
+	s := &server{t: t, handler: h}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.requests = append(s.requests, r.Method+" "+r.URL.RequestURI())

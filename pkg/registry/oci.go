@@ -180,7 +180,7 @@ func (o *OCI) Fetch(ctx context.Context, _ FetchOptions) (*Listing, error) {
 	if creds != (authn.AuthConfig{}) {
 		auth = authn.FromConfig(creds)
 	}
-	puller, err := remote.NewPuller(
+	opts := []remote.Option{
 		remote.WithAuth(auth),
 		remote.WithTransport(o.cfg.Transport),
 		remote.WithPageSize(o.cfg.PageSize),
@@ -189,14 +189,15 @@ func (o *OCI) Fetch(ctx context.Context, _ FetchOptions) (*Listing, error) {
 		remote.WithJobs(o.cfg.Concurrency),
 		remote.WithRetryBackoff(o.backoff),
 		remote.WithUserAgent("specsync"),
-	)
+	}
+	puller, err := remote.NewPuller(opts...)
 	if err != nil {
 		return fail(fmt.Errorf("%s: %w", where, err))
 	}
 
 	repos := o.cfg.Repositories
 	if len(repos) == 0 {
-		if repos, err = o.catalog(ctx, puller); err != nil {
+		if repos, err = o.catalog(ctx, puller, opts); err != nil {
 			return fail(fmt.Errorf("%s: %w", where, o.deadline(ctx, err)))
 		}
 	}
@@ -277,7 +278,7 @@ func (o *OCI) deadline(ctx context.Context, err error) error {
 // catalog lists every repository, page by page, so that the page that
 // failed can be named. Any failed page fails the whole list: a partial
 // catalog would read as repositories having disappeared.
-func (o *OCI) catalog(ctx context.Context, puller *remote.Puller) ([]string, error) {
+func (o *OCI) catalog(ctx context.Context, puller *remote.Puller, opts []remote.Option) ([]string, error) {
 	reg, err := name.NewRegistry(o.cfg.Host, o.nameOpts...)
 	if err != nil {
 		return nil, err
@@ -286,20 +287,25 @@ func (o *OCI) catalog(ctx context.Context, puller *remote.Puller) ([]string, err
 	if err != nil {
 		return nil, fmt.Errorf("catalog page 1: %w", err)
 	}
-	var repos []string
+	var repos, last []string
 	dup := map[string]bool{}
 	links := map[string]bool{}
-	for page := 1; cat.HasNext(); page++ {
-		p, err := cat.Next(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("catalog page %d: %w", page, err)
-		}
-		for _, r := range p.Repos {
+	page := 1
+	add := func(p []string) {
+		last = p
+		for _, r := range p {
 			if !dup[r] {
 				dup[r] = true
 				repos = append(repos, r)
 			}
 		}
+	}
+	for ; cat.HasNext(); page++ {
+		p, err := cat.Next(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("catalog page %d: %w", page, err)
+		}
+		add(p.Repos)
 		if p.Next != "" {
 			if links[p.Next] {
 				return nil, fmt.Errorf("catalog page %d links back to an earlier page", page)
@@ -307,7 +313,44 @@ func (o *OCI) catalog(ctx context.Context, puller *remote.Puller) ([]string, err
 			links[p.Next] = true
 		}
 	}
+	// A full last page without a Link header is ambiguous: the catalog may
+	// end there, or the registry may not paginate at all and have cut the
+	// list at n (go-containerregistry's own registry does, in map order).
+	// Taking the cut list as complete would mark every repository past it,
+	// so ask for the page after it by the spec's "last" parameter: one
+	// request, only when the count is a multiple of the page size.
+	probe := append(slices.Clone(opts), remote.WithContext(ctx))
+	for len(last) >= o.cfg.PageSize {
+		from := last[len(last)-1]
+		next, err := remote.CatalogPage(reg, from, o.cfg.PageSize, probe...)
+		if err != nil {
+			return nil, fmt.Errorf("catalog page %d (after a full page without a Link header): %w", page, err)
+		}
+		if len(last) > o.cfg.PageSize && sameRepos(next, last) {
+			// It ignored n as well and answers every request with the
+			// same list, longer than asked for: that list is all it has.
+			break
+		}
+		for _, r := range next {
+			// Distribution lists repositories in lexical order and starts
+			// a page after "last"; a registry that repeats a name or goes
+			// back ignores "last", so no request can list the rest.
+			if r <= from || dup[r] {
+				return nil, fmt.Errorf("catalog page %d: the registry ignores catalog pagination "+
+					"(a full page of %d without a Link header, and \"last\" is not honoured), so the "+
+					"repository list may be cut short; set oci.page_size above the number of "+
+					"repositories or list oci.repositories explicitly", page, o.cfg.PageSize)
+			}
+		}
+		add(next)
+		page++
+	}
 	return repos, nil
+}
+
+// sameRepos reports whether a and b name the same repositories.
+func sameRepos(a, b []string) bool {
+	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
 }
 
 func (o *OCI) repository(ctx context.Context, puller *remote.Puller, repo string) repoOutcome {

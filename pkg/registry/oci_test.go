@@ -132,6 +132,120 @@ func TestOCICatalogPagination(t *testing.T) {
 	}
 }
 
+// A full last page without a Link header is either the end of the catalog
+// or a registry that cut the list at n. The page after it, asked for by
+// "last", tells them apart; a registry that ignores "last" fails the fetch
+// rather than have the repositories past the cut marked.
+func TestOCICatalogFullPageWithoutLink(t *testing.T) {
+	t.Parallel()
+	push := func(s *server, n int) []string {
+		var repos []string
+		for i := range n {
+			repo := fmt.Sprintf("r%d", i)
+			s.pushSpec(t, repo, specYAML(fmt.Sprintf("s%d", i)))
+			repos = append(repos, repo)
+		}
+		s.reset()
+		return repos
+	}
+	probes := func(s *server) int {
+		return s.count(func(_, uri string) bool { return isCatalog("", uri) && strings.Contains(uri, "last=") })
+	}
+
+	t.Run("cut at n, last ignored", func(t *testing.T) {
+		// go-containerregistry's registry returns n repositories in map
+		// order and no Link header.
+		s := newGGCR(t)
+		push(s, 5)
+		fetchFails(t, s.oci(t, registry.OCIConfig{PageSize: 2}),
+			"catalog page 2", "ignores catalog pagination", "oci.page_size", "oci.repositories")
+		// Larger pages see it all in one request, with no probe.
+		s.reset()
+		if got := len(fetch(t, s.oci(t, registry.OCIConfig{PageSize: 10})).Entries); got != 5 {
+			t.Errorf("page size 10: %d entries, want 5", got)
+		}
+		if n, p := s.count(isCatalog), probes(s); n != 1 || p != 0 {
+			t.Errorf("page size 10: %d catalog requests, %d probes; want 1 and 0:\n%s", n, p, s.log())
+		}
+	})
+
+	t.Run("last honoured, no Link", func(t *testing.T) {
+		s := newDistribution(t, nil)
+		want := push(s, 7)
+		s.setFault(func(w http.ResponseWriter, r *http.Request) bool {
+			if isCatalog("", r.URL.RequestURI()) {
+				w = noLink{w}
+				s.handler.ServeHTTP(w, r)
+				return true
+			}
+			return false
+		})
+		if got := names(fetch(t, s.oci(t, registry.OCIConfig{PageSize: 2}))); !slices.Equal(got, want) {
+			t.Fatalf("entries %v, want %v\n%s", got, want, s.log())
+		}
+		// 2+2+2+1: the first page, then three pages by "last".
+		if n, p := s.count(isCatalog), probes(s); n != 4 || p != 3 {
+			t.Errorf("%d catalog requests, %d by last; want 4 and 3:\n%s", n, p, s.log())
+		}
+	})
+
+	t.Run("exact multiple of the page size", func(t *testing.T) {
+		s := newDistribution(t, nil)
+		want := push(s, 4)
+		if got := names(fetch(t, s.oci(t, registry.OCIConfig{PageSize: 2}))); !slices.Equal(got, want) {
+			t.Fatalf("entries %v, want %v\n%s", got, want, s.log())
+		}
+		if n := s.count(isCatalog); n > 3 {
+			t.Errorf("%d catalog requests for 4 repositories at 2 a page, want at most 3:\n%s", n, s.log())
+		}
+	})
+
+	t.Run("n and last ignored, whole list every time", func(t *testing.T) {
+		s := newDistribution(t, nil)
+		want := push(s, 5)
+		s.setFault(func(w http.ResponseWriter, r *http.Request) bool {
+			if !isCatalog("", r.URL.RequestURI()) {
+				return false
+			}
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"repositories":["r4","r3","r2","r1","r0"]}`)
+			return true
+		})
+		if got := names(fetch(t, s.oci(t, registry.OCIConfig{PageSize: 2}))); !slices.Equal(got, want) {
+			t.Fatalf("entries %v, want %v\n%s", got, want, s.log())
+		}
+		if p := probes(s); p != 1 {
+			t.Errorf("%d probes, want 1:\n%s", p, s.log())
+		}
+	})
+
+	t.Run("the probe fails", func(t *testing.T) {
+		s := newGGCR(t)
+		push(s, 2)
+		s.setFault(func(w http.ResponseWriter, r *http.Request) bool {
+			if isCatalog("", r.URL.RequestURI()) && r.URL.Query().Has("last") {
+				http.Error(w, "injected", http.StatusServiceUnavailable)
+				return true
+			}
+			return false
+		})
+		fetchFails(t, s.oci(t, registry.OCIConfig{PageSize: 2}), "catalog page 2", "without a Link header", "503")
+	})
+}
+
+// noLink drops the Link header of a catalog page.
+type noLink struct{ http.ResponseWriter }
+
+func (w noLink) WriteHeader(code int) {
+	w.Header().Del("Link")
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w noLink) Write(b []byte) (int, error) {
+	w.Header().Del("Link")
+	return w.ResponseWriter.Write(b)
+}
+
 func TestOCICatalogFaultsFailTheFetch(t *testing.T) {
 	t.Parallel()
 	s := newDistribution(t, nil)
