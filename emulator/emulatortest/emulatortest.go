@@ -19,6 +19,9 @@ import (
 
 	"cloud.google.com/go/firestore"
 	"cloud.google.com/go/pubsub/v2"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/specsync/specsync/emulator"
 )
@@ -47,6 +50,40 @@ func FirestoreProject(t testing.TB) (*firestore.Client, string) {
 	t.Cleanup(func() { _ = c.Close() })
 	return c, project
 }
+
+// FirestoreVia is a client on project whose gRPC connection goes to addr
+// (the emulator, or a proxy in front of it; "" is the emulator) through
+// interceptor, which sees every unary call: the seam where a test fails a
+// commit or counts the calls, on a real client against the real emulator.
+func FirestoreVia(t testing.TB, project, addr string, interceptor grpc.UnaryClientInterceptor) *firestore.Client {
+	t.Helper()
+	host := requireEmulator(t, emulator.FirestoreEnv)
+	if addr == "" {
+		addr = host
+	}
+	conn, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// The emulator treats the "owner" token as a privileged caller,
+		// as the client library does when it dials the emulator itself.
+		grpc.WithPerRPCCredentials(ownerCreds{}),
+		grpc.WithUnaryInterceptor(interceptor))
+	if err != nil {
+		t.Fatalf("grpc connection to %s: %v", addr, err)
+	}
+	c, err := firestore.NewClient(context.Background(), project, option.WithGRPCConn(conn))
+	if err != nil {
+		t.Fatalf("firestore client via %s: %v", addr, err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+type ownerCreds struct{}
+
+func (ownerCreds) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer owner"}, nil
+}
+func (ownerCreds) RequireTransportSecurity() bool { return false }
 
 // PubSub returns a client on the Pub/Sub emulator for a project no other
 // test uses, and that project id.

@@ -9,9 +9,15 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/fstest"
 	"time"
+
+	"cloud.google.com/go/firestore"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
 	"github.com/specsync/specsync/pkg/bootstrap"
@@ -26,7 +32,16 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func worker(t *testing.T) (*bootstrap.Worker, *bootstrap.Operations, *store.Store) {
 	t.Helper()
-	client := emulatortest.Firestore(t)
+	return workerOn(t, emulatortest.Firestore(t), nil)
+}
+
+// workerOn is worker on client; opsClient, when set, is the client its
+// operations go through (the reconcile itself still uses client).
+func workerOn(t *testing.T, client, opsClient *firestore.Client) (*bootstrap.Worker, *bootstrap.Operations, *store.Store) {
+	t.Helper()
+	if opsClient == nil {
+		opsClient = client
+	}
 	st := store.New(client)
 	src, err := registry.NewDir(registry.DirConfig{FS: fstest.MapFS{
 		"a.yaml": {Data: []byte("name: a\ndescription: d\nplans:\n  - name: p\n    description: p\n")},
@@ -35,7 +50,7 @@ func worker(t *testing.T) (*bootstrap.Worker, *bootstrap.Operations, *store.Stor
 		t.Fatal(err)
 	}
 	regs := map[string]reconcile.Registry{"local": {Name: "local", Source: src, Policy: reconcile.Policy{MaxMarkShare: 0.5}}}
-	ops := bootstrap.NewOperations(client, 10*time.Minute, time.Hour)
+	ops := bootstrap.NewOperations(opsClient, 10*time.Minute, time.Hour)
 	w := &bootstrap.Worker{
 		Operations: ops,
 		Runner:     &reconcile.Runner{Store: st, Logger: quiet, LeaseTTL: time.Minute},
@@ -73,6 +88,95 @@ func TestWorkerRedeliveryCountsOnce(t *testing.T) {
 	after, _ := st.RegistryStatus(ctx, "local")
 	if after.LastRun.ID != status.LastRun.ID {
 		t.Fatal("a redelivered message ran the reconcile again")
+	}
+}
+
+// failingCommits lets a client's Commit calls through until armed, then
+// fails the next `fail` of them with Internal, a transient error the
+// client library does not retry on its own (Unavailable it retries inside
+// the Commit call, so the worker would never see it); attempts counts the
+// commits made while armed.
+type failingCommits struct {
+	armed    atomic.Bool
+	fail     atomic.Int64
+	attempts atomic.Int64
+}
+
+func (f *failingCommits) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if f.armed.Load() && strings.HasSuffix(method, "/Commit") {
+		f.attempts.Add(1)
+		if f.fail.Add(-1) >= 0 {
+			return grpcstatus.Error(codes.Internal, "injected: firestore internal error")
+		}
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// The run is done when its report fails: the worker tries the report again
+// in process, so the operation records what the run did (a redelivery
+// would re-run and report the re-run's "unchanged"). A store down for
+// longer than those attempts hands the message back, and the redelivery
+// reports once.
+func TestWorkerRetriesAFailedReport(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		failures int64
+		// handled: Handle returns nil (the report landed in process).
+		handled bool
+	}{
+		{"one failed report", 1, true},
+		{"two failed reports", 2, true},
+		{"down for longer than the attempts", 3, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client, project := emulatortest.FirestoreProject(t)
+			fc := &failingCommits{}
+			w, ops, st := workerOn(t, client, emulatortest.FirestoreVia(t, project, "", fc.intercept))
+			op, _, err := ops.Start(ctx, []string{"local"}, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := queue.Message{Operation: op.ID, Registry: "local"}
+			fc.fail.Store(tc.failures)
+			fc.armed.Store(true)
+			err = w.Handle(ctx, m)
+			fc.armed.Store(false)
+
+			status, serr := st.RegistryStatus(ctx, "local")
+			if serr != nil || status.LastRun.Counts.Created != 1 {
+				t.Fatalf("the run itself: %+v %v", status.LastRun, serr)
+			}
+			if got := fc.attempts.Load(); got != min(tc.failures+1, 3) {
+				t.Errorf("%d report commits, want %d", got, min(tc.failures+1, 3))
+			}
+			got, _ := ops.Get(ctx, op.ID)
+			if !tc.handled {
+				if !failure.Retryable(err) {
+					t.Fatalf("store down past the attempts: %v, want a retryable error (redelivery)", err)
+				}
+				if len(got.Results) != 0 || got.State != bootstrap.InProgress {
+					t.Fatalf("nothing should be recorded yet: %+v", got)
+				}
+				// The redelivery re-runs (one read: the listing is
+				// unchanged) and reports what it did.
+				if err := w.Handle(ctx, m); err != nil {
+					t.Fatal(err)
+				}
+				got, _ = ops.Get(ctx, op.ID)
+				if r := got.Results["local"]; got.State != bootstrap.Succeeded || r.Result != reconcile.ResultUnchanged {
+					t.Fatalf("after the redelivery: %s %+v", got.State, r)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("a report that landed on attempt %d: %v", tc.failures+1, err)
+			}
+			r := got.Results["local"]
+			if got.State != bootstrap.Succeeded || r.Result != reconcile.ResultSucceeded || r.Counts.Created != 1 || r.RunID != status.LastRun.ID {
+				t.Fatalf("the operation must record the run that wrote: %s %+v (run %s)", got.State, r, status.LastRun.ID)
+			}
+		})
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -13,10 +12,8 @@ import (
 	"testing/fstest"
 
 	"cloud.google.com/go/firestore"
-	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
@@ -35,36 +32,17 @@ type crashConn struct {
 	commits atomic.Int64
 }
 
-type ownerCreds struct{}
-
-func (ownerCreds) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer owner"}, nil
-}
-func (ownerCreds) RequireTransportSecurity() bool { return false }
-
 func crashClient(t *testing.T, project string, cc *crashConn) *firestore.Client {
 	t.Helper()
-	conn, err := grpc.NewClient(os.Getenv("FIRESTORE_EMULATOR_HOST"),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithPerRPCCredentials(ownerCreds{}),
-		grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, conn *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			if strings.HasSuffix(method, "/Commit") {
-				n := cc.commits.Add(1)
-				if l := cc.limit.Load(); l >= 0 && n > l {
-					return grpcstatus.Error(codes.Internal, "injected crash: the process died")
-				}
+	return emulatortest.FirestoreVia(t, project, "", func(ctx context.Context, method string, req, reply any, conn *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if strings.HasSuffix(method, "/Commit") {
+			n := cc.commits.Add(1)
+			if l := cc.limit.Load(); l >= 0 && n > l {
+				return grpcstatus.Error(codes.Internal, "injected crash: the process died")
 			}
-			return invoker(ctx, method, req, reply, conn, opts...)
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := firestore.NewClient(context.Background(), project, option.WithGRPCConn(conn))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
-	return client
+		}
+		return invoker(ctx, method, req, reply, conn, opts...)
+	})
 }
 
 // crashWorld is the state before the run under test: five specs, one of

@@ -12,11 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"cloud.google.com/go/firestore"
-	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
@@ -131,30 +128,19 @@ func outageMidRun(t *testing.T, outage, limit time.Duration, mustFail bool) {
 	proxy := newOutageProxy(t, os.Getenv("FIRESTORE_EMULATOR_HOST"))
 	var commits, unavailable atomic.Int64
 	var once sync.Once
-	conn, err := grpc.NewClient(proxy.ln.Addr().String(),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithPerRPCCredentials(ownerCreds{}),
-		grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			err := invoker(ctx, method, req, reply, cc, opts...)
-			if grpcstatus.Code(err) == codes.Unavailable {
-				unavailable.Add(1)
-			}
-			if err == nil && strings.HasSuffix(method, "/Commit") && commits.Add(1) == 3 {
-				once.Do(func() {
-					proxy.cut()
-					time.AfterFunc(outage, proxy.restore)
-				})
-			}
-			return err
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	via, err := firestore.NewClient(ctx, project, option.WithGRPCConn(conn))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer via.Close()
+	via := emulatortest.FirestoreVia(t, project, proxy.ln.Addr().String(), func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if grpcstatus.Code(err) == codes.Unavailable {
+			unavailable.Add(1)
+		}
+		if err == nil && strings.HasSuffix(method, "/Commit") && commits.Add(1) == 3 {
+			once.Do(func() {
+				proxy.cut()
+				time.AfterFunc(outage, proxy.restore)
+			})
+		}
+		return err
+	})
 	runner := &reconcile.Runner{Store: store.New(via), Logger: logger}
 
 	var results []string

@@ -95,6 +95,9 @@ var rows = []row{
 	{"firestore", "the database unreachable mid-run (after the run's third write), back after 300 ms, or after longer than a run may take",
 		"the client rides a brief outage out; a longer one fails the run (retryable) and a later run recovers; the end state is exactly one uninterrupted run's; every state passes the checker",
 		[]string{`^TestFirestoreOutageMidRun`}},
+	{"firestore", "the operation's report fails after the run wrote (1, 2 or 3 commits fail with a transient error the client library does not retry itself)",
+		"the worker retries the report in process (0, 200 ms, 1 s), so the operation records the run that wrote, not a re-run's \"unchanged\"; past the attempts the message goes back to Pub/Sub and the redelivery reports once",
+		[]string{`^TestWorkerRetriesAFailedReport/`}},
 	// HTTP.
 	{"http", "fuzzed bodies, methods, paths, queries, headers (seed corpora)",
 		"never 5xx; every refusal an OSB error body; a refused bootstrap creates nothing; no answer holds the broker password; data consistent",
