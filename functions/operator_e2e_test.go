@@ -279,7 +279,7 @@ func TestE2EConfigCheck(t *testing.T) {
 	}
 	// The demo file references ${SPECSYNC_DEMO_REGISTRY}: set, it is fine.
 	r = s.cli([]string{"SPECSYNC_DEMO_REGISTRY=127.0.0.1:5000"}, "config", "check", "../examples/registries.yaml").must(t, 0, "config check the demo file")
-	r.contains(t, "config check ok", "ok, 1 registries")
+	r.contains(t, "config check ok", "ok, 1 registry")
 }
 
 // chromium returns the headless browser the status page test drives.

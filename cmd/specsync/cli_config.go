@@ -51,7 +51,11 @@ func cmdConfig(_ context.Context, args []string, stdout, _ io.Writer) error {
 			}
 		}
 		if res.OK() {
-			fmt.Fprintf(stdout, "%s: ok, %d registries (%v)\n", file, len(res.Registries), res.Registries)
+			noun := "registries"
+			if len(res.Registries) == 1 {
+				noun = "registry"
+			}
+			fmt.Fprintf(stdout, "%s: ok, %d %s (%v)\n", file, len(res.Registries), noun, res.Registries)
 		}
 	}
 	if !res.OK() {

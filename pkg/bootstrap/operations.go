@@ -188,7 +188,7 @@ func (o *Operations) startTx(ctx context.Context, registries []string, dryRun bo
 		sort.Strings(regs)
 		op = &Operation{
 			ID: uuid.NewString(), State: InProgress, DryRun: dryRun, Registries: regs,
-			Description: fmt.Sprintf("reconciling %d registries", len(regs)),
+			Description: "reconciling "+countRegistries(len(regs)),
 			Results:     map[string]RegistryResult{},
 			CreatedAt:   now, UpdatedAt: now, Deadline: now.Add(o.Deadline), ExpiresAt: now.Add(o.Deadline + o.Retention),
 		}
@@ -288,7 +288,7 @@ func (o *Operations) Report(ctx context.Context, id, registry string, res Regist
 				firestore.Update{Path: "description", Value: op.Description},
 				firestore.Update{Path: "expires_at", Value: now.Add(o.Retention)})
 		} else {
-			op.Description = fmt.Sprintf("%d of %d registries reported", len(op.Results), len(op.Registries))
+			op.Description = fmt.Sprintf("%d of %s reported", len(op.Results), countRegistries(len(op.Registries)))
 			updates = append(updates, firestore.Update{Path: "description", Value: op.Description})
 		}
 		return tx.Update(ref, updates)
@@ -342,9 +342,20 @@ func summarize(op *Operation) (string, string) {
 		}
 	}
 	if len(failed) == 0 {
-		return Succeeded, fmt.Sprintf("all %d registries reconciled", len(op.Registries))
+		if len(op.Registries) == 1 {
+			return Succeeded, "the registry reconciled"
+		}
+		return Succeeded, fmt.Sprintf("all %s reconciled", countRegistries(len(op.Registries)))
 	}
-	return Failed, fmt.Sprintf("%d of %d registries failed: %s", len(failed), len(op.Registries), strings.Join(failed, ", "))
+	return Failed, fmt.Sprintf("%d of %s failed: %s", len(failed), countRegistries(len(op.Registries)), strings.Join(failed, ", "))
+}
+
+// countRegistries counts registries in English, for descriptions people read.
+func countRegistries(n int) string {
+	if n == 1 {
+		return "1 registry"
+	}
+	return fmt.Sprintf("%d registries", n)
 }
 
 func contains(list []string, s string) bool {

@@ -74,7 +74,7 @@ func TestWorkerRedeliveryCountsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _ := ops.Get(ctx, op.ID)
-	if got.State != bootstrap.Succeeded || got.Results["local"].Counts.Created != 1 {
+	if got.State != bootstrap.Succeeded || got.Results["local"].Counts.Created != 1 || got.Description != "the registry reconciled" {
 		t.Fatalf("after one delivery: %+v", got)
 	}
 	status, _ := st.RegistryStatus(ctx, "local")
