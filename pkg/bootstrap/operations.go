@@ -188,7 +188,7 @@ func (o *Operations) startTx(ctx context.Context, registries []string, dryRun bo
 		sort.Strings(regs)
 		op = &Operation{
 			ID: uuid.NewString(), State: InProgress, DryRun: dryRun, Registries: regs,
-			Description: "reconciling "+countRegistries(len(regs)),
+			Description: "reconciling " + countRegistries(len(regs)),
 			Results:     map[string]RegistryResult{},
 			CreatedAt:   now, UpdatedAt: now, Deadline: now.Add(o.Deadline), ExpiresAt: now.Add(o.Deadline + o.Retention),
 		}
