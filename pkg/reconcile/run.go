@@ -101,6 +101,15 @@ const DefaultChangeRetention = 7 * 24 * time.Hour
 // next run.
 const maxPublish = 1000
 
+// mapSlice applies f to each element of in.
+func mapSlice[T, R any](in []T, f func(T) R) []R {
+	out := make([]R, len(in))
+	for i, v := range in {
+		out[i] = f(v)
+	}
+	return out
+}
+
 func (r *Runner) now() time.Time {
 	if r.Now != nil {
 		return r.Now()
@@ -242,14 +251,29 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 	run.Counts.Unchanged = plan.Unchanged
 	// The upserts touch distinct documents, so they run a few at a time:
 	// each is a round trip or three, and one at a time a large first
-	// import would wait on them in turn. Outcomes are counted in plan order.
-	offers := slices.Concat(plan.Create, plan.Update, plan.Unmark, plan.Repair)
-	results, err := inParallel(ctx, r.concurrency(), offers, func(ctx context.Context, c Candidate) (store.UpsertResult, error) {
-		return st.UpsertSpec(ctx, store.Offer{Registry: reg.Name, Entry: c.Entry, Ref: c.Ref, Spec: c.Spec, Digest: c.Digest, Run: runID})
+	// import would wait on them in turn. New specs (not among the ones just
+	// read) are created a batch to a commit, without reading them first.
+	// Outcomes are counted in plan order.
+	offer := func(c Candidate) store.Offer {
+		return store.Offer{Registry: reg.Name, Entry: c.Entry, Ref: c.Ref, Spec: c.Spec, Digest: c.Digest, Run: runID}
+	}
+	batches, err := store.CreateBatches(mapSlice(plan.Create, offer))
+	if err != nil {
+		return r.failed(ctx, st, reg, status, run, finish, err)
+	}
+	created, err := inParallel(ctx, r.concurrency(), batches, st.CreateSpecs)
+	if err != nil {
+		return r.failed(ctx, st, reg, status, run, finish, err)
+	}
+	upserts := slices.Concat(plan.Update, plan.Unmark, plan.Repair)
+	upserted, err := inParallel(ctx, r.concurrency(), upserts, func(ctx context.Context, c Candidate) (store.UpsertResult, error) {
+		return st.UpsertSpec(ctx, offer(c))
 	})
 	if err != nil {
 		return r.failed(ctx, st, reg, status, run, finish, err)
 	}
+	offers := slices.Concat(plan.Create, upserts)
+	results := slices.Concat(slices.Concat(created...), upserted)
 	for i, c := range offers {
 		res := results[i]
 		switch res.Outcome {

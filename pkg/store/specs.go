@@ -9,9 +9,12 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"google.golang.org/api/iterator"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/spec"
-	"google.golang.org/api/iterator"
 )
 
 // Spec states.
@@ -167,13 +170,9 @@ type UpsertResult struct {
 // updates or unmarks it. The instance count is never touched here.
 func (s *Store) UpsertSpec(ctx context.Context, o Offer) (UpsertResult, error) {
 	ref := s.specs().Doc(o.Spec.ID)
-	body, err := json.Marshal(o.Spec)
+	body, platforms, err := encodeOffer(o)
 	if err != nil {
-		return UpsertResult{}, failure.Wrap(failure.Invalid, fmt.Errorf("spec %s: encode: %w", o.Spec.ID, err))
-	}
-	platforms := make([]string, len(o.Spec.Platforms))
-	for i, p := range o.Spec.Platforms {
-		platforms[i] = p.String()
+		return UpsertResult{}, err
 	}
 	var res UpsertResult
 	err = s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
@@ -183,15 +182,7 @@ func (s *Store) UpsertSpec(ctx context.Context, o Offer) (UpsertResult, error) {
 		change := Change{SpecID: o.Spec.ID, Registry: o.Registry, Name: o.Spec.Name, SpecJSON: string(body), Run: o.Run}
 		if isNotFound(err) {
 			res = UpsertResult{Outcome: Created}
-			change.Kind, change.Generation = KindCreated, 1
-			if err := tx.Create(ref, SpecRecord{
-				ID: o.Spec.ID, Registry: o.Registry, Entry: o.Entry, Ref: o.Ref, Name: o.Spec.Name,
-				Digest: o.Digest, SpecJSON: string(body), State: StateActive, Platforms: platforms,
-				Generation: 1, CreatedAt: now, UpdatedAt: now,
-			}); err != nil {
-				return err
-			}
-			return s.pend(tx, change)
+			return s.create(tx, o, body, platforms, now)
 		}
 		if err != nil {
 			return err
@@ -252,6 +243,117 @@ func (s *Store) UpsertSpec(ctx context.Context, o Offer) (UpsertResult, error) {
 		s.ops.write(1)
 	}
 	return res, nil
+}
+
+// encodeOffer is the stored form of an offered spec: its JSON and its
+// platforms as strings.
+func encodeOffer(o Offer) ([]byte, []string, error) {
+	body, err := json.Marshal(o.Spec)
+	if err != nil {
+		return nil, nil, failure.Wrap(failure.Invalid, fmt.Errorf("spec %s: encode: %w", o.Spec.ID, err))
+	}
+	platforms := make([]string, len(o.Spec.Platforms))
+	for i, p := range o.Spec.Platforms {
+		platforms[i] = p.String()
+	}
+	return body, platforms, nil
+}
+
+// create writes a new spec, generation 1, and its pending "created"
+// change in tx. tx.Create carries Firestore's must-not-exist
+// precondition: the commit fails if the document appeared meanwhile.
+func (s *Store) create(tx *firestore.Transaction, o Offer, body []byte, platforms []string, now time.Time) error {
+	if err := tx.Create(s.specs().Doc(o.Spec.ID), SpecRecord{
+		ID: o.Spec.ID, Registry: o.Registry, Entry: o.Entry, Ref: o.Ref, Name: o.Spec.Name,
+		Digest: o.Digest, SpecJSON: string(body), State: StateActive, Platforms: platforms,
+		Generation: 1, CreatedAt: now, UpdatedAt: now,
+	}); err != nil {
+		return err
+	}
+	return s.pend(tx, Change{Kind: KindCreated, Generation: 1, SpecID: o.Spec.ID, Registry: o.Registry,
+		Name: o.Spec.Name, SpecJSON: string(body), Run: o.Run})
+}
+
+// Limits of one CreateSpecs batch: two writes a spec (the spec and its
+// change) under Firestore's 500 writes a commit, and the spec JSON, which
+// both documents carry, well under the 10 MiB a commit may hold (a spec is
+// at most spec.MaxSpecBytes).
+const (
+	createBatch      = 100
+	createBatchBytes = 4 << 20
+)
+
+// CreateBatch is a group of offers CreateSpecs writes in one commit.
+type CreateBatch struct {
+	offers    []Offer
+	bodies    [][]byte
+	platforms [][]string
+}
+
+// Len is the number of offers in the batch.
+func (b CreateBatch) Len() int { return len(b.offers) }
+
+// CreateBatches groups offers of specs the caller believes absent into
+// batches for CreateSpecs, in order.
+func CreateBatches(offers []Offer) ([]CreateBatch, error) {
+	var out []CreateBatch
+	var cur CreateBatch
+	size := 0
+	for _, o := range offers {
+		body, platforms, err := encodeOffer(o)
+		if err != nil {
+			return nil, err
+		}
+		if cur.Len() > 0 && (cur.Len() == createBatch || size+2*len(body) > createBatchBytes) {
+			out, cur, size = append(out, cur), CreateBatch{}, 0
+		}
+		cur.offers = append(cur.offers, o)
+		cur.bodies = append(cur.bodies, body)
+		cur.platforms = append(cur.platforms, platforms)
+		size += 2 * len(body)
+	}
+	if cur.Len() > 0 {
+		out = append(out, cur)
+	}
+	return out, nil
+}
+
+// CreateSpecs creates a batch of specs the caller believes absent (they
+// were not among the registry's specs it just read) with their pending
+// changes, in one transaction that reads nothing: a first import costs a
+// commit per hundred specs instead of a read-write transaction per spec.
+// If any of them exists after all (owned by another registry, or created
+// since), the precondition fails the whole commit, atomically, and each
+// offer of the batch goes through UpsertSpec, which sorts out conflicts.
+// Results are in the batch's order.
+func (s *Store) CreateSpecs(ctx context.Context, b CreateBatch) ([]UpsertResult, error) {
+	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		now := s.now().UTC()
+		for i, o := range b.offers {
+			if err := s.create(tx, o, b.bodies[i], b.platforms[i], now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if status.Code(err) == codes.AlreadyExists {
+		out := make([]UpsertResult, len(b.offers))
+		for i, o := range b.offers {
+			if out[i], err = s.UpsertSpec(ctx, o); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	if err != nil {
+		return nil, classify(err, "create %d specs (first %s)", len(b.offers), b.offers[0].Spec.ID)
+	}
+	s.ops.write(2 * len(b.offers))
+	out := make([]UpsertResult, len(b.offers))
+	for i := range out {
+		out[i] = UpsertResult{Outcome: Created}
+	}
+	return out, nil
 }
 
 // MarkSpec marks an active spec of registry for deletion, in one
