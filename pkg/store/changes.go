@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // ChangesCollection holds the change feed: changes/{id}, one document per
@@ -103,11 +105,48 @@ type catalogMetaDoc struct {
 // CommitChanges gives every pending change of the registry its revision,
 // in the order they were written, and returns them as committed.
 // Committed changes expire (ExpiresAt) after retention.
+//
+// Every registry's run ends here, so runs that finish together contend on
+// meta/catalog: the transaction that holds it is kept short. The pending
+// changes are read before it, outside any transaction (a query in a
+// transaction would hold the changes collection's range while the others
+// wait), and each is rewritten with its revision under a precondition on
+// the update time that read saw: if another commit numbered one of them
+// meanwhile (a run whose lease expired), this commit fails whole and the
+// batch is read again, so no change is numbered twice.
 func (s *Store) CommitChanges(ctx context.Context, registry string, retention time.Duration) ([]Change, error) {
 	var all []Change
+	stale := 0
 	for {
+		docs, err := s.changes().Where("pending_registry", "==", registry).Limit(changeBatch).Documents(ctx).GetAll()
+		s.ops.read(len(docs))
+		if err != nil {
+			return all, classify(err, "read the pending changes of registry %s", registry)
+		}
+		if len(docs) == 0 {
+			return all, nil
+		}
+		type pending struct {
+			ref *firestore.DocumentRef
+			at  time.Time // the document's update time, the precondition
+			c   Change
+		}
+		ps := make([]pending, len(docs))
+		for i, d := range docs {
+			ps[i].ref, ps[i].at = d.Ref, d.UpdateTime
+			if err := d.DataTo(&ps[i].c); err != nil {
+				return all, classify(err, "decode change %s", d.Ref.ID)
+			}
+		}
+		sort.SliceStable(ps, func(i, j int) bool {
+			a, b := ps[i].c, ps[j].c
+			if !a.At.Equal(b.At) {
+				return a.At.Before(b.At)
+			}
+			return a.Seq < b.Seq
+		})
 		var batch []Change
-		err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		err = s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 			batch = nil
 			meta, err := txGet[catalogMetaDoc](s, tx, s.catalogMeta())
 			if err != nil {
@@ -117,47 +156,32 @@ func (s *Store) CommitChanges(ctx context.Context, registry string, retention ti
 			if meta != nil {
 				rev = meta.Revision
 			}
-			docs, err := tx.Documents(s.changes().Where("pending_registry", "==", registry).Limit(changeBatch)).GetAll()
-			s.ops.read(len(docs))
-			if err != nil || len(docs) == 0 {
-				return err
-			}
-			type pending struct {
-				ref *firestore.DocumentRef
-				c   Change
-			}
-			ps := make([]pending, len(docs))
-			for i, d := range docs {
-				ps[i].ref = d.Ref
-				if err := d.DataTo(&ps[i].c); err != nil {
-					return err
-				}
-			}
-			sort.SliceStable(ps, func(i, j int) bool {
-				a, b := ps[i].c, ps[j].c
-				if !a.At.Equal(b.At) {
-					return a.At.Before(b.At)
-				}
-				return a.Seq < b.Seq
-			})
 			now := s.now().UTC()
 			for _, p := range ps {
 				rev++
 				c := p.c
 				c.Revision, c.PendingRegistry, c.ExpiresAt = rev, "", now.Add(retention)
-				if err := tx.Set(p.ref, c); err != nil {
+				if err := tx.Update(p.ref, []firestore.Update{
+					{Path: "revision", Value: c.Revision},
+					{Path: "pending_registry", Value: firestore.Delete},
+					{Path: "expires_at", Value: c.ExpiresAt},
+				}, firestore.LastUpdateTime(p.at)); err != nil {
 					return err
 				}
 				batch = append(batch, c)
 			}
 			return tx.Set(s.catalogMeta(), map[string]any{"revision": rev, "updated_at": now}, firestore.MergeAll)
 		}, firestore.MaxAttempts(commitAttempts))
+		if status.Code(err) == codes.FailedPrecondition && stale < commitAttempts {
+			// A change of the batch was numbered (or pruned) since it was
+			// read: read the batch again.
+			stale++
+			continue
+		}
 		if err != nil {
 			return all, classify(err, "commit the changes of registry %s", registry)
 		}
-		if len(batch) > 0 {
-			s.ops.write(len(batch) + 1)
-		}
+		s.ops.write(len(batch) + 1)
 		all = append(all, batch...)
 		if len(batch) < changeBatch {
 			return all, nil

@@ -3,9 +3,12 @@ package store_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
 	"github.com/specsync/specsync/pkg/failure"
@@ -428,5 +431,51 @@ func TestRegistryStatusRoundTrip(t *testing.T) {
 	all, err := st.RegistryStatuses(ctx)
 	if err != nil || len(all) != 1 || all[0].Name != "a" {
 		t.Fatalf("statuses %+v %v", all, err)
+	}
+}
+
+// Two commits of one registry's changes at once (a run whose lease
+// expired while it committed, and the next run): the one that read the
+// pending changes first finds them numbered by the other when it writes,
+// its precondition fails, it reads again and finds nothing left. Every
+// change is numbered once and the revisions stay dense.
+func TestCommitRaceNumbersEachChangeOnce(t *testing.T) {
+	ctx := context.Background()
+	client, project := emulatortest.FirestoreProject(t)
+	other := store.New(client)
+	for _, n := range []string{"a", "b", "c"} {
+		if _, err := other.UpsertSpec(ctx, offer(t, "r1", n, "p")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The racing commit runs when the slow one begins its transaction:
+	// after it read the pending changes, before it writes them.
+	var once sync.Once
+	var raced []store.Change
+	var raceErr error
+	slow := store.New(emulatortest.FirestoreVia(t, project, "", func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if strings.HasSuffix(method, "/BeginTransaction") {
+			once.Do(func() { raced, raceErr = other.CommitChanges(ctx, "r1", time.Hour) })
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}))
+	got, err := slow.CommitChanges(ctx, "r1", time.Hour)
+	if err != nil || raceErr != nil {
+		t.Fatalf("slow commit: %v; racing commit: %v", err, raceErr)
+	}
+	if len(raced) != 3 || len(got) != 0 {
+		t.Fatalf("the racing commit numbered %d, the slow one %d; want 3 and 0", len(raced), len(got))
+	}
+	all, err := other.ChangesAfter(ctx, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range all {
+		if c.Revision != int64(i+1) {
+			t.Fatalf("revisions not dense: position %d has %d", i, c.Revision)
+		}
+	}
+	if rev, _ := other.Revision(ctx); rev != 3 || len(all) != 3 {
+		t.Fatalf("catalog revision %d with %d changes, want 3 and 3", rev, len(all))
 	}
 }
