@@ -71,6 +71,9 @@ type ChangePublisher interface {
 // DefaultConcurrency is how many spec writes a run has in flight.
 const DefaultConcurrency = 8
 
+// createBatchesInFlight bounds the batched creates a run has in flight.
+const createBatchesInFlight = 2
+
 func (r *Runner) concurrency() int {
 	if r.Concurrency > 0 {
 		return r.Concurrency
@@ -261,7 +264,9 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 	if err != nil {
 		return r.failed(ctx, st, reg, status, run, finish, err)
 	}
-	created, err := inParallel(ctx, r.concurrency(), batches, st.CreateSpecs)
+	// A batch is a hundred specs in one request: two in flight keep the
+	// store busy, and more would only hold more of them in memory.
+	created, err := inParallel(ctx, min(r.concurrency(), createBatchesInFlight), batches, st.CreateSpecs)
 	if err != nil {
 		return r.failed(ctx, st, reg, status, run, finish, err)
 	}
