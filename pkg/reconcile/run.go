@@ -264,7 +264,7 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 	if err != nil {
 		return r.failed(ctx, st, reg, status, run, finish, err)
 	}
-	// A batch is a hundred specs in one request: two in flight keep the
+	// A batch is fifty specs in one request: two in flight keep the
 	// store busy, and more would only hold more of them in memory.
 	created, err := inParallel(ctx, min(r.concurrency(), createBatchesInFlight), batches, st.CreateSpecs)
 	if err != nil {

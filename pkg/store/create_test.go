@@ -121,11 +121,11 @@ func TestCreateSpecsConflictFallsBack(t *testing.T) {
 	}
 }
 
-// Batches stay within a commit's limits: at most 100 specs (200 writes),
+// Batches stay within a commit's limits: at most 50 specs (100 writes),
 // and at most 4 MiB of spec JSON (each stored twice).
 func TestCreateBatchesSplit(t *testing.T) {
 	var offers []store.Offer
-	for i := range 250 {
+	for i := range 270 {
 		offers = append(offers, offer(t, "r1", fmt.Sprintf("s%d", i), "small"))
 	}
 	batches, err := store.CreateBatches(offers)
@@ -136,8 +136,8 @@ func TestCreateBatchesSplit(t *testing.T) {
 	for _, b := range batches {
 		sizes = append(sizes, b.Len())
 	}
-	if fmt.Sprint(sizes) != "[100 100 50]" {
-		t.Fatalf("250 small specs in batches of %v, want [100 100 50]", sizes)
+	if fmt.Sprint(sizes) != "[50 50 50 50 50 20]" {
+		t.Fatalf("270 small specs in batches of %v, want [50 50 50 50 50 20]", sizes)
 	}
 
 	// 200 KiB specs: 400 KiB a spec stored twice, so 10 to a batch.
