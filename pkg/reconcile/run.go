@@ -104,15 +104,6 @@ const DefaultChangeRetention = 7 * 24 * time.Hour
 // next run.
 const maxPublish = 1000
 
-// mapSlice applies f to each element of in.
-func mapSlice[T, R any](in []T, f func(T) R) []R {
-	out := make([]R, len(in))
-	for i, v := range in {
-		out[i] = f(v)
-	}
-	return out
-}
-
 func (r *Runner) now() time.Time {
 	if r.Now != nil {
 		return r.Now()
@@ -260,7 +251,11 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 	offer := func(c Candidate) store.Offer {
 		return store.Offer{Registry: reg.Name, Entry: c.Entry, Ref: c.Ref, Spec: c.Spec, Digest: c.Digest, Run: runID}
 	}
-	batches, err := store.CreateBatches(mapSlice(plan.Create, offer))
+	creates := make([]store.Offer, len(plan.Create))
+	for i, c := range plan.Create {
+		creates[i] = offer(c)
+	}
+	batches, err := store.CreateBatches(creates)
 	if err != nil {
 		return r.failed(ctx, st, reg, status, run, finish, err)
 	}

@@ -316,13 +316,15 @@ func checkType(v any, t reflect.Type, path string, out *[]Problem) {
 	case reflect.Interface:
 		checkNumbers(v, path, out)
 	case reflect.String:
-		if _, isBool := v.(bool); isBool {
+		switch v.(type) {
+		case string:
+		case bool:
 			// Specs are YAML 1.1, as APB labels were: an unquoted y, n,
 			// yes, no, on or off is a boolean there, which surprises
 			// anyone naming a plan "on" or "y".
-			bad("a string")
-			(*out)[len(*out)-1].Reason += " (YAML 1.1 reads unquoted y, n, yes, no, on, off, true and false as booleans: quote the value)"
-		} else if _, ok := v.(string); !ok {
+			*out = append(*out, Problem{Field: path, Reason: "want a string, got a boolean " +
+				"(YAML 1.1 reads unquoted y, n, yes, no, on, off, true and false as booleans: quote the value)"})
+		default:
 			bad("a string")
 		}
 	case reflect.Bool:

@@ -179,14 +179,14 @@ func (s *Store) UpsertSpec(ctx context.Context, o Offer) (UpsertResult, error) {
 		snap, err := tx.Get(ref)
 		s.ops.read(1)
 		now := s.now().UTC()
-		change := Change{SpecID: o.Spec.ID, Registry: o.Registry, Name: o.Spec.Name, SpecJSON: string(body), Run: o.Run}
 		if isNotFound(err) {
 			res = UpsertResult{Outcome: Created}
-			return s.create(tx, o, body, platforms, now)
+			return s.create(tx, encoded{o, body, platforms}, now)
 		}
 		if err != nil {
 			return err
 		}
+		change := Change{SpecID: o.Spec.ID, Registry: o.Registry, Name: o.Spec.Name, SpecJSON: string(body), Run: o.Run}
 		var cur SpecRecord
 		if err := snap.DataTo(&cur); err != nil {
 			return err
@@ -259,19 +259,26 @@ func encodeOffer(o Offer) ([]byte, []string, error) {
 	return body, platforms, nil
 }
 
+// encoded is an offer with its stored form (see encodeOffer).
+type encoded struct {
+	Offer
+	body      []byte
+	platforms []string
+}
+
 // create writes a new spec, generation 1, and its pending "created"
 // change in tx. tx.Create carries Firestore's must-not-exist
 // precondition: the commit fails if the document appeared meanwhile.
-func (s *Store) create(tx *firestore.Transaction, o Offer, body []byte, platforms []string, now time.Time) error {
-	if err := tx.Create(s.specs().Doc(o.Spec.ID), SpecRecord{
-		ID: o.Spec.ID, Registry: o.Registry, Entry: o.Entry, Ref: o.Ref, Name: o.Spec.Name,
-		Digest: o.Digest, SpecJSON: string(body), State: StateActive, Platforms: platforms,
+func (s *Store) create(tx *firestore.Transaction, e encoded, now time.Time) error {
+	if err := tx.Create(s.specs().Doc(e.Spec.ID), SpecRecord{
+		ID: e.Spec.ID, Registry: e.Registry, Entry: e.Entry, Ref: e.Ref, Name: e.Spec.Name,
+		Digest: e.Digest, SpecJSON: string(e.body), State: StateActive, Platforms: e.platforms,
 		Generation: 1, CreatedAt: now, UpdatedAt: now,
 	}); err != nil {
 		return err
 	}
-	return s.pend(tx, Change{Kind: KindCreated, Generation: 1, SpecID: o.Spec.ID, Registry: o.Registry,
-		Name: o.Spec.Name, SpecJSON: string(body), Run: o.Run})
+	return s.pend(tx, Change{Kind: KindCreated, Generation: 1, SpecID: e.Spec.ID, Registry: e.Registry,
+		Name: e.Spec.Name, SpecJSON: string(e.body), Run: e.Run})
 }
 
 // Limits of one CreateSpecs batch: two writes a spec (the spec and its
@@ -286,11 +293,7 @@ const (
 )
 
 // CreateBatch is a group of offers CreateSpecs writes in one commit.
-type CreateBatch struct {
-	offers    []Offer
-	bodies    [][]byte
-	platforms [][]string
-}
+type CreateBatch struct{ offers []encoded }
 
 // Len is the number of offers in the batch.
 func (b CreateBatch) Len() int { return len(b.offers) }
@@ -309,9 +312,7 @@ func CreateBatches(offers []Offer) ([]CreateBatch, error) {
 		if cur.Len() > 0 && (cur.Len() == createBatch || size+2*len(body) > createBatchBytes) {
 			out, cur, size = append(out, cur), CreateBatch{}, 0
 		}
-		cur.offers = append(cur.offers, o)
-		cur.bodies = append(cur.bodies, body)
-		cur.platforms = append(cur.platforms, platforms)
+		cur.offers = append(cur.offers, encoded{o, body, platforms})
 		size += 2 * len(body)
 	}
 	if cur.Len() > 0 {
@@ -331,8 +332,8 @@ func CreateBatches(offers []Offer) ([]CreateBatch, error) {
 func (s *Store) CreateSpecs(ctx context.Context, b CreateBatch) ([]UpsertResult, error) {
 	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		now := s.now().UTC()
-		for i, o := range b.offers {
-			if err := s.create(tx, o, b.bodies[i], b.platforms[i], now); err != nil {
+		for _, e := range b.offers {
+			if err := s.create(tx, e, now); err != nil {
 				return err
 			}
 		}
@@ -340,8 +341,8 @@ func (s *Store) CreateSpecs(ctx context.Context, b CreateBatch) ([]UpsertResult,
 	})
 	if status.Code(err) == codes.AlreadyExists {
 		out := make([]UpsertResult, len(b.offers))
-		for i, o := range b.offers {
-			if out[i], err = s.UpsertSpec(ctx, o); err != nil {
+		for i, e := range b.offers {
+			if out[i], err = s.UpsertSpec(ctx, e.Offer); err != nil {
 				return nil, err
 			}
 		}
