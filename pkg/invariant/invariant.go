@@ -26,13 +26,20 @@
 //	                  its marked specs (settled state only)
 //	feed-dense        committed change revisions are distinct and dense
 //	                  (a pruned prefix aside) up to meta/catalog's revision
-//	feed-pending      no change is left pending after runs finished
-//	                  (settled state only)
+//	feed-pending      a pending change carries pending_at (what the
+//	                  committer selects and orders by), a committed one
+//	                  does not; no change is left pending once runs and
+//	                  the commit after them finished (settled state only)
 //	feed-truth        the last committed change of each spec agrees with
 //	                  the spec as stored (settled state only)
 //	operation         an operation's state is one of OSB's, its results
 //	                  name only its registries, a succeeded one has every
-//	                  registry succeeded, meta/bootstrap names a stored one
+//	                  registry succeeded, meta/bootstrap names a stored one;
+//	                  one waiting for its commit has every result; a
+//	                  finished real (not dry) one that has a catalog
+//	                  revision waited for its commit, and the catalog is at
+//	                  least there; a succeeded real one has its revision
+//	                  (read-your-writes), a dry run none
 //	secret            no canary string appears in any document id, field
 //	                  name or value, in any collection (invariant 8)
 package invariant
@@ -74,9 +81,10 @@ type Options struct {
 	// Canaries are secret values (registry passwords and tokens, broker
 	// credentials, admin tokens) that must appear nowhere.
 	Canaries []string
-	// Settled says no run is in flight and every run finished normally:
-	// nothing may be pending, and recorded counts must be exact. Leave it
-	// off for a snapshot taken right after a crash, before recovery.
+	// Settled says no run or commit is in flight, every run finished
+	// normally and a commit ran after the last of them: nothing may be
+	// pending, and recorded counts must be exact. Leave it off for a
+	// snapshot taken right after a crash, before recovery.
 	Settled bool
 	// Feed requires change records: a catalog revision above zero with no
 	// committed change is then a violation. Without it the feed rules
@@ -479,12 +487,15 @@ func (c *checker) feed() {
 	var pending []ChangeDoc
 	for _, ch := range c.s.Changes {
 		doc := store.ChangesCollection + "/" + ch.DocID
-		if ch.Revision == 0 || ch.PendingRegistry != "" {
-			if ch.Revision != 0 {
-				c.add("feed-pending", doc, "pending for %s yet numbered %d", ch.PendingRegistry, ch.Revision)
+		if ch.Pending() {
+			if ch.PendingAt.IsZero() && ch.LegacyPendingRegistry == "" {
+				c.add("feed-pending", doc, "pending without pending_at: no commit would ever number it")
 			}
 			pending = append(pending, ch)
 			continue
+		}
+		if !ch.PendingAt.IsZero() || ch.LegacyPendingRegistry != "" {
+			c.add("feed-pending", doc, "numbered %d yet still marked pending (pending_at %v, pending_registry %q)", ch.Revision, ch.PendingAt, ch.LegacyPendingRegistry)
 		}
 		if prev, dup := byRev[ch.Revision]; dup {
 			c.add("feed-dense", doc, "revision %d is also that of changes/%s", ch.Revision, prev)
@@ -495,7 +506,7 @@ func (c *checker) feed() {
 	}
 	if c.opts.Settled {
 		for _, ch := range pending {
-			c.add("feed-pending", store.ChangesCollection+"/"+ch.DocID, "change %s of spec %s still pending for registry %s", ch.Kind, ch.SpecID, ch.PendingRegistry)
+			c.add("feed-pending", store.ChangesCollection+"/"+ch.DocID, "change %s of spec %s (registry %s) still pending, written %v", ch.Kind, ch.SpecID, ch.Registry, ch.At)
 		}
 	}
 	sort.Slice(revs, func(i, j int) bool { return revs[i] < revs[j] })
@@ -617,6 +628,18 @@ func (c *checker) operations() {
 			}
 		default:
 			c.add("operation", doc, "state %q is not an OSB last_operation state", op.State)
+		}
+		switch {
+		case op.DryRun && (op.Commit != nil || op.CatalogRevision != nil):
+			c.add("operation", doc, "a dry run waited for a commit or names a catalog revision")
+		case op.Commit != nil && len(op.Results) != len(op.Registries):
+			c.add("operation", doc, "waits for its commit with %d of %d results", len(op.Results), len(op.Registries))
+		case op.CatalogRevision != nil && (op.Commit == nil || op.Commit.CommittedAt.IsZero()):
+			c.add("operation", doc, "names catalog revision %d without a finished commit", *op.CatalogRevision)
+		case op.CatalogRevision != nil && *op.CatalogRevision > c.s.Catalog.Revision:
+			c.add("operation", doc, "names catalog revision %d, beyond meta/catalog's %d", *op.CatalogRevision, c.s.Catalog.Revision)
+		case op.State == bootstrap.Succeeded && !op.DryRun && op.CatalogRevision == nil:
+			c.add("operation", doc, "succeeded without the catalog revision its changes reached")
 		}
 		regs := map[string]bool{}
 		for _, r := range op.Registries {
