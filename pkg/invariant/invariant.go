@@ -55,6 +55,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/api/iterator"
 
 	"github.com/specsync/specsync/pkg/bootstrap"
@@ -93,6 +94,12 @@ type Options struct {
 	// Previous is an earlier snapshot of the same project; every spec in
 	// both must have kept its id.
 	Previous *State
+	// Shallow reads the top-level collections only, not subcollections:
+	// for a large project (the emulator lists a document's subcollections
+	// in time proportional to the whole database, so 20,000 documents
+	// take minutes). The secret rule then covers top-level documents only;
+	// specsync writes no subcollection.
+	Shallow bool
 }
 
 // ChangeDoc is a changes/{id} document with its id.
@@ -126,6 +133,10 @@ type State struct {
 
 // Read reads the whole project.
 func Read(ctx context.Context, client *firestore.Client) (*State, error) {
+	return read(ctx, client, false)
+}
+
+func read(ctx context.Context, client *firestore.Client, shallow bool) (*State, error) {
 	s := &State{
 		Specs:      map[string]store.SpecRecord{},
 		Instances:  map[string]store.Instance{},
@@ -142,7 +153,7 @@ func Read(ctx context.Context, client *firestore.Client) (*State, error) {
 		if err != nil {
 			return nil, fmt.Errorf("invariant: list collections: %w", err)
 		}
-		if err := s.readCollection(ctx, col, true); err != nil {
+		if err := s.readCollection(ctx, col, true, shallow); err != nil {
 			return nil, err
 		}
 	}
@@ -150,7 +161,7 @@ func Read(ctx context.Context, client *firestore.Client) (*State, error) {
 	return s, nil
 }
 
-func (s *State) readCollection(ctx context.Context, col *firestore.CollectionRef, top bool) error {
+func (s *State) readCollection(ctx context.Context, col *firestore.CollectionRef, top, shallow bool) error {
 	snaps, err := col.Documents(ctx).GetAll()
 	if err != nil {
 		return fmt.Errorf("invariant: read %s: %w", col.Path, err)
@@ -167,13 +178,30 @@ func (s *State) readCollection(ctx context.Context, col *firestore.CollectionRef
 			s.decode(col.ID, snap)
 		}
 	}
-	for _, ref := range refs {
-		subs, err := ref.Collections(ctx).GetAll()
-		if err != nil {
-			return fmt.Errorf("invariant: list subcollections of %s: %w", ref.Path, err)
-		}
-		for _, sub := range subs {
-			if err := s.readCollection(ctx, sub, false); err != nil {
+	if shallow {
+		return nil
+	}
+	// Asking every document for its subcollections is one call each: a
+	// few at a time.
+	subs := make([][]*firestore.CollectionRef, len(refs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for i, ref := range refs {
+		g.Go(func() error {
+			cs, err := ref.Collections(gctx).GetAll()
+			if err != nil {
+				return fmt.Errorf("invariant: list subcollections of %s: %w", ref.Path, err)
+			}
+			subs[i] = cs
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	for _, cs := range subs {
+		for _, sub := range cs {
+			if err := s.readCollection(ctx, sub, false, false); err != nil {
 				return err
 			}
 		}
@@ -249,7 +277,7 @@ func (s *State) decode(collection string, snap *firestore.DocumentSnapshot) {
 
 // Check reads the project and checks it.
 func Check(ctx context.Context, client *firestore.Client, opts Options) (*State, []Violation, error) {
-	st, err := Read(ctx, client)
+	st, err := read(ctx, client, opts.Shallow)
 	if err != nil {
 		return nil, nil, err
 	}
