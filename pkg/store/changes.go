@@ -91,13 +91,14 @@ func (s *Store) catalogMeta() *firestore.DocumentRef {
 	return s.client.Collection(MetaCollection).Doc(catalogDoc)
 }
 
-// pend writes a pending change inside the transaction of the spec write
-// (the caller counts the write once the transaction committed).
-func (s *Store) pend(tx *firestore.Transaction, c Change) error {
+// pending is c as a pending change, stamped now: the caller creates it in
+// the transaction of the spec write it describes (and counts the write
+// once that committed).
+func (s *Store) pending(c Change) Change {
 	c.At = s.now().UTC()
 	c.PendingAt = c.At
 	c.Revision = 0
-	return tx.Create(s.changes().NewDoc(), c)
+	return c
 }
 
 // catalogMetaDoc is meta/catalog.
@@ -232,15 +233,19 @@ func (s *Store) AdoptLegacyPending(ctx context.Context, registry string) (int, e
 		if len(docs) == 0 {
 			return adopted, nil
 		}
-		batch := s.client.Batch()
-		for _, d := range docs {
-			at, _ := d.DataAt("at")
-			batch.Update(d.Ref, []firestore.Update{
-				{Path: "pending_at", Value: at},
-				{Path: "pending_registry", Value: firestore.Delete},
-			}, firestore.LastUpdateTime(d.UpdateTime))
-		}
-		if _, err := batch.Commit(ctx); err != nil {
+		err = s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+			for _, d := range docs {
+				at, _ := d.DataAt("at")
+				if err := tx.Update(d.Ref, []firestore.Update{
+					{Path: "pending_at", Value: at},
+					{Path: "pending_registry", Value: firestore.Delete},
+				}, firestore.LastUpdateTime(d.UpdateTime)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
 			return adopted, classify(err, "adopt %d legacy pending changes of registry %s", len(docs), registry)
 		}
 		s.ops.write(len(docs))
