@@ -3,8 +3,6 @@ package reconcile_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -91,7 +89,7 @@ func TestManifestNotTrustedAfterACrash(t *testing.T) {
 			client, project := emulatortest.FirestoreProject(t)
 			fsys := specFiles("alpha", "beta", "gamma")
 			reg := dirRegistry(t, "local", fsys, defaultPolicy)
-			healthy := &reconcile.Runner{Store: store.New(client), Logger: quietLog, LeaseTTL: lease}
+			healthy := &reconcile.Runner{Store: store.New(client), Logger: quiet, LeaseTTL: lease}
 			if _, err := healthy.Reconcile(ctx, reg); err != nil {
 				t.Fatal(err)
 			}
@@ -104,7 +102,7 @@ func TestManifestNotTrustedAfterACrash(t *testing.T) {
 			cc.limit.Store(2)
 			// (With a lease, a short one: it is left behind, and must have
 			// expired for the next run to take over.)
-			dying := &reconcile.Runner{Store: store.New(crashClient(t, project, cc)), Logger: quietLog, LeaseTTL: min(lease, time.Millisecond)}
+			dying := &reconcile.Runner{Store: store.New(crashClient(t, project, cc)), Logger: quiet, LeaseTTL: min(lease, time.Millisecond)}
 			if run, err := dying.Reconcile(ctx, reg); err == nil {
 				t.Fatalf("the run survived its crash: %+v", run)
 			}
@@ -127,7 +125,7 @@ func TestManifestNotTrustedAfterACrash(t *testing.T) {
 			if got := specsOf(t, client)["beta"]; got.Digest != original.Digest {
 				t.Fatalf("beta stored %s, upstream %s: the manifest was trusted after the crash", got.Digest, original.Digest)
 			}
-			if _, err := (&reconcile.Committer{Store: store.New(client), Logger: quietLog}).Commit(ctx); err != nil {
+			if _, err := (&reconcile.Committer{Store: store.New(client), Logger: quiet}).Commit(ctx); err != nil {
 				t.Fatal(err)
 			}
 			invariant.Require(t, client, invariant.Options{Settled: true, Feed: true})
@@ -135,7 +133,6 @@ func TestManifestNotTrustedAfterACrash(t *testing.T) {
 	}
 }
 
-var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // specsOf is every stored spec, by name.
 func specsOf(t *testing.T, client *firestore.Client) map[string]store.SpecRecord {
