@@ -270,15 +270,8 @@ func (o *Operations) Report(ctx context.Context, id, registry string, res Regist
 	ref := o.ops().Doc(id)
 	var op Operation
 	err := o.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		snap, err := tx.Get(ref)
-		if notFound(err) {
-			return failure.New(failure.NotFound, "operation %s does not exist (expired or never started)", id)
-		}
-		if err != nil {
-			return err
-		}
-		op = Operation{}
-		if err := snap.DataTo(&op); err != nil {
+		var err error
+		if op, err = txOperation(tx, ref, id); err != nil {
 			return err
 		}
 		if !contains(op.Registries, registry) {
@@ -330,6 +323,21 @@ func (o *Operations) Report(ctx context.Context, id, registry string, res Regist
 	return &op, nil
 }
 
+// txOperation reads operation id in a transaction; a missing one is a
+// failure.NotFound.
+func txOperation(tx *firestore.Transaction, ref *firestore.DocumentRef, id string) (Operation, error) {
+	var op Operation
+	snap, err := tx.Get(ref)
+	if notFound(err) {
+		return op, failure.New(failure.NotFound, "operation %s does not exist (expired or never started)", id)
+	}
+	if err != nil {
+		return op, err
+	}
+	err = snap.DataTo(&op)
+	return op, err
+}
+
 // Committed finishes an operation that awaits the committer: every
 // change its runs wrote is committed, and revision is the catalog
 // revision at that point. It takes the outcome of its runs. Anything else
@@ -339,15 +347,8 @@ func (o *Operations) Committed(ctx context.Context, id string, revision int64) (
 	ref := o.ops().Doc(id)
 	var op Operation
 	err := o.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		snap, err := tx.Get(ref)
-		if notFound(err) {
-			return failure.New(failure.NotFound, "operation %s does not exist (expired or never started)", id)
-		}
-		if err != nil {
-			return err
-		}
-		op = Operation{}
-		if err := snap.DataTo(&op); err != nil {
+		var err error
+		if op, err = txOperation(tx, ref, id); err != nil {
 			return err
 		}
 		if !op.AwaitsCommit() {

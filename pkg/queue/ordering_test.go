@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
-	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
 )
@@ -88,19 +86,7 @@ func TestPubSubPushOrderingHoldsTheKey(t *testing.T) {
 			}
 			srv := httptest.NewServer(probe)
 			defer srv.Close()
-			topic := "projects/" + project + "/topics/commit"
-			if _, err := client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
-				Name: "projects/" + project + "/subscriptions/commit-push", Topic: topic,
-				PushConfig:            &pubsubpb.PushConfig{PushEndpoint: srv.URL + "/" + topic},
-				EnableMessageOrdering: ordered,
-				AckDeadlineSeconds:    10,
-				RetryPolicy:           &pubsubpb.RetryPolicy{MinimumBackoff: durationpb.New(100 * time.Millisecond), MaximumBackoff: durationpb.New(time.Second)},
-			}); err != nil {
-				t.Fatal(err)
-			}
+			topic := emulatortest.PushTopic(t, client, project, "commit", srv.URL, ordered, 10*time.Second)
 			pub := client.Publisher(topic)
 			pub.EnableMessageOrdering = true
 			defer pub.Stop()
@@ -177,18 +163,7 @@ func TestPubSubPushOrderingIsNoLockPastTheAckDeadline(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer srv.Close()
-	topic := "projects/" + project + "/topics/commit"
-	if _, err := client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
-		Name: "projects/" + project + "/subscriptions/commit-push", Topic: topic,
-		PushConfig:            &pubsubpb.PushConfig{PushEndpoint: srv.URL + "/" + topic},
-		EnableMessageOrdering: true,
-		AckDeadlineSeconds:    int32(deadline / time.Second),
-	}); err != nil {
-		t.Fatal(err)
-	}
+	topic := emulatortest.PushTopic(t, client, project, "commit", srv.URL, true, deadline)
 	pub := client.Publisher(topic)
 	pub.EnableMessageOrdering = true
 	defer pub.Stop()

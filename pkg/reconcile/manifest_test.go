@@ -133,7 +133,6 @@ func TestManifestNotTrustedAfterACrash(t *testing.T) {
 	}
 }
 
-
 // specsOf is every stored spec, by name.
 func specsOf(t *testing.T, client *firestore.Client) map[string]store.SpecRecord {
 	t.Helper()

@@ -241,9 +241,9 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 	}
 
 	// Step 3: delete what an earlier run marked and nothing references.
-	for _, k := range plan.Keep {
+	for _, kept := range plan.Keep {
 		run.Counts.Kept++
-		run.Kept = append(run.Kept, store.KeptSpec{SpecID: k.ID, Name: k.Name, Instances: int64(k.Instances)})
+		run.Kept = append(run.Kept, store.KeptSpec{SpecID: kept.ID, Name: kept.Name, Instances: int64(kept.Instances)})
 	}
 	for _, d := range plan.Delete {
 		outcome, refs, err := st.DeleteMarked(ctx, reg.Name, d.ID, runID, status.LastSuccessAt)
@@ -265,11 +265,11 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 	var conflicts []store.SpecConflict
 	entryErrors := planErrors(plan)
 	run.Counts.Unchanged = plan.Unchanged
-	// The upserts touch distinct documents, so they run a few at a time:
-	// each is a round trip or three, and one at a time a large first
-	// import would wait on them in turn. New specs (not among the ones just
-	// read) are created a batch to a commit, without reading them first.
-	// Outcomes are counted in plan order.
+	// New specs (not among the ones the run knows) are created fifty to a
+	// commit, without reading them first; specs the run read are written
+	// fifty to a commit on condition that they are as read. The commits
+	// touch distinct documents, so a couple run at once. Outcomes are
+	// counted in plan order.
 	offer := func(c Candidate) store.Offer {
 		return store.Offer{Registry: reg.Name, Entry: c.Entry, Ref: c.Ref, Spec: c.Spec, Digest: c.Digest, Run: runID}
 	}
@@ -287,8 +287,6 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 	if err != nil {
 		return r.failed(ctx, st, reg, status, run, finish, err)
 	}
-	// Offers of specs read: written on condition that they are as read,
-	// fifty to a commit, a couple of commits in flight; no second read.
 	upserts := slices.Concat(plan.Update, plan.Unmark, plan.Repair)
 	var updates [][]store.SpecUpdate
 	for i, c := range upserts {
