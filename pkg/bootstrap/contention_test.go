@@ -2,14 +2,12 @@ package bootstrap_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"testing/fstest"
 	"time"
 
 	"google.golang.org/grpc"
@@ -20,7 +18,6 @@ import (
 	"github.com/specsync/specsync/pkg/invariant"
 	"github.com/specsync/specsync/pkg/queue"
 	"github.com/specsync/specsync/pkg/reconcile"
-	"github.com/specsync/specsync/pkg/registry"
 	"github.com/specsync/specsync/pkg/store"
 )
 
@@ -46,22 +43,7 @@ func TestHundredRegistriesAtOnceNeverContendOnTheCatalog(t *testing.T) {
 	runsClient := emulatortest.FirestoreVia(t, project, "", runsWatch.Unary, grpc.WithStreamInterceptor(runsWatch.Stream))
 	commitClient := emulatortest.FirestoreVia(t, project, "", commitWatch.Unary, grpc.WithStreamInterceptor(commitWatch.Stream))
 
-	regs := map[string]reconcile.Registry{}
-	var names []string
-	for r := range registries {
-		name := fmt.Sprintf("reg-%03d", r)
-		fsys := fstest.MapFS{}
-		for i := range specsEach {
-			n := fmt.Sprintf("svc-%03d-%03d", r, i)
-			fsys[n+".yaml"] = &fstest.MapFile{Data: []byte("name: " + n + "\ndescription: d\nplans:\n  - name: p\n    description: p\n")}
-		}
-		src, err := registry.NewDir(registry.DirConfig{FS: fsys, Root: "test:" + name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		regs[name] = reconcile.Registry{Name: name, Source: src, Policy: reconcile.Policy{MaxMarkShare: 0.5}}
-		names = append(names, name)
-	}
+	regs, names, _ := dirRegistries(t, registries, specsEach)
 
 	// The commit topic and its ordered push subscription, pushing to the
 	// committer the way the reconcile function receives it.

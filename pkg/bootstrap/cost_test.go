@@ -42,24 +42,7 @@ func TestBootstrapCostModel(t *testing.T) {
 	client := emulatortest.FirestoreVia(t, project, "", bill.Unary, grpc.WithStreamInterceptor(bill.Stream))
 	st := store.New(client)
 	const n = 3
-	regs := map[string]reconcile.Registry{}
-	var names []string
-	var files []fstest.MapFS
-	for i := range n {
-		name := fmt.Sprintf("reg-%d", i)
-		fsys := fstest.MapFS{}
-		for j := range 4 {
-			s := fmt.Sprintf("svc-%d-%d", i, j)
-			fsys[s+".yaml"] = &fstest.MapFile{Data: []byte("name: " + s + "\ndescription: d\nplans:\n  - name: p\n    description: p\n")}
-		}
-		src, err := registry.NewDir(registry.DirConfig{FS: fsys, Root: "test:" + name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		regs[name] = reconcile.Registry{Name: name, Source: src, Policy: reconcile.Policy{MaxMarkShare: 0.5}}
-		names = append(names, name)
-		files = append(files, fsys)
-	}
+	regs, names, files := dirRegistries(t, n, 4)
 	ops := bootstrap.NewOperations(client, 10*time.Minute, time.Hour)
 	w := newWorker(st, ops, regs)
 	pub := &countingPublisher{}
@@ -109,7 +92,7 @@ func TestBootstrapCostModel(t *testing.T) {
 	if r != 7+3*n || wr != 3+n || d != 0 {
 		t.Errorf("an unchanged bootstrap of %d registries: %d reads, %d writes, %d deletes; want %d, %d, 0", n, r, wr, d, 7+3*n, 3+n)
 	}
-	files[1]["svc-1-2.yaml"] = &fstest.MapFile{Data: []byte(strings.Replace(string(files[1]["svc-1-2.yaml"].Data), "description: d", "description: changed", 1))}
+	files[1]["svc-001-002.yaml"] = &fstest.MapFile{Data: []byte(strings.Replace(string(files[1]["svc-001-002.yaml"].Data), "description: d", "description: changed", 1))}
 	r, wr, d = measure(func() { id = bootstrapOnce() })
 	op := finished(id)
 	if r != 7+3*n+7 || wr != 3+n+8 || d != 0 {
@@ -118,4 +101,29 @@ func TestBootstrapCostModel(t *testing.T) {
 	if op.CatalogRevision == nil || *op.CatalogRevision != 4*n+1 {
 		t.Errorf("the operation names catalog revision %v, want %d", op.CatalogRevision, 4*n+1)
 	}
+}
+
+// dirRegistries is n dir registries reg-000... of each specs svc-R-I, with
+// their names in order and the files a test edits between runs.
+func dirRegistries(t *testing.T, n, each int) (map[string]reconcile.Registry, []string, []fstest.MapFS) {
+	t.Helper()
+	regs := map[string]reconcile.Registry{}
+	var names []string
+	var files []fstest.MapFS
+	for r := range n {
+		name := fmt.Sprintf("reg-%03d", r)
+		fsys := fstest.MapFS{}
+		for i := range each {
+			s := fmt.Sprintf("svc-%03d-%03d", r, i)
+			fsys[s+".yaml"] = &fstest.MapFile{Data: []byte("name: " + s + "\ndescription: d\nplans:\n  - name: p\n    description: p\n")}
+		}
+		src, err := registry.NewDir(registry.DirConfig{FS: fsys, Root: "test:" + name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		regs[name] = reconcile.Registry{Name: name, Source: src, Policy: reconcile.Policy{MaxMarkShare: 0.5}}
+		names = append(names, name)
+		files = append(files, fsys)
+	}
+	return regs, names, files
 }

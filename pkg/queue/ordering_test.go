@@ -30,7 +30,8 @@ type pushProbe struct {
 	acked    int
 }
 
-func (p *pushProbe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// pushedData is the data of the message a push request carries.
+func pushedData(r *http.Request) string {
 	body, _ := io.ReadAll(r.Body)
 	var env struct {
 		Message struct {
@@ -38,7 +39,11 @@ func (p *pushProbe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		} `json:"message"`
 	}
 	_ = json.Unmarshal(body, &env)
-	data := string(env.Message.Data)
+	return string(env.Message.Data)
+}
+
+func (p *pushProbe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	data := pushedData(r)
 	p.mu.Lock()
 	p.inFlight++
 	p.maxIn = max(p.maxIn, p.inFlight)
@@ -140,16 +145,10 @@ func TestPubSubPushOrderingIsNoLockPastTheAckDeadline(t *testing.T) {
 	inFlight, maxIn := 0, 0
 	firstDone := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		var env struct {
-			Message struct {
-				Data []byte `json:"data"`
-			} `json:"message"`
-		}
-		_ = json.Unmarshal(body, &env)
+		data := pushedData(r)
 		mu.Lock()
 		first := len(order) == 0
-		order = append(order, string(env.Message.Data))
+		order = append(order, data)
 		inFlight++
 		maxIn = max(maxIn, inFlight)
 		mu.Unlock()
