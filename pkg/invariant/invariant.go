@@ -1,5 +1,5 @@
 // Package invariant reads the whole Firestore state of a specsync project
-// and checks every invariant of the design (../shared/DESIGN.md) that can
+// and checks every guarantee of the design (docs/design.md) that can
 // be seen in the data. Every reliability scenario ends with it: a fault
 // may stop a run, but it must never leave the catalog in a state these
 // rules reject.
