@@ -298,10 +298,7 @@ func RenderService(o Offering) (Service, error) {
 			Description: p.Description,
 			Metadata:    p.Metadata,
 			Free:        p.Free == nil || *p.Free,
-			Bindable:    s.Bindable,
-		}
-		if p.Bindable != nil {
-			out.Bindable = *p.Bindable
+			Bindable:    s.PlanBindable(p),
 		}
 		if u := s.Updateable(p); u != svc.PlanUpdateable {
 			out.PlanUpdateable = new(u)

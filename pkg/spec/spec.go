@@ -114,3 +114,12 @@ func (s *Spec) PlanByID(id string) (Plan, bool) {
 	}
 	return Plan{}, false
 }
+
+// PlanBindable reports whether instances of plan p can be bound: the
+// plan's own bindable when it says, else the spec's (OSB's inheritance).
+func (s *Spec) PlanBindable(p Plan) bool {
+	if p.Bindable != nil {
+		return *p.Bindable
+	}
+	return s.Bindable
+}
