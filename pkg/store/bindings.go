@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -94,7 +93,7 @@ func (s *Store) CreateBinding(ctx context.Context, b Binding) (CreateBindingResu
 			return err
 		}
 		if inst == nil {
-			return failure.Wrap(failure.NotFound, fmt.Errorf("instance %s does not exist: %w", b.InstanceID, ErrNoInstance))
+			return refused(failure.NotFound, ErrNoInstance, "instance %s does not exist", b.InstanceID)
 		}
 		cur, err := txGet[Binding](s, tx, ref)
 		if err != nil {
@@ -127,10 +126,10 @@ func (s *Store) CreateBinding(ctx context.Context, b Binding) (CreateBindingResu
 			return failure.New(failure.NotFound, "service %s has no plan %s", inst.SpecID, inst.PlanID)
 		}
 		if !sp.PlanBindable(plan) {
-			return failure.Wrap(failure.Invalid, fmt.Errorf("plan %s (%s) of service %s is not bindable: %w", plan.Name, plan.ID, sp.Name, ErrNotBindable))
+			return refused(failure.Invalid, ErrNotBindable, "plan %s (%s) of service %s is not bindable", plan.Name, plan.ID, sp.Name)
 		}
 		if inst.Bindings >= MaxBindingsPerInstance {
-			return failure.Wrap(failure.Precondition, fmt.Errorf("instance %s has %d bindings, the most it may have: %w", b.InstanceID, inst.Bindings, ErrBindingLimit))
+			return refused(failure.Precondition, ErrBindingLimit, "instance %s has %d bindings, the most it may have", b.InstanceID, inst.Bindings)
 		}
 		if b.CreatedAt.IsZero() {
 			b.CreatedAt = s.now().UTC()

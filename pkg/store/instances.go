@@ -54,6 +54,20 @@ var (
 	ErrPlanChange = errors.New("plan change not supported")
 )
 
+// refused is a refusal of kind k that errors.Is matches with sentinel,
+// worded by format alone (the sentinel's own text would only repeat it).
+func refused(k failure.Kind, sentinel error, format string, args ...any) error {
+	return failure.Wrap(k, &tagged{msg: fmt.Sprintf(format, args...), sentinel: sentinel})
+}
+
+type tagged struct {
+	msg      string
+	sentinel error
+}
+
+func (t *tagged) Error() string { return t.msg }
+func (t *tagged) Unwrap() error { return t.sentinel }
+
 // CreateInstanceResult says whether CreateInstance wrote anything.
 type CreateInstanceResult struct {
 	Instance Instance
@@ -145,7 +159,7 @@ func (s *Store) CreateInstance(ctx context.Context, inst Instance) (CreateInstan
 func maintenance(rec *SpecRecord, planID, asked string) (string, error) {
 	v := spec.MaintenanceVersion(rec.Generation)
 	if asked != "" && asked != v {
-		return "", failure.Wrap(failure.Precondition, fmt.Errorf("service %s plan %s is at maintenance_info version %q, not %q: %w", rec.ID, planID, v, asked, ErrMaintenanceInfo))
+		return "", refused(failure.Precondition, ErrMaintenanceInfo, "service %s plan %s is at maintenance_info version %q, not %q", rec.ID, planID, v, asked)
 	}
 	return v, nil
 }
@@ -192,7 +206,7 @@ func (s *Store) DeleteInstance(ctx context.Context, id string) (*Instance, error
 		snap, err := tx.Get(instRef)
 		s.ops.read(1)
 		if isNotFound(err) {
-			return failure.Wrap(failure.NotFound, fmt.Errorf("instance %s does not exist: %w", id, ErrNoInstance))
+			return refused(failure.NotFound, ErrNoInstance, "instance %s does not exist", id)
 		}
 		if err != nil {
 			return err
@@ -289,7 +303,7 @@ func (s *Store) UpdateInstance(ctx context.Context, u InstanceUpdate) (UpdateIns
 			return err
 		}
 		if cur == nil {
-			return failure.Wrap(failure.NotFound, fmt.Errorf("instance %s does not exist: %w", u.ID, ErrNoInstance))
+			return refused(failure.NotFound, ErrNoInstance, "instance %s does not exist", u.ID)
 		}
 		if u.ServiceID != cur.SpecID {
 			return failure.New(failure.Invalid, "instance %s is of service %s, not %s", u.ID, cur.SpecID, u.ServiceID)
@@ -320,7 +334,7 @@ func (s *Store) UpdateInstance(ctx context.Context, u InstanceUpdate) (UpdateIns
 				return failure.New(failure.NotFound, "service %s has no plan %s", cur.SpecID, u.PlanID)
 			}
 			if why := sp.PlanChange(cur.PlanID, u.PlanID); why != "" {
-				return failure.Wrap(failure.Invalid, fmt.Errorf("instance %s: %s: %w", u.ID, why, ErrPlanChange))
+				return refused(failure.Invalid, ErrPlanChange, "instance %s: %s", u.ID, why)
 			}
 			next.PlanID, next.PreviousPlanID = u.PlanID, cur.PlanID
 		}
