@@ -45,10 +45,20 @@ func (s *Store) tombstones() *firestore.CollectionRef {
 	return s.client.Collection(TombstonesCollection)
 }
 
-func instanceTombstoneID(instanceID string) string { return TombstoneInstance + ":" + instanceID }
+// DocID is the id of the tombstone's document: its kind and ids.
+func (t Tombstone) DocID() string {
+	if t.Kind == TombstoneBinding {
+		return TombstoneBinding + ":" + t.InstanceID + ":" + t.BindingID
+	}
+	return TombstoneInstance + ":" + t.InstanceID
+}
+
+func instanceTombstoneID(instanceID string) string {
+	return Tombstone{Kind: TombstoneInstance, InstanceID: instanceID}.DocID()
+}
 
 func bindingTombstoneID(instanceID, bindingID string) string {
-	return TombstoneBinding + ":" + instanceID + ":" + bindingID
+	return Tombstone{Kind: TombstoneBinding, InstanceID: instanceID, BindingID: bindingID}.DocID()
 }
 
 func (s *Store) tombstone(kind, instanceID, bindingID, specID, planID string) Tombstone {
