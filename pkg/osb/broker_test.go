@@ -1,7 +1,6 @@
 package osb_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"reflect"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
+	"github.com/specsync/specsync/pkg/osb/osbtest"
 	"github.com/specsync/specsync/pkg/spec"
 	"github.com/specsync/specsync/pkg/store"
 )
@@ -247,12 +247,9 @@ func TestMarkedSpecLeavesCatalogAfterWindow(t *testing.T) {
 // broker actually puts on the wire.
 func osbCatalogSchema(t *testing.T) *openapi3.Schema {
 	t.Helper()
-	doc, err := openapi3.NewLoader().LoadFromFile("../catalog/testdata/osb-openapi.yaml")
+	doc, err := osbtest.Doc()
 	if err != nil {
-		t.Fatalf("load OSB OpenAPI: %v", err)
-	}
-	if err := doc.Validate(context.Background()); err != nil {
-		t.Fatalf("OSB OpenAPI does not validate: %v", err)
+		t.Fatal(err)
 	}
 	ref := doc.Components.Schemas["Catalog"]
 	if ref == nil || ref.Value == nil {
