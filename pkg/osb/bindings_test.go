@@ -73,7 +73,9 @@ func TestBindingLifecycle(t *testing.T) {
 	small := db.Plans[0].ID
 	wantEmptyObject(t, e.do(http.MethodPut, "/v2/service_instances/i1", provisionBody(db.ID, small)), http.StatusCreated)
 	url := bindingURL("i1", "b1")
-	body := bindBody(db.ID, small, `"bind_resource":{"app_guid":"app-1"},"context":{"platform":"cloudfoundry"},"parameters":{"role":"readonly"}`)
+	// Bind parameters may hold secrets: the canary must be stored nowhere.
+	const bindSecret = "bind-canary-5f3a9c"
+	body := bindBody(db.ID, small, `"bind_resource":{"app_guid":"app-1"},"context":{"platform":"cloudfoundry"},"parameters":{"role":"readonly","role_password":"`+bindSecret+`"}`)
 
 	// The answer is {}: no credentials, because this broker has none to
 	// give (it provisions nothing); the binding is recorded.
@@ -102,6 +104,7 @@ func TestBindingLifecycle(t *testing.T) {
 	if inst := e.instanceDocs()["i1"]; inst.Bindings != 1 || e.instanceCount(db.ID) != 1 {
 		t.Fatalf("instance bindings %d, spec instances %d", inst.Bindings, e.instanceCount(db.ID))
 	}
+	invariant.Require(t, e.client, invariant.Options{Canaries: []string{brokerPass, adminToken, bindSecret, "correct horse battery"}})
 
 	// Unbind: 200 {}, then 410 {}; last_operation says gone.
 	wantEmptyObject(t, e.bindCall(http.MethodDelete, url+"?accepts_incomplete=true&service_id="+db.ID+"&plan_id="+small, ""), http.StatusOK)
