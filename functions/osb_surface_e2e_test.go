@@ -68,12 +68,7 @@ const maxBody = 64 << 10 // the stack's SPECSYNC_MAX_BODY_BYTES (default)
 // soon as it crosses the limit (its end is never sent), whatever it holds.
 func TestE2EBodyLimit(t *testing.T) {
 	t.Parallel()
-	a, urlA := newIndex(t)
-	a.setBody(surfaceIndex)
-	_, urlB := newIndex(t, "gamma")
-	s := startStack(t, twoIndexes(urlA, urlB))
-	s.bootstrap()
-	db := s.service("db")
+	_, s, db := surfaceStack(t, surfaceIndex)
 	small := db.plan("small")
 	good := fmt.Sprintf(`{"service_id":%q,"plan_id":%q}`, db.ID, small)
 	if r := s.do(http.MethodPut, "/v2/service_instances/held", "broker", strings.NewReader(good)); r.status != http.StatusCreated {
@@ -166,6 +161,19 @@ func (c catalogService) plan(name string) string {
 	return ""
 }
 
+// surfaceStack is a local stack whose registry team-a serves body (an index with
+// a service db), bootstrapped once; it returns the index, the stack and db
+// as the catalog lists it.
+func surfaceStack(t *testing.T, body string) (*index, *stack, catalogService) {
+	t.Helper()
+	a, urlA := newIndex(t)
+	a.setBody(body)
+	_, urlB := newIndex(t, "gamma")
+	s := startStack(t, twoIndexes(urlA, urlB))
+	s.bootstrap()
+	return a, s, s.service("db")
+}
+
 // service is the named service as /v2/catalog lists it.
 func (s *stack) service(name string) catalogService {
 	s.t.Helper()
@@ -204,12 +212,7 @@ func (s *stack) osb(method, path, template, body string, want int) response {
 // fetch, poll, unbind, deprovision (with a binding left behind), poll.
 func TestE2EInstanceAndBindingLifecycle(t *testing.T) {
 	t.Parallel()
-	a, urlA := newIndex(t)
-	a.setBody(surfaceIndex)
-	_, urlB := newIndex(t, "gamma")
-	s := startStack(t, twoIndexes(urlA, urlB))
-	s.bootstrap()
-	db := s.service("db")
+	_, s, db := surfaceStack(t, surfaceIndex)
 	if !db.InstancesRetrievable || !db.BindingsRetrievable || !db.AllowContextUpdates || !db.PlanUpdateable {
 		t.Fatalf("the catalog does not offer the surface: %+v", db)
 	}
@@ -284,12 +287,7 @@ func heldIndex(v2 bool) string {
 // update, and the instance can take its maintenance_info.
 func TestE2EPlanChangeReleasesHeldBackVersion(t *testing.T) {
 	t.Parallel()
-	a, urlA := newIndex(t)
-	a.setBody(heldIndex(false))
-	_, urlB := newIndex(t, "gamma")
-	s := startStack(t, twoIndexes(urlA, urlB))
-	s.bootstrap()
-	db := s.service("db")
+	a, s, db := surfaceStack(t, heldIndex(false))
 	small, large := db.plan("small"), db.plan("large")
 	s.osb(http.MethodPut, "/v2/service_instances/big-1", osbtest.InstancePath, fmt.Sprintf(`{"service_id":%q,"plan_id":%q}`, db.ID, large), http.StatusCreated)
 

@@ -16,8 +16,14 @@ import (
 // binding answer is {} (no credentials, endpoints or volume mounts), and
 // that is the truth: whatever runs the service hands out its credentials.
 
-func validBindingID(w http.ResponseWriter, r *http.Request) (string, bool) {
-	return pathID(w, r, "binding_id", "binding")
+// bindingIDs reads the instance and binding ids of a binding's path,
+// writing a 400 when either is not a valid id.
+func bindingIDs(w http.ResponseWriter, r *http.Request) (instanceID, bindingID string, ok bool) {
+	if instanceID, ok = validInstanceID(w, r); !ok {
+		return "", "", false
+	}
+	bindingID, ok = pathID(w, r, "binding_id", "binding")
+	return instanceID, bindingID, ok
 }
 
 // bindRequest is OSB's bind body.
@@ -37,11 +43,7 @@ type bindRequest struct {
 }
 
 func (b *Broker) putBinding(w http.ResponseWriter, r *http.Request) {
-	instanceID, ok := validInstanceID(w, r)
-	if !ok {
-		return
-	}
-	bindingID, ok := validBindingID(w, r)
+	instanceID, bindingID, ok := bindingIDs(w, r)
 	if !ok {
 		return
 	}
@@ -103,11 +105,7 @@ func (b *Broker) putBinding(w http.ResponseWriter, r *http.Request) {
 // getBinding is OSB's fetch of a binding (bindings_retrievable): {}, the
 // same nothing the bind answered.
 func (b *Broker) getBinding(w http.ResponseWriter, r *http.Request) {
-	instanceID, ok := validInstanceID(w, r)
-	if !ok {
-		return
-	}
-	bindingID, ok := validBindingID(w, r)
+	instanceID, bindingID, ok := bindingIDs(w, r)
 	if !ok {
 		return
 	}
@@ -120,11 +118,7 @@ func (b *Broker) getBinding(w http.ResponseWriter, r *http.Request) {
 
 // deleteBinding is OSB's unbind: 200 {} deleted, 410 {} no such binding.
 func (b *Broker) deleteBinding(w http.ResponseWriter, r *http.Request) {
-	instanceID, ok := validInstanceID(w, r)
-	if !ok {
-		return
-	}
-	bindingID, ok := validBindingID(w, r)
+	instanceID, bindingID, ok := bindingIDs(w, r)
 	if !ok {
 		return
 	}
@@ -151,11 +145,7 @@ func (b *Broker) deleteBinding(w http.ResponseWriter, r *http.Request) {
 // finished before it was answered; an unbound binding (or one whose
 // instance was deprovisioned) is 410, one that never existed 404.
 func (b *Broker) bindingLastOperation(w http.ResponseWriter, r *http.Request) {
-	instanceID, ok := validInstanceID(w, r)
-	if !ok {
-		return
-	}
-	bindingID, ok := validBindingID(w, r)
+	instanceID, bindingID, ok := bindingIDs(w, r)
 	if !ok || noOperation(w, r) {
 		return
 	}

@@ -67,11 +67,9 @@ plans:
 `
 
 func TestBindingLifecycle(t *testing.T) {
-	e := newEnv(t, time.Minute)
-	db := parseSpec(t, specYAML("db"))
-	e.seed(db)
+	e, db := newDBEnv(t)
 	small := db.Plans[0].ID
-	wantEmptyObject(t, e.do(http.MethodPut, "/v2/service_instances/i1", provisionBody(db.ID, small)), http.StatusCreated)
+	e.provision("i1", db.ID, small)
 	url := bindingURL("i1", "b1")
 	// Bind parameters may hold secrets: the canary must be stored nowhere.
 	const bindSecret = "bind-canary-5f3a9c"
@@ -123,11 +121,9 @@ func TestBindingLifecycle(t *testing.T) {
 // case to the broker: the instance goes with its bindings, and each
 // binding's last_operation then says gone.
 func TestDeprovisionWithBindings(t *testing.T) {
-	e := newEnv(t, time.Minute)
-	db := parseSpec(t, specYAML("db"))
-	e.seed(db)
+	e, db := newDBEnv(t)
 	small := db.Plans[0].ID
-	wantEmptyObject(t, e.do(http.MethodPut, "/v2/service_instances/i1", provisionBody(db.ID, small)), http.StatusCreated)
+	e.provision("i1", db.ID, small)
 	for _, id := range []string{"b1", "b2"} {
 		wantEmptyObject(t, e.bindCall(http.MethodPut, bindingURL("i1", id), bindBody(db.ID, small, "")), http.StatusCreated)
 	}
@@ -152,11 +148,9 @@ func TestDeprovisionWithBindings(t *testing.T) {
 // binds of that instance (they keep running applications working), and is
 // deleted once the instance is deprovisioned.
 func TestBindingsDoNotPinSpecs(t *testing.T) {
-	e := newEnv(t, time.Minute)
-	db := parseSpec(t, specYAML("db"))
-	e.seed(db)
+	e, db := newDBEnv(t)
 	small := db.Plans[0].ID
-	wantEmptyObject(t, e.do(http.MethodPut, "/v2/service_instances/i1", provisionBody(db.ID, small)), http.StatusCreated)
+	e.provision("i1", db.ID, small)
 	wantEmptyObject(t, e.bindCall(http.MethodPut, bindingURL("i1", "b1"), bindBody(db.ID, small, "")), http.StatusCreated)
 	e.mark(db.ID, "run-1")
 	wantEmptyObject(t, e.bindCall(http.MethodPut, bindingURL("i1", "b2"), bindBody(db.ID, small, "")), http.StatusCreated)
@@ -183,8 +177,8 @@ func TestBadBindingRequestsWriteNothing(t *testing.T) {
 	db, vault := parseSpec(t, specYAML("db")), parseSpec(t, sealedYAML)
 	e.seed(db, vault)
 	small, large := db.Plans[0].ID, db.Plans[1].ID
-	wantEmptyObject(t, e.do(http.MethodPut, "/v2/service_instances/i1", provisionBody(db.ID, small)), http.StatusCreated)
-	wantEmptyObject(t, e.do(http.MethodPut, "/v2/service_instances/sealed", provisionBody(vault.ID, vault.Plans[1].ID)), http.StatusCreated)
+	e.provision("i1", db.ID, small)
+	e.provision("sealed", vault.ID, vault.Plans[1].ID)
 	wantEmptyObject(t, e.bindCall(http.MethodPut, bindingURL("i1", "b1"), bindBody(db.ID, small, `"bind_resource":{"app_guid":"a"}`)), http.StatusCreated)
 	before := e.dbState()
 	cases := []struct {

@@ -81,6 +81,15 @@ func newEnv(t testing.TB, window time.Duration) *env {
 	return &env{t: t, ctx: context.Background(), client: client, st: st, broker: b, srv: srv, clock: c, window: window}
 }
 
+// newDBEnv is a broker whose catalog holds one spec, db (specYAML).
+func newDBEnv(t *testing.T) (*env, *spec.Spec) {
+	t.Helper()
+	e := newEnv(t, time.Minute)
+	db := parseSpec(t, specYAML("db"))
+	e.seed(db)
+	return e, db
+}
+
 // specYAML is a spec in the APB format a registry label carries. Its
 // first plan has provision, update and bind parameters (so every schema
 // the catalog can render is there), its second none.
@@ -273,6 +282,13 @@ func wantEmptyObject(t testing.TB, r response, status int) {
 	if err := json.Unmarshal(r.body, &m); err != nil || m == nil || len(m) != 0 {
 		t.Fatalf("body %s, want {}", r.body)
 	}
+}
+
+// provision provisions instance id of the service on the plan; it must be
+// new (201).
+func (e *env) provision(id, serviceID, planID string) {
+	e.t.Helper()
+	wantEmptyObject(e.t, e.do(http.MethodPut, "/v2/service_instances/"+id, provisionBody(serviceID, planID)), http.StatusCreated)
 }
 
 func provisionBody(serviceID, planID string) string {

@@ -273,33 +273,26 @@ func (b *Broker) deleteInstance(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	inst, err := b.store.GetInstance(r.Context(), id)
-	if failure.Is(err, failure.NotFound) {
-		WriteJSON(w, http.StatusGone, struct{}{})
-		return
-	}
-	if err != nil {
-		WriteFailure(w, err)
-		return
-	}
-	if inst.SpecID != serviceID || inst.PlanID != planID {
+	if err == nil && (inst.SpecID != serviceID || inst.PlanID != planID) {
 		WriteError(w, http.StatusBadRequest, "BadRequest", "instance %s is of service %s plan %s, not service %s plan %s", id, inst.SpecID, inst.PlanID, serviceID, planID)
 		return
 	}
-	gone, err := b.store.DeleteInstance(r.Context(), id)
-	if failure.Is(err, failure.NotFound) {
+	if err == nil {
+		inst, err = b.store.DeleteInstance(r.Context(), id)
+	}
+	switch {
+	case failure.Is(err, failure.NotFound):
 		WriteJSON(w, http.StatusGone, struct{}{})
-		return
-	}
-	if err != nil {
+	case err != nil:
 		WriteFailure(w, err)
-		return
+	default:
+		if inst.Bindings > 0 {
+			// OSB has platforms unbind first; one that did not lost nothing
+			// here, but an operator may want to know which platform does.
+			b.cfg.Logger.Warn("deprovisioned an instance that still had bindings; they were deleted with it", "instance", id, "bindings", inst.Bindings)
+		}
+		WriteJSON(w, http.StatusOK, struct{}{})
 	}
-	if gone.Bindings > 0 {
-		// OSB has platforms unbind first; one that did not lost nothing
-		// here, but an operator may want to know which platform does that.
-		b.cfg.Logger.Warn("deprovisioned an instance that still had bindings; they were deleted with it", "instance", id, "bindings", gone.Bindings)
-	}
-	WriteJSON(w, http.StatusOK, struct{}{})
 }
 
 // lastOperation is OSB's last_operation body.

@@ -65,11 +65,9 @@ func wantUpdateError(t *testing.T, r response, status int, code string, repeatab
 }
 
 func TestUpdateInstance(t *testing.T) {
-	e := newEnv(t, time.Minute)
-	db := parseSpec(t, specYAML("db"))
-	e.seed(db)
+	e, db := newDBEnv(t)
 	small, large := db.Plans[0].ID, db.Plans[1].ID
-	wantEmptyObject(t, e.do(http.MethodPut, "/v2/service_instances/u1", provisionBody(db.ID, small)), http.StatusCreated)
+	e.provision("u1", db.ID, small)
 
 	// small updates_to large: the plan moves, and so does the spec's
 	// per-plan pin.
@@ -127,7 +125,7 @@ func TestUpdateInstance(t *testing.T) {
 
 	// Marked for deletion: no plan change (the plan is not in the catalog
 	// any more), but a context update still goes through.
-	wantEmptyObject(t, e.do(http.MethodPut, "/v2/service_instances/u2", provisionBody(db.ID, small)), http.StatusCreated)
+	e.provision("u2", db.ID, small)
 	e.mark(db.ID, "run-3")
 	wantUpdateError(t, e.patch("u2", patchBody(db.ID, large, "")), http.StatusBadRequest, "BadRequest", false)
 	wantEmptyObject(t, e.patch("u2", patchBody(db.ID, "", `"context":{"platform":"kubernetes","namespace":"moved"}`)), http.StatusOK)
@@ -146,8 +144,8 @@ func TestBadUpdatesWriteNothing(t *testing.T) {
 	pg.Platforms = []spec.Platform{{OS: "linux", Architecture: "amd64"}}
 	e.seed(db, pg)
 	small := db.Plans[0].ID
-	wantEmptyObject(t, e.do(http.MethodPut, "/v2/service_instances/u1", provisionBody(db.ID, small)), http.StatusCreated)
-	wantEmptyObject(t, e.do(http.MethodPut, "/v2/service_instances/p1", provisionBody(pg.ID, pg.Plans[0].ID)), http.StatusCreated)
+	e.provision("u1", db.ID, small)
+	e.provision("p1", pg.ID, pg.Plans[0].ID)
 	before := e.dbState()
 	cases := []struct {
 		name, id, body string
@@ -183,9 +181,7 @@ func TestBadUpdatesWriteNothing(t *testing.T) {
 }
 
 func TestInstanceLastOperation(t *testing.T) {
-	e := newEnv(t, time.Minute)
-	db := parseSpec(t, specYAML("db"))
-	e.seed(db)
+	e, db := newDBEnv(t)
 	small, large := db.Plans[0].ID, db.Plans[1].ID
 	wantEmptyObject(t, e.do(http.MethodPut, "/v2/service_instances/lo1?accepts_incomplete=true", provisionBody(db.ID, small)), http.StatusCreated)
 
@@ -222,7 +218,7 @@ func TestInstanceLastOperation(t *testing.T) {
 		t.Errorf("410 description %q", eb.Description)
 	}
 	// Provisioned again under the same id, it is there again.
-	wantEmptyObject(t, e.do(http.MethodPut, "/v2/service_instances/lo1", provisionBody(db.ID, small)), http.StatusCreated)
+	e.provision("lo1", db.ID, small)
 	if r := e.lastOp("lo1", ""); r.status != http.StatusOK {
 		t.Fatalf("re-provisioned: %d %s", r.status, r.body)
 	}

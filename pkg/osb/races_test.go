@@ -50,7 +50,7 @@ func TestRacesPatchAndBindVersusMarkAndDelete(t *testing.T) {
 	}
 	e.seed(all...)
 	for _, s := range all {
-		wantEmptyObject(t, e.do(http.MethodPut, "/v2/service_instances/inst-"+s.Name, provisionBody(s.ID, s.Plans[0].ID)), http.StatusCreated)
+		e.provision("inst-"+s.Name, s.ID, s.Plans[0].ID)
 	}
 
 	// retry repeats what contention refused (422 ConcurrencyError from the

@@ -110,14 +110,7 @@ func (s *Store) CreateBinding(ctx context.Context, b Binding) (CreateBindingResu
 		if b.SpecID != inst.SpecID || b.PlanID != inst.PlanID {
 			return failure.New(failure.Invalid, "instance %s is of service %s plan %s, not service %s plan %s", b.InstanceID, inst.SpecID, inst.PlanID, b.SpecID, b.PlanID)
 		}
-		rec, err := txGet[SpecRecord](s, tx, s.specs().Doc(inst.SpecID))
-		if err != nil {
-			return err
-		}
-		if rec == nil {
-			return failure.New(failure.NotFound, "service %s of instance %s is not stored", inst.SpecID, b.InstanceID)
-		}
-		sp, err := rec.Spec()
+		_, sp, err := s.txSpecOf(tx, inst)
 		if err != nil {
 			return err
 		}

@@ -314,14 +314,7 @@ func (s *Store) UpdateInstance(ctx context.Context, u InstanceUpdate) (UpdateIns
 			return failure.New(failure.Invalid, "previous_values.plan_id is %s, but instance %s is on plan %s", u.PreviousPlanID, u.ID, cur.PlanID)
 		}
 		specRef := s.specs().Doc(cur.SpecID)
-		rec, err := txGet[SpecRecord](s, tx, specRef)
-		if err != nil {
-			return err
-		}
-		if rec == nil {
-			return failure.New(failure.NotFound, "service %s of instance %s is not stored", cur.SpecID, u.ID)
-		}
-		sp, err := rec.Spec()
+		rec, sp, err := s.txSpecOf(tx, cur)
 		if err != nil {
 			return err
 		}
@@ -377,6 +370,24 @@ func (s *Store) UpdateInstance(ctx context.Context, u InstanceUpdate) (UpdateIns
 		s.ops.write(1)
 	}
 	return res, nil
+}
+
+// txSpecOf reads, in tx, the spec an existing instance is of, decoded. Its
+// absence is a failure.NotFound: the instance pins it, so only a damaged
+// store lacks it.
+func (s *Store) txSpecOf(tx *firestore.Transaction, inst *Instance) (*SpecRecord, *spec.Spec, error) {
+	rec, err := txGet[SpecRecord](s, tx, s.specs().Doc(inst.SpecID))
+	if err != nil {
+		return nil, nil, err
+	}
+	if rec == nil {
+		return nil, nil, failure.New(failure.NotFound, "service %s of instance %s is not stored", inst.SpecID, inst.ID)
+	}
+	sp, err := rec.Spec()
+	if err != nil {
+		return nil, nil, err
+	}
+	return rec, sp, nil
 }
 
 // moveUpdates moves a spec's per-plan and per-platform counts from what
