@@ -115,8 +115,8 @@ func TestUpdateInstancePlanChange(t *testing.T) {
 			t.Fatalf("repeat: %+v %v", res, err)
 		}
 	})
-	if cost.Writes != 0 {
-		t.Fatalf("a repeat wrote %d documents", cost.Writes)
+	if cost != (store.Counts{Reads: 2}) {
+		t.Fatalf("a repeat cost %+v, want the 2 reads and nothing written", cost)
 	}
 
 	refusals := []struct {
