@@ -567,7 +567,12 @@ func TestE2EBadInput(t *testing.T) {
 		{"get unknown instance", "GET", "/v2/service_instances/i1", "broker", "", nil, 404},
 		{"delete unknown instance", "DELETE", "/v2/service_instances/i1?service_id=a&plan_id=b", "broker", "", nil, 410},
 		{"delete without ids", "DELETE", "/v2/service_instances/i1", "broker", "", nil, 400},
-		{"instance wrong method", "PATCH", "/v2/service_instances/i1", "broker", "", nil, 405},
+		{"instance wrong method", "POST", "/v2/service_instances/i1", "broker", "", nil, 405},
+		{"update unknown instance", "PATCH", "/v2/service_instances/i1", "broker", `{"service_id":"nope"}`, nil, 400},
+		{"bind unknown instance", "PUT", "/v2/service_instances/i1/service_bindings/b1", "broker", `{"service_id":"a","plan_id":"b"}`, nil, 400},
+		{"unbind unknown", "DELETE", "/v2/service_instances/i1/service_bindings/b1?service_id=a&plan_id=b", "broker", "", nil, 410},
+		{"last_operation unknown instance", "GET", "/v2/service_instances/i1/last_operation", "broker", "", nil, 404},
+		{"bootstrap too big", "POST", "/bootstrap", "admin", strings.Repeat("x", 70<<10), nil, 413},
 	}
 	for _, c := range cases {
 		var body io.Reader

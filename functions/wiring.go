@@ -61,7 +61,9 @@ func newBootstrap(ctx context.Context, env settings.Lookup) (http.Handler, error
 		VerifyAdmin: verifyAdmin(s.Admin, log),
 		Logger:      log,
 	}
-	return svc.Handler(), nil
+	// The bootstrap takes no body: one whose Content-Length is over the
+	// broker's default limit is refused unread (413), as the catalog does.
+	return osb.LimitBody(osb.DefaultMaxBodyBytes, svc.Handler()), nil
 }
 
 type reconcileApp struct {

@@ -1020,6 +1020,7 @@ var expiring = map[string]struct{ Collection, Field string }{
 	// The operator's read-only view of the same documents (pkg/store/admin.go).
 	"store.OperationRecord": {store.OperationsCollection, "expires_at"},
 	"store.Change":          {store.ChangesCollection, "expires_at"},
+	"store.Tombstone":       {store.TombstonesCollection, "expires_at"},
 }
 
 var nestedExpiry = map[string]string{

@@ -21,12 +21,15 @@
 //     OSB default); plan bindable inherits the spec's bindable. Both are
 //     always written out, so a consumer never has to re-implement the
 //     inheritance rule.
-//   - Service plan_updateable is true when any plan has updates_to. OSB
+//   - Service plan_updateable is the spec's plan_updateable when it has
+//     one, else true when any plan is updateable (see spec.Spec.Updateable:
+//     a plan's own plan_updateable, else updates_to, else the spec's). OSB
 //     only has a boolean, APB lists the plans a plan may move to; "some
 //     plan can move somewhere" is the only honest service-wide answer.
-//     When it is true, plans without updates_to say plan_updateable false,
-//     so platforms do not offer a plan change that the spec rules out. The
-//     target list itself stays the update handler's check.
+//     A plan whose answer differs from the service's says so itself, so
+//     platforms do not offer a plan change that the spec rules out. The
+//     target list itself stays the update handler's check
+//     (spec.Spec.PlanChange).
 //   - Plan metadata is passed through unchanged.
 //   - Plan schemas come from parameters (see ParametersSchema): create from
 //     parameters, update from the updatable ones, binding create from
@@ -35,9 +38,13 @@
 //     in it is left out, and so is the schemas object when all three are.
 //   - Nothing is rendered for the spec's async or version (OSB's catalog
 //     has no field for either; async is the provisioning handler's
-//     business), nor for instances_retrievable, bindings_retrievable or
-//     allow_context_updates: those describe the HTTP handlers, not a spec,
-//     so the handler sets them on the rendered services if it serves them.
+//     business).
+//   - instances_retrievable and allow_context_updates are true and
+//     bindings_retrievable is true for a service with a bindable plan:
+//     they describe the broker (pkg/osb serves GET of instances and
+//     bindings and context-only updates for every service), not a spec,
+//     but they are set here because this one rendering is what both the
+//     catalog and the change feed serve, which must agree.
 //
 // # Problems
 //
@@ -282,12 +289,8 @@ func RenderService(o Offering) (Service, error) {
 		Metadata:    serviceMetadata(s),
 		Plans:       make([]Plan, len(s.Plans)),
 	}
-	for _, p := range s.Plans {
-		if len(p.UpdatesTo) > 0 {
-			svc.PlanUpdateable = true
-			break
-		}
-	}
+	svc.PlanUpdateable = s.ServiceUpdateable()
+	svc.InstancesRetrievable, svc.AllowContextUpdates = true, true
 	for i, p := range s.Plans {
 		out := Plan{
 			ID:          p.ID,
@@ -295,14 +298,12 @@ func RenderService(o Offering) (Service, error) {
 			Description: p.Description,
 			Metadata:    p.Metadata,
 			Free:        p.Free == nil || *p.Free,
-			Bindable:    s.Bindable,
+			Bindable:    s.PlanBindable(p),
 		}
-		if p.Bindable != nil {
-			out.Bindable = *p.Bindable
+		if u := s.Updateable(p); u != svc.PlanUpdateable {
+			out.PlanUpdateable = new(u)
 		}
-		if svc.PlanUpdateable && len(p.UpdatesTo) == 0 {
-			out.PlanUpdateable = new(false)
-		}
+		svc.BindingsRetrievable = svc.BindingsRetrievable || out.Bindable
 		schemas, err := planSchemas(p, out.Bindable)
 		if err != nil {
 			return Service{}, fmt.Errorf("plan %q: %w", p.Name, err)

@@ -124,13 +124,14 @@ func TestServiceMapping(t *testing.T) {
 	// The JSON uses OSB's names, and leaves out what specsync never sets.
 	b := string(mustJSON(t, c))
 	for _, want := range []string{`"services":`, `"plan_updateable":true`, `"free":false`, `"bindable":false`,
+		`"instances_retrievable":true`, `"allow_context_updates":true`, `"bindings_retrievable":true`,
 		`"service_instance":{"create":{"parameters":{"$schema":"http://json-schema.org/draft-04/schema#"`, `"service_binding":{"create":`} {
 		if !strings.Contains(b, want) {
 			t.Errorf("JSON lacks %s", want)
 		}
 	}
 	for _, absent := range []string{"dashboard_client", "maintenance_info", "maximum_polling_duration", "requires", "async",
-		"instances_retrievable", "display_type", "display_group", `"s3cret`} {
+		"display_type", "display_group", `"s3cret`} {
 		if strings.Contains(b, absent) {
 			t.Errorf("JSON contains %s", absent)
 		}
@@ -310,5 +311,56 @@ func BenchmarkRender(b *testing.B) {
 		if _, err := Render(specs); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// OSB's plan_updateable, from the spec's own field (service default, plan
+// override) and from APB's updates_to: the service says the default, a plan
+// only where it differs, and bindings_retrievable follows bindability.
+func TestPlanUpdateableAndSurfaceFlags(t *testing.T) {
+	plan := func(name string, updatesTo []string, updateable *bool) spec.Plan {
+		return spec.Plan{Name: name, ID: name + "-id", Description: name, UpdatesTo: updatesTo, PlanUpdateable: updateable}
+	}
+	cases := []struct {
+		name     string
+		service  *bool
+		plans    []spec.Plan
+		bindable bool
+		want     bool             // the service's plan_updateable
+		plan     map[string]*bool // rendered per plan (nil: inherits)
+	}{
+		{name: "nothing said", plans: []spec.Plan{plan("a", nil, nil), plan("b", nil, nil)},
+			want: false, plan: map[string]*bool{"a": nil, "b": nil}},
+		{name: "updates_to on one plan", plans: []spec.Plan{plan("a", []string{"b"}, nil), plan("b", nil, nil)},
+			want: true, plan: map[string]*bool{"a": nil, "b": new(false)}},
+		{name: "service true", service: new(true), plans: []spec.Plan{plan("a", nil, nil), plan("b", nil, nil)}, bindable: true,
+			want: true, plan: map[string]*bool{"a": nil, "b": nil}},
+		{name: "service true, one plan false", service: new(true), plans: []spec.Plan{plan("a", nil, new(false)), plan("b", nil, nil)},
+			want: true, plan: map[string]*bool{"a": new(false), "b": nil}},
+		{name: "service false, one plan true", service: new(false), plans: []spec.Plan{plan("a", nil, new(true)), plan("b", nil, nil)},
+			want: false, plan: map[string]*bool{"a": new(true), "b": nil}},
+		{name: "service false, updates_to overrides", service: new(false), plans: []spec.Plan{plan("a", []string{"b"}, nil), plan("b", nil, nil)},
+			want: false, plan: map[string]*bool{"a": new(true), "b": nil}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &spec.Spec{Name: "s", ID: "s-id", Description: "s", Bindable: tc.bindable, PlanUpdateable: tc.service, Plans: tc.plans}
+			svc, err := RenderService(Offering{Spec: s, Generation: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if svc.PlanUpdateable != tc.want {
+				t.Errorf("service plan_updateable %v, want %v", svc.PlanUpdateable, tc.want)
+			}
+			for _, p := range svc.Plans {
+				if fmt.Sprint(deref(p.PlanUpdateable)) != fmt.Sprint(deref(tc.plan[p.Name])) {
+					t.Errorf("plan %s plan_updateable %v, want %v", p.Name, deref(p.PlanUpdateable), deref(tc.plan[p.Name]))
+				}
+			}
+			if !svc.InstancesRetrievable || !svc.AllowContextUpdates || svc.BindingsRetrievable != tc.bindable {
+				t.Errorf("instances_retrievable %v allow_context_updates %v bindings_retrievable %v (bindable %v)",
+					svc.InstancesRetrievable, svc.AllowContextUpdates, svc.BindingsRetrievable, tc.bindable)
+			}
+		})
 	}
 }

@@ -29,7 +29,8 @@ func specYAML(name string) string {
 }
 
 // world is a healthy project: two registries reconciled (one spec marked),
-// an instance on a spec, a finished operation.
+// an instance on a spec with a binding, the tombstone of a deprovisioned
+// instance, a finished operation.
 type world struct {
 	client *firestore.Client
 	st     *store.Store
@@ -72,6 +73,20 @@ func newWorld(t *testing.T) *world {
 		}
 	}
 	if _, err := st.CreateInstance(ctx, store.Instance{ID: "inst-1", SpecID: w.ids["redis"], PlanID: w.plans["redis"][0]}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateBinding(ctx, store.Binding{ID: "bind-1", InstanceID: "inst-1", SpecID: w.ids["redis"], PlanID: w.plans["redis"][0]}); err != nil {
+		t.Fatal(err)
+	}
+	// A deprovisioned instance (with a binding it took along) leaves a
+	// tombstone.
+	if _, err := st.CreateInstance(ctx, store.Instance{ID: "inst-gone", SpecID: w.ids["postgres"], PlanID: w.plans["postgres"][0]}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateBinding(ctx, store.Binding{ID: "bind-gone", InstanceID: "inst-gone", SpecID: w.ids["postgres"], PlanID: w.plans["postgres"][0]}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.DeleteInstance(ctx, "inst-gone"); err != nil {
 		t.Fatal(err)
 	}
 	delete(fsys, "kafka.yaml")
@@ -130,9 +145,9 @@ func TestHealthyWorldPasses(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	st := invariant.Require(t, w.client, strict)
-	if len(st.Specs) != 3 || len(st.Instances) != 1 || len(st.Operations) != 1 || len(st.Registries) != 1 {
-		t.Fatalf("the checker did not read the whole project: %d specs, %d instances, %d operations, %d registries",
-			len(st.Specs), len(st.Instances), len(st.Operations), len(st.Registries))
+	if len(st.Specs) != 3 || len(st.Instances) != 1 || len(st.Operations) != 1 || len(st.Registries) != 1 || len(st.Bindings) != 1 || len(st.Tombstones) != 1 {
+		t.Fatalf("the checker did not read the whole project: %d specs, %d instances, %d bindings, %d tombstones, %d operations, %d registries",
+			len(st.Specs), len(st.Instances), len(st.Bindings), len(st.Tombstones), len(st.Operations), len(st.Registries))
 	}
 	// A second look with the first as the previous snapshot: ids kept.
 	invariant.Require(t, w.client, invariant.Options{Settled: true, Previous: st})
@@ -164,6 +179,43 @@ func TestCheckerDetectsSeededViolations(t *testing.T) {
 		{name: "instance id field", rule: "instance-id", doc: "instances/inst-1",
 			seed: func(t *testing.T, w *world) string {
 				w.update(t, "instances/inst-1", firestore.Update{Path: "id", Value: "inst-2"})
+				return ""
+			}},
+		{name: "binding of a missing instance", rule: "binding-instance", doc: "instances/ghost/bindings/b1",
+			seed: func(t *testing.T, w *world) string {
+				w.set(t, "instances/ghost/bindings/b1", store.Binding{ID: "b1", InstanceID: "ghost", SpecID: w.ids["redis"], PlanID: w.plans["redis"][0]})
+				return ""
+			}},
+		{name: "instance deleted without its bindings", rule: "binding-instance", doc: "instances/inst-1/bindings/bind-1",
+			seed: func(t *testing.T, w *world) string {
+				if _, err := w.doc("instances/inst-1").Delete(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				return ""
+			}},
+		{name: "binding instance_id field", rule: "binding-id", doc: "instances/inst-1/bindings/bind-1",
+			seed: func(t *testing.T, w *world) string {
+				w.update(t, "instances/inst-1/bindings/bind-1", firestore.Update{Path: "instance_id", Value: "inst-2"})
+				return ""
+			}},
+		{name: "binding of another service", rule: "binding-spec", doc: "instances/inst-1/bindings/bind-1",
+			seed: func(t *testing.T, w *world) string {
+				w.update(t, "instances/inst-1/bindings/bind-1", firestore.Update{Path: "spec_id", Value: w.ids["postgres"]})
+				return ""
+			}},
+		{name: "binding counter off", rule: "binding-counter", doc: "instances/inst-1",
+			seed: func(t *testing.T, w *world) string {
+				w.update(t, "instances/inst-1", firestore.Update{Path: "bindings", Value: 0})
+				return ""
+			}},
+		{name: "binding counted on its spec", rule: "spec-counters",
+			seed: func(t *testing.T, w *world) string {
+				w.update(t, "specs/"+w.ids["redis"], firestore.Update{Path: "instances", Value: firestore.Increment(1)})
+				return "specs/" + w.ids["redis"]
+			}},
+		{name: "tombstone under another id", rule: "tombstone", doc: "tombstones/instance:inst-gone",
+			seed: func(t *testing.T, w *world) string {
+				w.update(t, "tombstones/instance:inst-gone", firestore.Update{Path: "instance_id", Value: "other"})
 				return ""
 			}},
 		{name: "spec stored under another id", rule: "spec-id", doc: "specs/copied",

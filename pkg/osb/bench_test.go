@@ -103,3 +103,20 @@ func BenchmarkCatalogCold(b *testing.B) {
 	}
 	reportReads(b, reads, ops)
 }
+
+// BenchmarkBodyLimitOverhead is what the body limit costs a request that
+// has no body (a catalog read, warm): the same handler with and without
+// one more LimitBody in front, in the same run, so the ratio is what
+// counts on a shared machine.
+func BenchmarkBodyLimitOverhead(b *testing.B) {
+	_, h := benchEnv(b, time.Hour)
+	req := catalogRequest()
+	serveCatalog(b, h, req)
+	for name, handler := range map[string]http.Handler{"as served": h, "one more LimitBody": osb.LimitBody(testMaxBody, h)} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				serveCatalog(b, handler, req)
+			}
+		})
+	}
+}

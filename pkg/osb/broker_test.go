@@ -1,7 +1,6 @@
 package osb_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"reflect"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
+	"github.com/specsync/specsync/pkg/osb/osbtest"
 	"github.com/specsync/specsync/pkg/spec"
 	"github.com/specsync/specsync/pkg/store"
 )
@@ -247,12 +247,9 @@ func TestMarkedSpecLeavesCatalogAfterWindow(t *testing.T) {
 // broker actually puts on the wire.
 func osbCatalogSchema(t *testing.T) *openapi3.Schema {
 	t.Helper()
-	doc, err := openapi3.NewLoader().LoadFromFile("../catalog/testdata/osb-openapi.yaml")
+	doc, err := osbtest.Doc()
 	if err != nil {
-		t.Fatalf("load OSB OpenAPI: %v", err)
-	}
-	if err := doc.Validate(context.Background()); err != nil {
-		t.Fatalf("OSB OpenAPI does not validate: %v", err)
+		t.Fatal(err)
 	}
 	ref := doc.Components.Schemas["Catalog"]
 	if ref == nil || ref.Value == nil {
@@ -357,11 +354,14 @@ func TestInstanceLifecycle(t *testing.T) {
 	if r.status != http.StatusOK {
 		t.Fatalf("GET: %d %s", r.status, r.body)
 	}
-	var got map[string]string
+	wantOSBResponse(t, http.MethodGet, instancePath, r)
+	var got map[string]any
 	if err := json.Unmarshal(r.body, &got); err != nil {
 		t.Fatal(err)
 	}
-	if want := map[string]string{"service_id": db.ID, "plan_id": small}; !reflect.DeepEqual(got, want) {
+	// The instance is on the version it was provisioned at: generation 1.
+	want := map[string]any{"service_id": db.ID, "plan_id": small, "maintenance_info": map[string]any{"version": "1.0.0"}}
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("GET body %v, want %v", got, want)
 	}
 	inst := e.instanceDocs()["inst-1"]
@@ -491,7 +491,7 @@ func TestBadRequestsWriteNothing(t *testing.T) {
 			return e.request(http.MethodDelete, "/v2/service_instances/bad%20id?service_id="+db.ID+"&plan_id="+small, "")
 		}, 400, "BadRequest"},
 		{"wrong method", func() *http.Request {
-			return e.request(http.MethodPatch, "/v2/service_instances/n22", provisionBody(db.ID, small))
+			return e.request(http.MethodPost, "/v2/service_instances/n22", provisionBody(db.ID, small))
 		}, 405, "MethodNotAllowed"},
 		{"unauthenticated", func() *http.Request {
 			r := e.request(http.MethodPut, "/v2/service_instances/n23", provisionBody(db.ID, small))
@@ -551,8 +551,10 @@ func TestMethodNotAllowed(t *testing.T) {
 		{http.MethodPost, "/v2/catalog", "GET", false},
 		{http.MethodPut, "/v2/catalog", "GET", false},
 		{http.MethodDelete, "/v2/catalog", "GET", false},
-		{http.MethodPatch, "/v2/service_instances/i1", "GET, PUT, DELETE", false},
-		{http.MethodPost, "/v2/service_instances/i1", "GET, PUT, DELETE", false},
+		{http.MethodPost, "/v2/service_instances/i1", "GET, PUT, PATCH, DELETE", false},
+		{http.MethodPatch, "/v2/service_instances/i1/last_operation", "GET", false},
+		{http.MethodPatch, "/v2/service_instances/i1/service_bindings/b1", "GET, PUT, DELETE", false},
+		{http.MethodPost, "/v2/service_instances/i1/service_bindings/b1/last_operation", "GET", false},
 		{http.MethodPost, "/registries", "GET", true},
 	}
 	for _, c := range cases {
@@ -572,7 +574,7 @@ func TestMethodNotAllowed(t *testing.T) {
 
 func TestUnknownPath(t *testing.T) {
 	e := newEnv(t, time.Minute)
-	for _, p := range []string{"/", "/v2", "/v2/", "/v2/catalogs", "/v2/catalog/x", "/v2/service_instances", "/v2/service_instances/", "/v2/service_instances/a/b", "/v2/service_instances/a/service_bindings/b", "/v3/catalog"} {
+	for _, p := range []string{"/", "/v2", "/v2/", "/v2/catalogs", "/v2/catalog/x", "/v2/service_instances", "/v2/service_instances/", "/v2/service_instances/a/b", "/v2/service_instances/a/service_bindings", "/v2/service_instances/a/service_bindings/b/c", "/v2/service_instances/a/last_operation/x", "/v3/catalog"} {
 		t.Run(p, func(t *testing.T) {
 			eb := wantOSBError(t, e.do(http.MethodGet, p, ""), http.StatusNotFound, "NotFound")
 			if !strings.Contains(eb.Description, p) {

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
-	"google.golang.org/api/iterator"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
 	"github.com/specsync/specsync/pkg/osb"
@@ -80,6 +79,15 @@ func newEnv(t testing.TB, window time.Duration) *env {
 	srv := httptest.NewServer(b.Handler())
 	t.Cleanup(srv.Close)
 	return &env{t: t, ctx: context.Background(), client: client, st: st, broker: b, srv: srv, clock: c, window: window}
+}
+
+// newDBEnv is a broker whose catalog holds one spec, db (specYAML).
+func newDBEnv(t *testing.T) (*env, *spec.Spec) {
+	t.Helper()
+	e := newEnv(t, time.Minute)
+	db := parseSpec(t, specYAML("db"))
+	e.seed(db)
+	return e, db
 }
 
 // specYAML is a spec in the APB format a registry label carries. Its
@@ -276,30 +284,47 @@ func wantEmptyObject(t testing.TB, r response, status int) {
 	}
 }
 
+// provision provisions instance id of the service on the plan; it must be
+// new (201).
+func (e *env) provision(id, serviceID, planID string) {
+	e.t.Helper()
+	wantEmptyObject(e.t, e.do(http.MethodPut, "/v2/service_instances/"+id, provisionBody(serviceID, planID)), http.StatusCreated)
+}
+
 func provisionBody(serviceID, planID string) string {
 	return fmt.Sprintf(`{"service_id":%q,"plan_id":%q,"context":{"platform":"kubernetes","namespace":"apps"},"parameters":{"password":"correct horse battery"}}`, serviceID, planID)
 }
 
-// dbState is every document of the project with its update time: two
-// equal states mean nothing was created, changed or deleted in between.
+// dbState is every document of the project, subcollections included (an
+// instance's bindings), with its update time: two equal states mean
+// nothing was created, changed or deleted in between.
 func (e *env) dbState() map[string]time.Time {
 	e.t.Helper()
 	out := map[string]time.Time{}
-	cols := e.client.Collections(e.ctx)
-	for {
-		col, err := cols.Next()
-		if err == iterator.Done {
-			break
-		}
-		if err != nil {
-			e.t.Fatalf("list collections: %v", err)
-		}
+	cols, err := e.client.Collections(e.ctx).GetAll()
+	if err != nil {
+		e.t.Fatalf("list collections: %v", err)
+	}
+	for len(cols) > 0 {
+		col := cols[0]
+		cols = cols[1:]
 		snaps, err := col.Documents(e.ctx).GetAll()
 		if err != nil {
-			e.t.Fatalf("list %s: %v", col.ID, err)
+			e.t.Fatalf("list %s: %v", col.Path, err)
 		}
 		for _, s := range snaps {
 			out[s.Ref.Path] = s.UpdateTime
+		}
+		refs, err := col.DocumentRefs(e.ctx).GetAll()
+		if err != nil {
+			e.t.Fatalf("list %s: %v", col.Path, err)
+		}
+		for _, ref := range refs {
+			subs, err := ref.Collections(e.ctx).GetAll()
+			if err != nil {
+				e.t.Fatalf("list subcollections of %s: %v", ref.Path, err)
+			}
+			cols = append(cols, subs...)
 		}
 	}
 	return out

@@ -7,6 +7,9 @@
 //
 //	specs/{id}          a spec, its owner, digest, state, instance count
 //	instances/{id}      a service instance: spec id, plan id (pins the spec)
+//	instances/{id}/bindings/{binding_id}
+//	                    a service binding of that instance (pins nothing)
+//	tombstones/{key}    what a deprovision or unbind left, for last_operation
 //	registries/{name}   status of a registry's last runs
 //	meta/catalog        the catalog revision (the last committed change)
 //	changes/{id}        the change feed (see Change)
