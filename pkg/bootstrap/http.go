@@ -3,6 +3,7 @@ package bootstrap
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -78,7 +79,7 @@ func (s *Service) start(w http.ResponseWriter, r *http.Request) {
 		}
 		dryRun = b
 	}
-	if r.ContentLength > 0 {
+	if hasBody(r) {
 		osb.WriteError(w, http.StatusBadRequest, "BadRequest", "POST /bootstrap takes no body")
 		return
 	}
@@ -148,4 +149,16 @@ func (s *Service) lastOperation(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", s.retryAfter())
 	}
 	osb.WriteJSON(w, http.StatusOK, body)
+}
+
+// hasBody reports whether a request carries a body: a positive
+// Content-Length, or, for a body of unknown length (chunked), a first
+// byte. An empty chunked body is no body.
+func hasBody(r *http.Request) bool {
+	if r.ContentLength >= 0 || r.Body == nil {
+		return r.ContentLength > 0
+	}
+	var b [1]byte
+	n, _ := io.ReadFull(r.Body, b[:])
+	return n > 0
 }
