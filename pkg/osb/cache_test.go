@@ -1,15 +1,24 @@
 package osb_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"cloud.google.com/go/firestore"
+
+	"github.com/specsync/specsync/pkg/catalog"
 	"github.com/specsync/specsync/pkg/osb"
 	"github.com/specsync/specsync/pkg/spec"
+	"github.com/specsync/specsync/pkg/store"
 )
 
 // newCache is a cache on e's store with its own window and e's clock, so
@@ -27,7 +36,16 @@ func (e *env) get(c *osb.Cache) (*osb.Rendered, int64) {
 	return r, reads
 }
 
-func serviceCount(t *testing.T, body []byte) int {
+func (e *env) getFresh(c *osb.Cache) (*osb.Rendered, int64) {
+	e.t.Helper()
+	r, reads, err := c.GetFresh(e.ctx)
+	if err != nil {
+		e.t.Fatalf("Cache.GetFresh: %v", err)
+	}
+	return r, reads
+}
+
+func serviceCount(t testing.TB, body []byte) int {
 	t.Helper()
 	var c struct {
 		Services []json.RawMessage `json:"services"`
@@ -38,9 +56,119 @@ func serviceCount(t *testing.T, body []byte) int {
 	return len(c.Services)
 }
 
+// fullRender is the catalog as the broker rendered it before the cache
+// applied changes: every active spec read now, oldest first, through
+// catalog.RenderOfferings, encoded. An incremental refresh must give
+// these bytes exactly once every change is committed.
+func (e *env) fullRender() []byte {
+	e.t.Helper()
+	recs, err := e.st.ActiveSpecs(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	sort.SliceStable(recs, func(i, j int) bool {
+		if !recs[i].CreatedAt.Equal(recs[j].CreatedAt) {
+			return recs[i].CreatedAt.Before(recs[j].CreatedAt)
+		}
+		return recs[i].ID < recs[j].ID
+	})
+	var offs []catalog.Offering
+	for i := range recs {
+		s, err := recs[i].Spec()
+		if err != nil {
+			continue
+		}
+		offs = append(offs, catalog.Offering{Spec: s, Generation: recs[i].Generation})
+	}
+	cat, _ := catalog.RenderOfferings(offs) // left-out specs are the point of some tests
+	body, err := json.Marshal(cat)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return body
+}
+
+// wantFullRender checks a served catalog against fullRender and the
+// store's revision, with its ETag.
+func (e *env) wantFullRender(what string, r *osb.Rendered) {
+	e.t.Helper()
+	want := e.fullRender()
+	if !bytes.Equal(r.Body, want) {
+		e.t.Fatalf("%s: the cache serves\n%s\na full render is\n%s", what, r.Body, want)
+	}
+	rev, err := e.st.Revision(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if r.Revision != rev || r.ETag != catalog.ETag(rev, string(r.Body)) {
+		e.t.Fatalf("%s: revision %d, ETag %s; want %d and %s", what, r.Revision, r.ETag, rev, catalog.ETag(rev, string(r.Body)))
+	}
+}
+
+// offerSpec builds the offer a registry's run would upsert: reg's spec
+// name at version v (its description), with an explicit id when id is
+// not "".
+func offerSpec(t testing.TB, reg, name, id string, v int) store.Offer {
+	t.Helper()
+	y := strings.Replace(specYAML(name), "description: The "+name+" service", fmt.Sprintf("description: The %s service, version %d", name, v), 1)
+	if id != "" {
+		y = "id: " + id + "\n" + y
+	}
+	s, err := spec.Parse([]byte(y))
+	if err != nil {
+		t.Fatalf("parse spec: %v", err)
+	}
+	spec.AssignIDs(s, reg)
+	return store.Offer{Registry: reg, Entry: name, Ref: "registry.test/" + name + ":latest", Spec: s, Digest: spec.Digest(s), Run: "run"}
+}
+
+func (e *env) upsert(o store.Offer) store.UpsertOutcome {
+	e.t.Helper()
+	res, err := e.st.UpsertSpec(e.ctx, o)
+	if err != nil {
+		e.t.Fatalf("upsert %s/%s: %v", o.Registry, o.Spec.Name, err)
+	}
+	return res.Outcome
+}
+
+func (e *env) commitAll(regs ...string) int64 {
+	e.t.Helper()
+	for _, reg := range regs {
+		if _, err := e.st.CommitChanges(e.ctx, reg, time.Hour); err != nil {
+			e.t.Fatalf("commit %s: %v", reg, err)
+		}
+	}
+	rev, err := e.st.Revision(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return rev
+}
+
+// seedMany creates n specs of testReg in batches, as a first import
+// does, and commits them.
+func (e *env) seedMany(n int) []store.Offer {
+	e.t.Helper()
+	offers := make([]store.Offer, n)
+	for i := range offers {
+		offers[i] = offerSpec(e.t, testReg, fmt.Sprintf("svc-%05d", i), "", 0)
+	}
+	batches, err := store.CreateBatches(offers)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, b := range batches {
+		if _, err := e.st.CreateSpecs(e.ctx, b); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	e.commitAll(testReg)
+	return offers
+}
+
 // TestCacheReads pins the cost model README promises for the catalog: a
 // warm instance answers from memory inside the window, re-checks with one
-// read after it, and pays for the specs only when the revision moved.
+// read after it, and pays for the changes only when the revision moved.
 func TestCacheReads(t *testing.T) {
 	e := newEnv(t, time.Minute)
 	specs := []*spec.Spec{parseSpec(t, specYAML("a")), parseSpec(t, specYAML("b")), parseSpec(t, specYAML("c"))}
@@ -49,8 +177,8 @@ func TestCacheReads(t *testing.T) {
 	c := e.newCache(window)
 
 	cold, reads := e.get(c)
-	if want := int64(1 + len(specs)); reads != want {
-		t.Fatalf("cold: %d reads, want %d (revision + %d specs)", reads, want, len(specs))
+	if want := int64(1 + len(specs)); reads != want || c.LastRefresh() != "full: cold" {
+		t.Fatalf("cold: %d reads (%s), want %d (revision + %d specs, a full render)", reads, c.LastRefresh(), want, len(specs))
 	}
 	if n := serviceCount(t, cold.Body); n != len(specs) {
 		t.Fatalf("cold: %d services, want %d", n, len(specs))
@@ -69,8 +197,8 @@ func TestCacheReads(t *testing.T) {
 	// meta/catalog, same catalog.
 	e.clock.Advance(time.Nanosecond)
 	r, reads := e.get(c)
-	if reads != 1 || r.ETag != cold.ETag || string(r.Body) != string(cold.Body) {
-		t.Fatalf("after the window, same revision: %d reads, ETag %s; want 1 read and %s", reads, r.ETag, cold.ETag)
+	if reads != 1 || r != cold || c.LastRefresh() != "unchanged" {
+		t.Fatalf("after the window, same revision: %d reads (%s), same catalog %v; want 1 read and the same", reads, c.LastRefresh(), r == cold)
 	}
 	// That check opened a new window.
 	e.clock.Advance(window / 2)
@@ -86,32 +214,25 @@ func TestCacheReads(t *testing.T) {
 		t.Fatalf("change inside the window: %d reads, ETag %s; want 0 and the old tag", reads, r.ETag)
 	}
 
+	// After it, the one change is read, not the specs: revision + 1.
 	e.clock.Advance(window)
 	r, reads = e.get(c)
-	if want := int64(1 + len(specs) + 1); reads != want {
-		t.Fatalf("after a bump: %d reads, want %d (revision + %d active specs)", reads, want, len(specs)+1)
+	if reads != 2 || c.LastRefresh() != "changes" {
+		t.Fatalf("after a bump: %d reads (%s), want 2 (revision + the one change)", reads, c.LastRefresh())
 	}
 	if r.ETag == cold.ETag || serviceCount(t, r.Body) != len(specs)+1 {
 		t.Fatalf("after a bump: ETag %s, %d services; want a new tag and %d", r.ETag, serviceCount(t, r.Body), len(specs)+1)
 	}
-	rev, err := e.st.Revision(e.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Revision != rev {
-		t.Fatalf("rendered at revision %d, store is at %d", r.Revision, rev)
-	}
+	e.wantFullRender("after a create", r)
 
-	// Marked specs are not read: the re-render costs 1 + active specs.
+	// A mark is one change too: the spec leaves, nothing else is read.
 	e.mark(specs[0].ID, "run-1")
 	e.clock.Advance(window)
 	r, reads = e.get(c)
-	if want := int64(1 + len(specs)); reads != want {
-		t.Fatalf("after marking one: %d reads, want %d", reads, want)
+	if reads != 2 || serviceCount(t, r.Body) != len(specs) {
+		t.Fatalf("after marking one: %d reads, %d services; want 2 and %d", reads, serviceCount(t, r.Body), len(specs))
 	}
-	if n := serviceCount(t, r.Body); n != len(specs) {
-		t.Fatalf("after marking one: %d services, want %d", n, len(specs))
-	}
+	e.wantFullRender("after a mark", r)
 }
 
 // TestCacheReadsEmpty: with no spec at all the query still bills one
@@ -143,6 +264,294 @@ func TestCacheWindowZero(t *testing.T) {
 		if reads != 1 || r != first {
 			t.Fatalf("call %d: %d reads, same catalog %v; want 1 and the same", i, reads, r == first)
 		}
+	}
+}
+
+// TestCacheRefreshReadsChanges is the goal of issue 13's incremental
+// refresh, at two catalog sizes: a refresh after k changes reads the
+// revision and the k changes, nothing that grows with the catalog, up to
+// k = the specs the instance holds; one change more and it renders in
+// full, 1 + the active specs. The body is a full render's every time.
+func TestCacheRefreshReadsChanges(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{20, 300} {
+		t.Run(fmt.Sprintf("services=%d", n), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, time.Minute)
+			offers := e.seedMany(n)
+			c := e.newCache(0)
+			if _, reads := e.get(c); reads != int64(1+n) {
+				t.Fatalf("cold: %d reads, want %d", reads, 1+n)
+			}
+			version := 0
+			// update changes the first k specs (a new version each).
+			update := func(k int) {
+				version++
+				for i := range k {
+					o := offers[i]
+					if got := e.upsert(offerSpec(t, testReg, o.Spec.Name, "", version)); got != store.Updated {
+						t.Fatalf("update %s: %s", o.Spec.Name, got)
+					}
+				}
+			}
+			for _, k := range []int{1, 7, n} {
+				update(k)
+				e.commitAll(testReg)
+				r, reads := e.get(c)
+				if reads != int64(1+k) || c.LastRefresh() != "changes" {
+					t.Fatalf("after %d changes: %d reads (%s), want %d (the revision and the changes)", k, reads, c.LastRefresh(), 1+k)
+				}
+				e.wantFullRender(fmt.Sprintf("after %d changes", k), r)
+			}
+			// A mark, a create and an unmark: 3 changes, 3 + 1 reads.
+			if ok, err := e.st.MarkSpec(e.ctx, testReg, offers[1].Spec.ID, "run-m"); err != nil || !ok {
+				t.Fatalf("mark: %v %v", ok, err)
+			}
+			e.upsert(offerSpec(t, testReg, "newcomer", "", 0))
+			e.upsert(offerSpec(t, testReg, offers[1].Spec.Name, "", version))
+			e.commitAll(testReg)
+			r, reads := e.get(c)
+			if reads != 4 || c.LastRefresh() != "changes" {
+				t.Fatalf("after a mark, a create and an unmark: %d reads (%s), want 4", reads, c.LastRefresh())
+			}
+			e.wantFullRender("after mark, create, unmark", r)
+			// More changes than the n+1 specs held (each updated, one of
+			// them marked): a full render of the n left.
+			update(n)
+			e.upsert(offerSpec(t, testReg, "newcomer", "", 1))
+			if ok, err := e.st.MarkSpec(e.ctx, testReg, offers[2].Spec.ID, "run-m2"); err != nil || !ok {
+				t.Fatalf("mark: %v %v", ok, err)
+			}
+			e.commitAll(testReg)
+			r, reads = e.get(c)
+			if reads != int64(1+n) || c.LastRefresh() != "full: bound" {
+				t.Fatalf("after %d changes on %d specs: %d reads (%s), want a full render, %d", n+2, n+1, reads, c.LastRefresh(), 1+n)
+			}
+			e.wantFullRender("after more changes than specs", r)
+		})
+	}
+}
+
+// TestCacheFallsBackWhenChangesAreGone: changes after the revision the
+// cache holds that are no longer retained (the feed's 410) cost what was
+// asked for, then a full render.
+func TestCacheFallsBackWhenChangesAreGone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, time.Minute)
+	offers := e.seedMany(5)
+	c := e.newCache(0)
+	e.get(c)
+	prune := func() {
+		t.Helper()
+		if _, err := e.st.PruneChanges(e.ctx, time.Now().Add(2*time.Hour), 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every change after the cache's revision pruned: the query answers
+	// nothing (one read), then the revision and 5 specs of the render.
+	e.upsert(offerSpec(t, testReg, offers[0].Spec.Name, "", 1))
+	e.upsert(offerSpec(t, testReg, offers[1].Spec.Name, "", 1))
+	e.commitAll(testReg)
+	prune()
+	r, reads := e.get(c)
+	if reads != 1+1+5 || c.LastRefresh() != "full: gone" {
+		t.Fatalf("all changes pruned: %d reads (%s), want 7", reads, c.LastRefresh())
+	}
+	e.wantFullRender("after a pruned refresh", r)
+	// The first two of three pruned: the one left is read, then the render.
+	e.upsert(offerSpec(t, testReg, offers[0].Spec.Name, "", 2))
+	e.upsert(offerSpec(t, testReg, offers[1].Spec.Name, "", 2))
+	e.commitAll(testReg)
+	prune()
+	e.upsert(offerSpec(t, testReg, offers[2].Spec.Name, "", 2))
+	e.commitAll(testReg)
+	r, reads = e.get(c)
+	if reads != 1+1+5 || c.LastRefresh() != "full: gone" {
+		t.Fatalf("the first changes pruned: %d reads (%s), want 7", reads, c.LastRefresh())
+	}
+	e.wantFullRender("after a partly pruned refresh", r)
+	// And it goes on from there with changes again.
+	e.upsert(offerSpec(t, testReg, offers[3].Spec.Name, "", 2))
+	e.commitAll(testReg)
+	if r, reads = e.get(c); reads != 2 || c.LastRefresh() != "changes" {
+		t.Fatalf("after the fallback: %d reads (%s), want 2", reads, c.LastRefresh())
+	}
+	e.wantFullRender("after the fallback", r)
+}
+
+// TestCacheFallsBackOnChangesFromOlderCode: a change that puts a spec in
+// the catalog without its created_at (written before changes carried it)
+// cannot be placed in the render order, so the refresh renders in full.
+func TestCacheFallsBackOnChangesFromOlderCode(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, time.Minute)
+	offers := e.seedMany(4)
+	c := e.newCache(0)
+	e.get(c)
+	e.upsert(offerSpec(t, testReg, offers[0].Spec.Name, "", 1))
+	rev := e.commitAll(testReg)
+	// Make the change what older code wrote: no spec_created_at.
+	docs, err := e.client.Collection(store.ChangesCollection).Where("revision", "==", rev).Documents(e.ctx).GetAll()
+	if err != nil || len(docs) != 1 {
+		t.Fatalf("change %d: %d docs, %v", rev, len(docs), err)
+	}
+	if _, err := docs[0].Ref.Update(e.ctx, []firestore.Update{{Path: "spec_created_at", Value: firestore.Delete}}); err != nil {
+		t.Fatal(err)
+	}
+	r, reads := e.get(c)
+	if reads != 1+1+4 || c.LastRefresh() != "full: old change" {
+		t.Fatalf("a change without created_at: %d reads (%s), want 6", reads, c.LastRefresh())
+	}
+	e.wantFullRender("after a change of older code", r)
+	// A mark carries no spec, so it needs no created_at either way.
+	if ok, err := e.st.MarkSpec(e.ctx, testReg, offers[1].Spec.ID, "run-m"); err != nil || !ok {
+		t.Fatalf("mark: %v %v", ok, err)
+	}
+	e.commitAll(testReg)
+	if r, reads = e.get(c); reads != 2 || c.LastRefresh() != "changes" {
+		t.Fatalf("after the fallback: %d reads (%s), want 2", reads, c.LastRefresh())
+	}
+	e.wantFullRender("after the fallback", r)
+}
+
+// TestCacheNameConflicts: two specs claim one service name; the oldest
+// keeps it. When it leaves, the other appears, from what the cache
+// already holds; when it comes back (unmarked), it takes the name back.
+func TestCacheNameConflicts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, time.Minute)
+	old := offerSpec(t, testReg, "pg", "", 0)
+	e.upsert(old)
+	e.commitAll(testReg)
+	newer := offerSpec(t, "other", "pg", "", 0) // same name, another registry: another id
+	e.upsert(newer)
+	e.commitAll("other")
+	c := e.newCache(0)
+	r, _ := e.get(c)
+	if !bytes.Contains(r.Body, []byte(old.Spec.ID)) || bytes.Contains(r.Body, []byte(newer.Spec.ID)) {
+		t.Fatalf("the established spec must hold the name: %s", r.Body)
+	}
+	steps := []struct {
+		what  string
+		do    func()
+		shows string // the id that holds "pg" afterwards
+	}{
+		{"the holder is marked", func() {
+			if ok, err := e.st.MarkSpec(e.ctx, testReg, old.Spec.ID, "run-m"); err != nil || !ok {
+				t.Fatalf("mark: %v %v", ok, err)
+			}
+		}, newer.Spec.ID},
+		{"the newer spec changes", func() { e.upsert(offerSpec(t, "other", "pg", "", 1)) }, newer.Spec.ID},
+		{"the holder is unmarked", func() { e.upsert(old) }, old.Spec.ID},
+		// Same id, another name: the name is free for the newer spec.
+		{"the holder is renamed", func() {
+			if got := e.upsert(offerSpec(t, testReg, "postgres", old.Spec.ID, 0)); got != store.Updated {
+				t.Fatalf("rename: %s", got)
+			}
+		}, newer.Spec.ID},
+	}
+	for _, s := range steps {
+		s.do()
+		e.commitAll(testReg, "other")
+		r, reads := e.get(c)
+		if reads != 2 || c.LastRefresh() != "changes" {
+			t.Fatalf("%s: %d reads (%s), want 2", s.what, reads, c.LastRefresh())
+		}
+		if !bytes.Contains(r.Body, []byte(`"name":"pg","id":"`+s.shows+`"`)) {
+			t.Fatalf("%s: %s does not hold the name:\n%s", s.what, s.shows, r.Body)
+		}
+		e.wantFullRender(s.what, r)
+	}
+}
+
+// TestCacheOneIDAcrossRegistries: registry A deletes a spec with an
+// explicit id, registry B creates one with that id, and B's run commits
+// first: the create gets the lower revision, the delete the higher one.
+// Applied in revision order the spec would vanish; the cache applies a
+// change only if it was written after the state it holds, so it ends with
+// B's spec, as the store does.
+func TestCacheOneIDAcrossRegistries(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, time.Minute)
+	const id = "shared-service"
+	a := offerSpec(t, testReg, "queue", id, 0)
+	e.upsert(a)
+	e.upsert(offerSpec(t, testReg, "keeper", "", 0))
+	e.commitAll(testReg)
+	if ok, err := e.st.MarkSpec(e.ctx, testReg, id, "run-1"); err != nil || !ok {
+		t.Fatalf("mark: %v %v", ok, err)
+	}
+	e.commitAll(testReg)
+	c := e.newCache(0)
+	e.get(c)
+	if out, _, err := e.st.DeleteMarked(e.ctx, testReg, id, "run-2", time.Now().Add(time.Hour)); err != nil || out != store.Deleted {
+		t.Fatalf("delete: %s %v", out, err)
+	}
+	b := offerSpec(t, "other", "queue-b", id, 0)
+	if got := e.upsert(b); got != store.Created {
+		t.Fatalf("B creates the freed id: %s", got)
+	}
+	e.commitAll("other") // B's create: revision R+1
+	r, _ := e.get(c)
+	e.wantFullRender("after B's create", r)
+	e.commitAll(testReg) // A's delete, written before: revision R+2
+	r, reads := e.get(c)
+	if reads != 2 || c.LastRefresh() != "changes" {
+		t.Fatalf("after A's delete: %d reads (%s), want 2", reads, c.LastRefresh())
+	}
+	if !bytes.Contains(r.Body, []byte(`"name":"queue-b"`)) {
+		t.Fatalf("B's spec is gone from the cache:\n%s", r.Body)
+	}
+	e.wantFullRender("after A's delete", r)
+}
+
+// TestCacheRenderSawPendingChanges: a full render reads specs whose
+// changes are still pending; when they are committed later, applying
+// them again changes nothing, and a spec the render saw leave does not
+// come back for the revisions between (no flicker).
+func TestCacheRenderSawPendingChanges(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, time.Minute)
+	const id = "moving-service"
+	e.seedMany(5) // enough specs that three changes are applied, not rendered
+	e.upsert(offerSpec(t, testReg, "queue", id, 0))
+	e.commitAll(testReg)
+	if ok, err := e.st.MarkSpec(e.ctx, testReg, id, "run-1"); err != nil || !ok {
+		t.Fatalf("mark: %v %v", ok, err)
+	}
+	e.commitAll(testReg)
+	// Pending: A deletes the spec and B creates it anew; A creates a
+	// spec and marks it.
+	if out, _, err := e.st.DeleteMarked(e.ctx, testReg, id, "run-2", time.Now().Add(time.Hour)); err != nil || out != store.Deleted {
+		t.Fatalf("delete: %s %v", out, err)
+	}
+	e.upsert(offerSpec(t, "other", "queue-b", id, 0))
+	brief := offerSpec(t, testReg, "brief", "", 0)
+	e.upsert(brief)
+	if ok, err := e.st.MarkSpec(e.ctx, testReg, brief.Spec.ID, "run-2"); err != nil || !ok {
+		t.Fatalf("mark brief: %v %v", ok, err)
+	}
+	// A cold instance renders now: queue-b in, brief out, all of it
+	// pending.
+	c := e.newCache(0)
+	before, _ := e.get(c)
+	if !bytes.Contains(before.Body, []byte(`"name":"queue-b"`)) || bytes.Contains(before.Body, []byte(`"name":"brief"`)) {
+		t.Fatalf("the render does not show the specs as written:\n%s", before.Body)
+	}
+	// A's changes first (delete, create brief, mark brief), then B's.
+	e.commitAll(testReg)
+	r, reads := e.get(c)
+	if reads != 1+3 || c.LastRefresh() != "changes" {
+		t.Fatalf("after A's commit: %d reads (%s), want 4", reads, c.LastRefresh())
+	}
+	if !bytes.Equal(r.Body, before.Body) {
+		t.Fatalf("changes the render already saw changed the catalog:\n%s\nwas\n%s", r.Body, before.Body)
+	}
+	e.commitAll("other")
+	r, _ = e.get(c)
+	e.wantFullRender("after every commit", r)
+	if !bytes.Equal(r.Body, before.Body) {
+		t.Fatalf("the catalog moved although every change was in the render")
 	}
 }
 
@@ -182,32 +591,86 @@ func TestCacheConcurrentColdGets(t *testing.T) {
 	}
 }
 
+// TestCacheConcurrentRefreshes: many requests (inside the window, past
+// it, fresh) while registries write and commit, for the race detector;
+// afterwards the cache serves exactly a full render.
+func TestCacheConcurrentRefreshes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, time.Minute)
+	offers := e.seedMany(10)
+	c := &osb.Cache{Store: e.st, Window: 2 * time.Millisecond} // the real clock
+	ctx, cancel := context.WithCancel(e.ctx)
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := range 6 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				get := c.Get
+				if i%3 == 0 {
+					get = c.GetFresh
+				}
+				r, _, err := get(ctx)
+				if err != nil {
+					if ctx.Err() == nil {
+						errs <- err
+					}
+					return
+				}
+				if r.ETag != catalog.ETag(r.Revision, string(r.Body)) {
+					errs <- fmt.Errorf("ETag %s does not match revision %d and its body", r.ETag, r.Revision)
+					return
+				}
+			}
+		})
+	}
+	for v := 1; v <= 8; v++ {
+		for i := range 3 {
+			e.upsert(offerSpec(t, testReg, offers[(v+i)%len(offers)].Spec.Name, "", v))
+		}
+		if v%3 == 0 {
+			if ok, err := e.st.MarkSpec(e.ctx, testReg, offers[v].Spec.ID, fmt.Sprintf("run-%d", v)); err != nil || !ok {
+				t.Errorf("mark: %v %v", ok, err)
+			}
+		}
+		e.commitAll(testReg)
+	}
+	cancel()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	r, _ := e.getFresh(c)
+	e.wantFullRender("after concurrent refreshes", r)
+}
+
 // TestCatalogReadsHeader: the handler reports each request's reads, which
 // is what the benchmarks (and an operator with curl) measure.
 func TestCatalogReadsHeader(t *testing.T) {
 	e := newEnv(t, 5*time.Second)
 	e.seed(parseSpec(t, specYAML("a")), parseSpec(t, specYAML("b")))
-	readsOf := func(r response) int64 {
-		t.Helper()
-		n, err := strconv.ParseInt(r.header.Get("X-Specsync-Firestore-Reads"), 10, 64)
-		if err != nil {
-			t.Fatalf("X-Specsync-Firestore-Reads: %v", err)
-		}
-		return n
-	}
 	_, cold := e.catalog()
-	if got := readsOf(cold); got != 3 {
+	if got := readsOf(t, cold); got != 3 {
 		t.Fatalf("cold request: %d reads, want 3", got)
 	}
 	_, warm := e.catalog()
-	if got := readsOf(warm); got != 0 {
+	if got := readsOf(t, warm); got != 0 {
 		t.Fatalf("warm request: %d reads, want 0", got)
 	}
 	e.clock.Advance(e.window)
 	req := e.request(http.MethodGet, "/v2/catalog", "")
 	req.Header.Set("If-None-Match", cold.header.Get("ETag"))
 	r := e.send(req)
-	if r.status != http.StatusNotModified || readsOf(r) != 1 {
+	if r.status != http.StatusNotModified || readsOf(t, r) != 1 {
 		t.Fatalf("re-check answered %d with %s reads, want 304 after 1", r.status, r.header.Get("X-Specsync-Firestore-Reads"))
 	}
+}
+
+func readsOf(t *testing.T, r response) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(r.header.Get("X-Specsync-Firestore-Reads"), 10, 64)
+	if err != nil {
+		t.Fatalf("X-Specsync-Firestore-Reads: %v", err)
+	}
+	return n
 }
