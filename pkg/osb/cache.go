@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -347,9 +348,14 @@ func wantsFresh(h http.Header) bool {
 	if cc := h.Values("Cache-Control"); len(cc) > 0 {
 		for _, v := range cc {
 			for _, d := range strings.Split(v, ",") {
-				d = strings.ToLower(strings.TrimSpace(d))
-				if d == "no-cache" || strings.HasPrefix(d, "no-cache=") || d == "max-age=0" {
+				name, arg, _ := strings.Cut(strings.TrimSpace(d), "=")
+				switch strings.ToLower(strings.TrimSpace(name)) {
+				case "no-cache":
 					return true
+				case "max-age":
+					if age, err := strconv.Atoi(strings.Trim(strings.TrimSpace(arg), `"`)); err == nil && age <= 0 {
+						return true
+					}
 				}
 			}
 		}

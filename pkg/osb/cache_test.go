@@ -5,7 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,7 +17,9 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"google.golang.org/grpc"
 
+	"github.com/specsync/specsync/emulator/emulatortest"
 	"github.com/specsync/specsync/pkg/catalog"
 	"github.com/specsync/specsync/pkg/osb"
 	"github.com/specsync/specsync/pkg/spec"
@@ -673,4 +678,223 @@ func readsOf(t *testing.T, r response) int64 {
 		t.Fatalf("X-Specsync-Firestore-Reads: %v", err)
 	}
 	return n
+}
+
+// TestCatalogNoCache: a request with Cache-Control: no-cache (or, without
+// Cache-Control, Pragma: no-cache) is answered after one revision read
+// whatever the window, then the usual path: the changes since, or the
+// body held when the revision has not moved. Without it, the window
+// holds.
+func TestCatalogNoCache(t *testing.T) {
+	e := newEnv(t, time.Hour)
+	e.seed(parseSpec(t, specYAML("a")), parseSpec(t, specYAML("b")))
+	cold, _ := e.catalog()
+	get := func(header ...string) (served, response) {
+		t.Helper()
+		req := e.request(http.MethodGet, "/v2/catalog", "")
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Add(header[i], header[i+1])
+		}
+		r := e.send(req)
+		if r.status != http.StatusOK && r.status != http.StatusNotModified {
+			t.Fatalf("GET /v2/catalog %v: %d %s", header, r.status, r.body)
+		}
+		var c served
+		if r.status == http.StatusOK {
+			if err := json.Unmarshal(r.body, &c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return c, r
+	}
+	e.seed(parseSpec(t, specYAML("c")))
+	if c, r := get(); len(c.Services) != len(cold.Services) || readsOf(t, r) != 0 {
+		t.Fatalf("without no-cache, inside the window: %d services, %d reads; want the old %d and 0", len(c.Services), readsOf(t, r), len(cold.Services))
+	}
+	c, r := get("Cache-Control", "no-cache")
+	if len(c.Services) != 3 || readsOf(t, r) != 2 {
+		t.Fatalf("no-cache after a change: %v, %d reads; want 3 services after 2 reads (revision, change)", c.names(), readsOf(t, r))
+	}
+	tag := r.header.Get("ETag")
+	// Revision unchanged: one read, and a matching tag is still 304.
+	if _, r := get("Cache-Control", "no-cache", "If-None-Match", tag); r.status != http.StatusNotModified || readsOf(t, r) != 1 {
+		t.Fatalf("no-cache, unchanged: %d after %d reads, want 304 after 1", r.status, readsOf(t, r))
+	}
+	// What a no-cache request read is what everyone is served now.
+	if c, r := get(); len(c.Services) != 3 || readsOf(t, r) != 0 {
+		t.Fatalf("after a fresh read: %d services, %d reads; want 3 and 0", len(c.Services), readsOf(t, r))
+	}
+	e.mark(parseSpec(t, specYAML("a")).ID, "run-1")
+	if c, r := get("Pragma", "no-cache"); len(c.Services) != 2 || readsOf(t, r) != 2 {
+		t.Fatalf("Pragma: no-cache after a mark: %v, %d reads; want 2 services after 2 reads", c.names(), readsOf(t, r))
+	}
+	if _, r := get("Cache-Control", "max-age=0"); readsOf(t, r) != 1 {
+		t.Fatalf("max-age=0: %d reads, want 1", readsOf(t, r))
+	}
+	if _, r := get("Cache-Control", "max-age=600", "Pragma", "no-cache"); readsOf(t, r) != 0 {
+		t.Fatalf("Pragma with Cache-Control: %d reads, want 0 (RFC 9111: Pragma is ignored then)", readsOf(t, r))
+	}
+}
+
+// gate forwards TCP to the Firestore emulator; closed, it holds what the
+// emulator answers until opened, so a test can keep a read in flight
+// after the emulator served it.
+type gate struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	closed bool
+	held   int // chunks held since closed
+}
+
+func newGate(t *testing.T) (*gate, string) {
+	t.Helper()
+	target := os.Getenv("FIRESTORE_EMULATOR_HOST")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gate{}
+	g.cond = sync.NewCond(&g.mu)
+	var conns []net.Conn
+	var connsMu sync.Mutex
+	t.Cleanup(func() {
+		ln.Close()
+		g.open()
+		connsMu.Lock()
+		defer connsMu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			connsMu.Lock()
+			conns = append(conns, c, up)
+			connsMu.Unlock()
+			go func() { _, _ = io.Copy(up, c); up.Close() }()
+			go g.pipe(c, up)
+		}
+	}()
+	return g, ln.Addr().String()
+}
+
+func (g *gate) pipe(dst, src net.Conn) {
+	defer dst.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			g.mu.Lock()
+			if g.closed {
+				g.held++
+			}
+			for g.closed {
+				g.cond.Wait()
+			}
+			g.mu.Unlock()
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (g *gate) close() { g.mu.Lock(); g.closed, g.held = true, 0; g.mu.Unlock() }
+func (g *gate) open()  { g.mu.Lock(); g.closed = false; g.cond.Broadcast(); g.mu.Unlock() }
+func (g *gate) heldChunks() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.held
+}
+
+// waitFor polls cond (test synchronisation, not a timed assertion).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestCacheFreshSeesEveryEarlierCommit is read-your-writes: a fresh
+// caller that arrives while a revision read is in flight does not take
+// that read's answer (it may predate the caller's write), but callers
+// that arrive together share the next one. The first read is held in
+// flight after the emulator answered it; a change is committed; seven
+// fresh callers arrive; then the first read is let through.
+func TestCacheFreshSeesEveryEarlierCommit(t *testing.T) {
+	t.Parallel()
+	client, project := emulatortest.FirestoreProject(t)
+	writer := &env{t: t, ctx: context.Background(), client: client, st: store.New(client), clock: newClock()}
+	writer.seedMany(3)
+	g, addr := newGate(t)
+	via := emulatortest.FirestoreVia(t, project, addr, func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})
+	c := &osb.Cache{Store: store.New(via), Window: time.Hour, Now: writer.clock.Now}
+	cold, _ := writer.get(c)
+
+	g.close()
+	type result struct {
+		r     *osb.Rendered
+		reads int64
+		err   error
+	}
+	first := make(chan result, 1)
+	go func() {
+		r, reads, err := c.GetFresh(writer.ctx)
+		first <- result{r, reads, err}
+	}()
+	waitFor(t, "the first revision read to be answered", func() bool { return g.heldChunks() > 0 })
+	time.Sleep(50 * time.Millisecond) // the rest of the answer
+	writer.upsert(offerSpec(t, testReg, "late", "", 0))
+	rev := writer.commitAll(testReg)
+	const callers = 7
+	rest := make(chan result, callers)
+	for range callers {
+		go func() {
+			r, reads, err := c.GetFresh(writer.ctx)
+			rest <- result{r, reads, err}
+		}()
+	}
+	waitFor(t, "the fresh callers to wait", func() bool { return c.Waiters() == callers })
+	g.open()
+
+	f := <-first
+	if f.err != nil {
+		t.Fatal(f.err)
+	}
+	if f.r.Revision != cold.Revision {
+		t.Fatalf("the first read saw revision %d: it was not held before the commit, so this test tested nothing", f.r.Revision)
+	}
+	total := f.reads
+	for range callers {
+		res := <-rest
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		if res.r.Revision != rev || serviceCount(t, res.r.Body) != 4 {
+			t.Fatalf("a caller that arrived after revision %d was committed got revision %d with %d services", rev, res.r.Revision, serviceCount(t, res.r.Body))
+		}
+		total += res.reads
+	}
+	// The held read (1), then one more for all seven: revision + change.
+	if total != 3 {
+		t.Fatalf("%d fresh callers read %d documents in all, want 3 (they share the read after the one in flight)", callers+1, total)
+	}
 }
