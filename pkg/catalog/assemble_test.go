@@ -115,3 +115,14 @@ func BenchmarkAssemble(b *testing.B) {
 		}
 	}
 }
+
+func TestBodyETagIsETag(t *testing.T) {
+	body, _ := assembled(offerings(fixtures(), 1))
+	for _, b := range [][]byte{nil, {}, []byte("plain-1.0_x"), []byte(`{"services":[]}`), body} {
+		for _, rev := range []int64{0, 7} {
+			if got, want := BodyETag(rev, b), ETag(rev, string(b)); got != want {
+				t.Errorf("BodyETag(%d, %q) = %s, ETag gives %s", rev, b, got, want)
+			}
+		}
+	}
+}

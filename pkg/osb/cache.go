@@ -240,7 +240,7 @@ func (c *Cache) render(m *mirror) *Rendered {
 	// of the revision read, which includes spec writes whose changes are
 	// still pending, so instances can serve different bodies at one
 	// revision; each must have its own tag.
-	return &Rendered{Revision: m.rev, Body: body, ETag: catalog.ETag(m.rev, string(body))}
+	return &Rendered{Revision: m.rev, Body: body, ETag: catalog.BodyETag(m.rev, body)}
 }
 
 // mirror is the specs behind a rendered catalog.

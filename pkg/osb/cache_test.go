@@ -67,14 +67,28 @@ func serviceCount(t testing.TB, body []byte) int {
 }
 
 // fullRender is the catalog as the broker rendered it before the cache
-// applied changes: every active spec read now, oldest first, through
-// catalog.RenderOfferings, encoded. An incremental refresh must give
-// these bytes exactly once every change is committed.
+// applied changes (renderAsBefore on e's store, now). An incremental
+// refresh must give these bytes exactly once every change is committed.
 func (e *env) fullRender() []byte {
 	e.t.Helper()
-	recs, err := e.st.ActiveSpecs(e.ctx)
+	r, err := renderAsBefore(e.ctx, e.st)
 	if err != nil {
 		e.t.Fatal(err)
+	}
+	return r.Body
+}
+
+// renderAsBefore is the cache's refresh before issue 13, the baseline of
+// the tests and benchmarks: the revision, every active spec read now,
+// oldest first, through catalog.RenderOfferings, encoded, tagged.
+func renderAsBefore(ctx context.Context, st *store.Store) (*osb.Rendered, error) {
+	rev, err := st.Revision(ctx)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := st.ActiveSpecs(ctx)
+	if err != nil {
+		return nil, err
 	}
 	sort.SliceStable(recs, func(i, j int) bool {
 		if !recs[i].CreatedAt.Equal(recs[j].CreatedAt) {
@@ -93,9 +107,9 @@ func (e *env) fullRender() []byte {
 	cat, _ := catalog.RenderOfferings(offs) // left-out specs are the point of some tests
 	body, err := json.Marshal(cat)
 	if err != nil {
-		e.t.Fatal(err)
+		return nil, err
 	}
-	return body
+	return &osb.Rendered{Revision: rev, Body: body, ETag: catalog.ETag(rev, string(body))}, nil
 }
 
 // wantFullRender checks a served catalog against fullRender and the
