@@ -50,6 +50,10 @@ func (p *Piece) SpecID() string { return p.claim.id }
 // it, so pass established specs first), and the result is the catalog's
 // JSON body, {"services":[...]} sorted by name, then id. Left-out pieces
 // are reported in a *DropError next to a body that is valid without them.
+//
+// The pieces kept share their bytes with the body from then on: the body
+// must not be modified, and Assemble must not run on the same pieces
+// from two goroutines at once.
 func Assemble(pieces []*Piece) ([]byte, error) {
 	var problems []Problem
 	taken := newClaims(len(pieces))
@@ -77,13 +81,21 @@ func Assemble(pieces []*Piece) ([]byte, error) {
 	})
 	body := make([]byte, 0, size)
 	body = append(body, `{"services":[`...)
+	offsets := make([]int, len(kept))
 	for i, p := range kept {
 		if i > 0 {
 			body = append(body, ',')
 		}
+		offsets[i] = len(body)
 		body = append(body, p.json...)
 	}
 	body = append(body, "]}"...)
+	// Each kept piece now points at its bytes in the body, so a cache
+	// holding both holds each service once.
+	for i, p := range kept {
+		end := offsets[i] + len(p.json)
+		p.json = body[offsets[i]:end:end]
+	}
 	if len(problems) > 0 {
 		return body, &DropError{Problems: problems}
 	}

@@ -126,3 +126,34 @@ func TestBodyETagIsETag(t *testing.T) {
 		}
 	}
 }
+
+// TestAssembleAgain: pieces assembled once (now sharing the first body)
+// assemble into the same bytes again, and the first body is untouched
+// by the second assembly.
+func TestAssembleAgain(t *testing.T) {
+	offs := offerings(fixtures(), 2)
+	pieces := make([]*Piece, len(offs))
+	for i, o := range offs {
+		pieces[i] = NewPiece(o)
+	}
+	first, err := Assemble(pieces)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := bytes.Clone(first)
+	second, err := Assemble(pieces[1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(first, kept) {
+		t.Fatal("a second assembly changed the first body")
+	}
+	want, _ := assembled(offs[1:])
+	if !bytes.Equal(second, want) {
+		t.Fatalf("reassembled pieces differ:\n%s\nwant\n%s", second, want)
+	}
+	third, _ := Assemble(pieces)
+	if !bytes.Equal(third, first) {
+		t.Fatal("the pieces do not assemble into the first body again")
+	}
+}
