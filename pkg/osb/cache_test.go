@@ -46,15 +46,6 @@ func (e *env) get(c *osb.Cache) (*osb.Rendered, int64) {
 	return r, reads
 }
 
-func (e *env) getFresh(c *osb.Cache) (*osb.Rendered, int64) {
-	e.t.Helper()
-	r, reads, err := c.GetFresh(e.ctx)
-	if err != nil {
-		e.t.Fatalf("Cache.GetFresh: %v", err)
-	}
-	return r, reads
-}
-
 func serviceCount(t testing.TB, body []byte) int {
 	t.Helper()
 	var c struct {
@@ -126,6 +117,34 @@ func (e *env) wantFullRender(what string, r *osb.Rendered) {
 	}
 	if r.Revision != rev || r.ETag != catalog.ETag(rev, string(r.Body)) {
 		e.t.Fatalf("%s: revision %d, ETag %s; want %d and %s", what, r.Revision, r.ETag, rev, catalog.ETag(rev, string(r.Body)))
+	}
+}
+
+// refreshed is a request after the window: it checks what the refresh
+// cost and how, and that it serves a full render's body.
+func (e *env) refreshed(c *osb.Cache, what string, reads int64, how string) *osb.Rendered {
+	e.t.Helper()
+	r, got := e.get(c)
+	if got != reads || c.LastRefresh() != how {
+		e.t.Fatalf("%s: %d reads (%s), want %d (%s)", what, got, c.LastRefresh(), reads, how)
+	}
+	e.wantFullRender(what, r)
+	return r
+}
+
+// markOnly marks a spec of reg as a run's step 5 does, without committing.
+func (e *env) markOnly(reg, id, runID string) {
+	e.t.Helper()
+	if ok, err := e.st.MarkSpec(e.ctx, reg, id, runID); err != nil || !ok {
+		e.t.Fatalf("mark %s: %v %v", id, ok, err)
+	}
+}
+
+// deleteMarked deletes a marked spec of reg as a later run's step 3 does.
+func (e *env) deleteMarked(reg, id, runID string) {
+	e.t.Helper()
+	if out, _, err := e.st.DeleteMarked(e.ctx, reg, id, runID, time.Now().Add(time.Hour)); err != nil || out != store.Deleted {
+		e.t.Fatalf("delete %s: %s %v", id, out, err)
 	}
 }
 
@@ -321,37 +340,22 @@ func TestCacheRefreshReadsChanges(t *testing.T) {
 			for _, k := range []int{1, 7, n} {
 				update(k)
 				e.commitAll(testReg)
-				r, reads := e.get(c)
-				if reads != int64(1+k) || c.LastRefresh() != "changes" {
-					t.Fatalf("after %d changes: %d reads (%s), want %d (the revision and the changes)", k, reads, c.LastRefresh(), 1+k)
-				}
-				e.wantFullRender(fmt.Sprintf("after %d changes", k), r)
+				// The revision and the changes.
+				e.refreshed(c, fmt.Sprintf("after %d changes", k), int64(1+k), "changes")
 			}
 			// A mark, a create and an unmark: 3 changes, 3 + 1 reads.
-			if ok, err := e.st.MarkSpec(e.ctx, testReg, offers[1].Spec.ID, "run-m"); err != nil || !ok {
-				t.Fatalf("mark: %v %v", ok, err)
-			}
+			e.markOnly(testReg, offers[1].Spec.ID, "run-m")
 			e.upsert(offerSpec(t, testReg, "newcomer", "", 0))
 			e.upsert(offerSpec(t, testReg, offers[1].Spec.Name, "", version))
 			e.commitAll(testReg)
-			r, reads := e.get(c)
-			if reads != 4 || c.LastRefresh() != "changes" {
-				t.Fatalf("after a mark, a create and an unmark: %d reads (%s), want 4", reads, c.LastRefresh())
-			}
-			e.wantFullRender("after mark, create, unmark", r)
+			e.refreshed(c, "after a mark, a create and an unmark", 4, "changes")
 			// More changes than the n+1 specs held (each updated, one of
 			// them marked): a full render of the n left.
 			update(n)
 			e.upsert(offerSpec(t, testReg, "newcomer", "", 1))
-			if ok, err := e.st.MarkSpec(e.ctx, testReg, offers[2].Spec.ID, "run-m2"); err != nil || !ok {
-				t.Fatalf("mark: %v %v", ok, err)
-			}
+			e.markOnly(testReg, offers[2].Spec.ID, "run-m2")
 			e.commitAll(testReg)
-			r, reads = e.get(c)
-			if reads != int64(1+n) || c.LastRefresh() != "full: bound" {
-				t.Fatalf("after %d changes on %d specs: %d reads (%s), want a full render, %d", n+2, n+1, reads, c.LastRefresh(), 1+n)
-			}
-			e.wantFullRender("after more changes than specs", r)
+			e.refreshed(c, fmt.Sprintf("after %d changes on %d specs", n+2, n+1), int64(1+n), "full: bound")
 		})
 	}
 }
@@ -377,11 +381,7 @@ func TestCacheFallsBackWhenChangesAreGone(t *testing.T) {
 	e.upsert(offerSpec(t, testReg, offers[1].Spec.Name, "", 1))
 	e.commitAll(testReg)
 	prune()
-	r, reads := e.get(c)
-	if reads != 1+1+5 || c.LastRefresh() != "full: gone" {
-		t.Fatalf("all changes pruned: %d reads (%s), want 7", reads, c.LastRefresh())
-	}
-	e.wantFullRender("after a pruned refresh", r)
+	e.refreshed(c, "all changes pruned", 1+1+5, "full: gone")
 	// The first two of three pruned: the one left is read, then the render.
 	e.upsert(offerSpec(t, testReg, offers[0].Spec.Name, "", 2))
 	e.upsert(offerSpec(t, testReg, offers[1].Spec.Name, "", 2))
@@ -389,18 +389,11 @@ func TestCacheFallsBackWhenChangesAreGone(t *testing.T) {
 	prune()
 	e.upsert(offerSpec(t, testReg, offers[2].Spec.Name, "", 2))
 	e.commitAll(testReg)
-	r, reads = e.get(c)
-	if reads != 1+1+5 || c.LastRefresh() != "full: gone" {
-		t.Fatalf("the first changes pruned: %d reads (%s), want 7", reads, c.LastRefresh())
-	}
-	e.wantFullRender("after a partly pruned refresh", r)
+	e.refreshed(c, "the first changes pruned", 1+1+5, "full: gone")
 	// And it goes on from there with changes again.
 	e.upsert(offerSpec(t, testReg, offers[3].Spec.Name, "", 2))
 	e.commitAll(testReg)
-	if r, reads = e.get(c); reads != 2 || c.LastRefresh() != "changes" {
-		t.Fatalf("after the fallback: %d reads (%s), want 2", reads, c.LastRefresh())
-	}
-	e.wantFullRender("after the fallback", r)
+	e.refreshed(c, "after the fallback", 2, "changes")
 }
 
 // TestCacheFallsBackOnChangesFromOlderCode: a change that puts a spec in
@@ -422,20 +415,11 @@ func TestCacheFallsBackOnChangesFromOlderCode(t *testing.T) {
 	if _, err := docs[0].Ref.Update(e.ctx, []firestore.Update{{Path: "spec_created_at", Value: firestore.Delete}}); err != nil {
 		t.Fatal(err)
 	}
-	r, reads := e.get(c)
-	if reads != 1+1+4 || c.LastRefresh() != "full: old change" {
-		t.Fatalf("a change without created_at: %d reads (%s), want 6", reads, c.LastRefresh())
-	}
-	e.wantFullRender("after a change of older code", r)
+	e.refreshed(c, "a change without created_at", 1+1+4, "full: old change")
 	// A mark carries no spec, so it needs no created_at either way.
-	if ok, err := e.st.MarkSpec(e.ctx, testReg, offers[1].Spec.ID, "run-m"); err != nil || !ok {
-		t.Fatalf("mark: %v %v", ok, err)
-	}
+	e.markOnly(testReg, offers[1].Spec.ID, "run-m")
 	e.commitAll(testReg)
-	if r, reads = e.get(c); reads != 2 || c.LastRefresh() != "changes" {
-		t.Fatalf("after the fallback: %d reads (%s), want 2", reads, c.LastRefresh())
-	}
-	e.wantFullRender("after the fallback", r)
+	e.refreshed(c, "after the fallback", 2, "changes")
 }
 
 // TestCacheNameConflicts: two specs claim one service name; the oldest
@@ -461,9 +445,7 @@ func TestCacheNameConflicts(t *testing.T) {
 		shows string // the id that holds "pg" afterwards
 	}{
 		{"the holder is marked", func() {
-			if ok, err := e.st.MarkSpec(e.ctx, testReg, old.Spec.ID, "run-m"); err != nil || !ok {
-				t.Fatalf("mark: %v %v", ok, err)
-			}
+			e.markOnly(testReg, old.Spec.ID, "run-m")
 		}, newer.Spec.ID},
 		{"the newer spec changes", func() { e.upsert(offerSpec(t, "other", "pg", "", 1)) }, newer.Spec.ID},
 		{"the holder is unmarked", func() { e.upsert(old) }, old.Spec.ID},
@@ -477,10 +459,7 @@ func TestCacheNameConflicts(t *testing.T) {
 	for _, s := range steps {
 		s.do()
 		e.commitAll(testReg, "other")
-		r, reads := e.get(c)
-		if reads != 2 || c.LastRefresh() != "changes" {
-			t.Fatalf("%s: %d reads (%s), want 2", s.what, reads, c.LastRefresh())
-		}
+		r := e.refreshed(c, s.what, 2, "changes")
 		if !bytes.Contains(r.Body, []byte(`"name":"pg","id":"`+s.shows+`"`)) {
 			t.Fatalf("%s: %s does not hold the name:\n%s", s.what, s.shows, r.Body)
 		}
@@ -502,15 +481,11 @@ func TestCacheOneIDAcrossRegistries(t *testing.T) {
 	e.upsert(a)
 	e.upsert(offerSpec(t, testReg, "keeper", "", 0))
 	e.commitAll(testReg)
-	if ok, err := e.st.MarkSpec(e.ctx, testReg, id, "run-1"); err != nil || !ok {
-		t.Fatalf("mark: %v %v", ok, err)
-	}
+	e.markOnly(testReg, id, "run-1")
 	e.commitAll(testReg)
 	c := e.newCache(0)
 	e.get(c)
-	if out, _, err := e.st.DeleteMarked(e.ctx, testReg, id, "run-2", time.Now().Add(time.Hour)); err != nil || out != store.Deleted {
-		t.Fatalf("delete: %s %v", out, err)
-	}
+	e.deleteMarked(testReg, id, "run-2")
 	b := offerSpec(t, "other", "queue-b", id, 0)
 	if got := e.upsert(b); got != store.Created {
 		t.Fatalf("B creates the freed id: %s", got)
@@ -519,14 +494,9 @@ func TestCacheOneIDAcrossRegistries(t *testing.T) {
 	r, _ := e.get(c)
 	e.wantFullRender("after B's create", r)
 	e.commitAll(testReg) // A's delete, written before: revision R+2
-	r, reads := e.get(c)
-	if reads != 2 || c.LastRefresh() != "changes" {
-		t.Fatalf("after A's delete: %d reads (%s), want 2", reads, c.LastRefresh())
-	}
-	if !bytes.Contains(r.Body, []byte(`"name":"queue-b"`)) {
+	if r := e.refreshed(c, "after A's delete", 2, "changes"); !bytes.Contains(r.Body, []byte(`"name":"queue-b"`)) {
 		t.Fatalf("B's spec is gone from the cache:\n%s", r.Body)
 	}
-	e.wantFullRender("after A's delete", r)
 }
 
 // TestCacheRenderSawPendingChanges: a full render reads specs whose
@@ -540,21 +510,15 @@ func TestCacheRenderSawPendingChanges(t *testing.T) {
 	e.seedMany(5) // enough specs that three changes are applied, not rendered
 	e.upsert(offerSpec(t, testReg, "queue", id, 0))
 	e.commitAll(testReg)
-	if ok, err := e.st.MarkSpec(e.ctx, testReg, id, "run-1"); err != nil || !ok {
-		t.Fatalf("mark: %v %v", ok, err)
-	}
+	e.markOnly(testReg, id, "run-1")
 	e.commitAll(testReg)
 	// Pending: A deletes the spec and B creates it anew; A creates a
 	// spec and marks it.
-	if out, _, err := e.st.DeleteMarked(e.ctx, testReg, id, "run-2", time.Now().Add(time.Hour)); err != nil || out != store.Deleted {
-		t.Fatalf("delete: %s %v", out, err)
-	}
+	e.deleteMarked(testReg, id, "run-2")
 	e.upsert(offerSpec(t, "other", "queue-b", id, 0))
 	brief := offerSpec(t, testReg, "brief", "", 0)
 	e.upsert(brief)
-	if ok, err := e.st.MarkSpec(e.ctx, testReg, brief.Spec.ID, "run-2"); err != nil || !ok {
-		t.Fatalf("mark brief: %v %v", ok, err)
-	}
+	e.markOnly(testReg, brief.Spec.ID, "run-2")
 	// A cold instance renders now: queue-b in, brief out, all of it
 	// pending.
 	c := e.newCache(0)
@@ -664,7 +628,10 @@ func TestCacheConcurrentRefreshes(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	r, _ := e.getFresh(c)
+	r, _, err := c.GetFresh(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	e.wantFullRender("after concurrent refreshes", r)
 }
 
@@ -1093,9 +1060,7 @@ func (w *world) move() {
 			w.e.t.Fatal(err)
 		}
 	}
-	if out, _, err := w.e.st.DeleteMarked(w.e.ctx, rec.Registry, id, run+"-sweep", time.Now().Add(time.Hour)); err != nil || out != store.Deleted {
-		w.e.t.Fatalf("delete %s to move it: %s %v", id, out, err)
-	}
+	w.e.deleteMarked(rec.Registry, id, run+"-sweep")
 	other := worldRegistries[0]
 	if rec.Registry == other {
 		other = worldRegistries[1]
@@ -1193,9 +1158,7 @@ func TestCacheNeverGoesBack(t *testing.T) {
 		}
 	}
 	for _, b := range briefs {
-		if ok, err := e.st.MarkSpec(e.ctx, testReg, b.Spec.ID, "run-1"); err != nil || !ok {
-			t.Fatalf("mark: %v %v", ok, err)
-		}
+		e.markOnly(testReg, b.Spec.ID, "run-1")
 	}
 	c := e.newCache(0)
 	before, _ := e.get(c)
