@@ -360,15 +360,21 @@ func TestCacheRefreshReadsChanges(t *testing.T) {
 	}
 }
 
+// warmOn is a cache (window 0) that rendered n seeded specs.
+func warmOn(t *testing.T, n int) (*env, []store.Offer, *osb.Cache) {
+	e := newEnv(t, time.Minute)
+	offers := e.seedMany(n)
+	c := e.newCache(0)
+	e.get(c)
+	return e, offers, c
+}
+
 // TestCacheFallsBackWhenChangesAreGone: changes after the revision the
 // cache holds that are no longer retained (the feed's 410) cost what was
 // asked for, then a full render.
 func TestCacheFallsBackWhenChangesAreGone(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, time.Minute)
-	offers := e.seedMany(5)
-	c := e.newCache(0)
-	e.get(c)
+	e, offers, c := warmOn(t, 5)
 	prune := func() {
 		t.Helper()
 		if _, err := e.st.PruneChanges(e.ctx, time.Now().Add(2*time.Hour), 1000); err != nil {
@@ -401,10 +407,7 @@ func TestCacheFallsBackWhenChangesAreGone(t *testing.T) {
 // cannot be placed in the render order, so the refresh renders in full.
 func TestCacheFallsBackOnChangesFromOlderCode(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, time.Minute)
-	offers := e.seedMany(4)
-	c := e.newCache(0)
-	e.get(c)
+	e, offers, c := warmOn(t, 4)
 	e.upsert(offerSpec(t, testReg, offers[0].Spec.Name, "", 1))
 	rev := e.commitAll(testReg)
 	// Make the change what older code wrote: no spec_created_at.
