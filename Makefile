@@ -21,7 +21,7 @@ bench:
 ## reliability: the fault matrix, races and fuzz seed corpora, then (alone, so
 ## they measure the code and not the rest of the suite) the loopback load tests
 ## of build tag reliability; docs/RELIABILITY.md is written from the results.
-RELIABILITY_RUN ?= ^(TestFaultMatrix|TestOCICatalogFullPageWithoutLink|TestPubSub|TestTenConcurrent|TestRaces|Fuzz|TestScenario|TestChecker|TestHealthyWorld|TestWorker|TestLease|TestConcurrent|TestBadRequestsWriteNothing|TestProvisionBodyNearLimit|TestBrokerAuth|TestE2E|TestCrash|TestSlowClientsAreCutOff|TestFirestoreOutageMidRun)
+RELIABILITY_RUN ?= ^(TestFaultMatrix|TestOCICatalogFullPageWithoutLink|TestPubSub|TestTenConcurrent|TestRaces|Fuzz|TestScenario|TestChecker|TestHealthyWorld|TestWorker|TestLease|TestConcurrent|TestBadRequestsWriteNothing|TestProvisionBodyNearLimit|TestBrokerAuth|TestE2E|TestCrash|TestSlowClientsAreCutOff|TestFirestoreOutageMidRun|TestCache|TestCatalogNoCache)
 RELIABILITY_OUT ?= docs/RELIABILITY.md
 reliability:
 	$(WITH_EMULATORS) sh -c 'rc=0; \
