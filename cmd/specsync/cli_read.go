@@ -218,7 +218,11 @@ func cmdCatalog(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	a := c.api(stderr)
-	ans, err := a.do(ctx, http.MethodGet, a.catalog+"/v2/catalog", authBroker, http.StatusOK)
+	// no-cache: the catalog function reads the revision for this request
+	// instead of serving what a warm instance holds (up to
+	// SPECSYNC_CATALOG_REFRESH old), so right after a bootstrap the
+	// operator sees what it did.
+	ans, err := a.doWith(ctx, http.MethodGet, a.catalog+"/v2/catalog", authBroker, http.Header{"Cache-Control": {"no-cache"}}, http.StatusOK)
 	if err != nil {
 		return err
 	}

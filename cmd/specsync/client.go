@@ -119,9 +119,17 @@ type apiError struct {
 // do sends a request and returns the answer; statuses in ok are returned
 // as is, anything else becomes an error with the right exit code.
 func (a *api) do(ctx context.Context, method, rawURL string, auth authKind, ok ...int) (*answer, error) {
+	return a.doWith(ctx, method, rawURL, auth, nil, ok...)
+}
+
+// doWith is do with extra request headers.
+func (a *api) doWith(ctx context.Context, method, rawURL string, auth authKind, header http.Header, ok ...int) (*answer, error) {
 	req, err := http.NewRequestWithContext(ctx, method, rawURL, nil)
 	if err != nil {
 		return nil, withExit(ExitUsage, "%s %s: %v", method, rawURL, err)
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
 	}
 	switch auth {
 	case authAdmin:

@@ -179,24 +179,28 @@ func TestDeterministic(t *testing.T) {
 	}
 }
 
-func TestProblems(t *testing.T) {
-	mk := func(name, id string, planIDs ...string) *spec.Spec {
-		s := &spec.Spec{Name: name, ID: id, Description: "d"}
-		for i, pid := range planIDs {
-			s.Plans = append(s.Plans, spec.Plan{Name: fmt.Sprintf("p%d", i), ID: pid, Description: "d"})
-		}
-		return s
+// problemCase is a catalog with specs Render must leave out.
+type problemCase struct {
+	name     string
+	specs    []*spec.Spec
+	kept     string // service ids in the catalog
+	dropped  string // spec ids reported
+	conflict string // ConflictsWith of the problems
+}
+
+func problemSpec(name, id string, planIDs ...string) *spec.Spec {
+	s := &spec.Spec{Name: name, ID: id, Description: "d"}
+	for i, pid := range planIDs {
+		s.Plans = append(s.Plans, spec.Plan{Name: fmt.Sprintf("p%d", i), ID: pid, Description: "d"})
 	}
+	return s
+}
+
+func problemCases() []problemCase {
+	mk := problemSpec
 	huge := mk("huge", "huge-id", "huge-plan")
 	huge.Plans[0].Parameters = []spec.Parameter{{Name: "x", Type: "string", Description: strings.Repeat("x", MaxSchemaBytes)}}
-
-	cases := []struct {
-		name     string
-		specs    []*spec.Spec
-		kept     string // service ids in the catalog
-		dropped  string // spec ids reported
-		conflict string // ConflictsWith of the problems
-	}{
+	return []problemCase{
 		{"duplicate name: first in input wins", []*spec.Spec{mk("pg", "b-id", "b1"), mk("pg", "a-id", "a1"), mk("mq", "c-id", "c1")},
 			"c-id,b-id", "a-id", "b-id"},
 		{"duplicate service id", []*spec.Spec{mk("one", "same", "p1"), mk("two", "same", "p2")}, "same", "same", "same"},
@@ -210,6 +214,11 @@ func TestProblems(t *testing.T) {
 		// A dropped spec claims nothing: a later spec may use its name.
 		{"dropped spec frees its name", []*spec.Spec{mk("x", "x1", ""), mk("x", "x2", "p")}, "x2", "x1", ""},
 	}
+}
+
+func TestProblems(t *testing.T) {
+	mk := problemSpec
+	cases := problemCases()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Render(tc.specs)

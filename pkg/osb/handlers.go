@@ -79,7 +79,11 @@ func (b *Broker) Handler() http.Handler {
 }
 
 func (b *Broker) getCatalog(w http.ResponseWriter, r *http.Request) {
-	cat, reads, err := b.Cache.Get(r.Context())
+	get := b.Cache.Get
+	if wantsFresh(r.Header) {
+		get = b.Cache.GetFresh // read-your-writes: no answer older than the request
+	}
+	cat, reads, err := get(r.Context())
 	if err != nil {
 		b.cfg.Logger.Error("catalog unavailable", "error", err)
 		WriteFailure(w, err)

@@ -10,6 +10,8 @@ import (
 	"cloud.google.com/go/firestore"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/specsync/specsync/pkg/spec"
 )
 
 // ChangesCollection holds the change feed: changes/{id}, one document per
@@ -51,6 +53,11 @@ type Change struct {
 	// the whole new state, so applying one twice is harmless.
 	SpecJSON   string `firestore:"spec,omitempty"`
 	Generation int64  `firestore:"generation,omitempty"`
+	// SpecCreatedAt is the spec's created_at, set with SpecJSON: the
+	// catalog resolves two specs claiming one name by it (the oldest
+	// keeps the name), so a cache applying changes needs it. Changes
+	// written before it existed lack it.
+	SpecCreatedAt time.Time `firestore:"spec_created_at,omitempty"`
 	// HeldBack is the version not adopted and what blocks it.
 	HeldBack *HeldBackSpec `firestore:"held_back,omitempty"`
 	Run      string        `firestore:"run,omitempty"`
@@ -61,7 +68,21 @@ type Change struct {
 	PendingRegistry string `firestore:"pending_registry,omitempty"`
 	// ExpiresAt is when the Firestore TTL policy may delete the change.
 	ExpiresAt time.Time `firestore:"expires_at,omitempty"`
+	// WrittenAt is when the change was written: its document's create
+	// time, which is the commit time of the transaction that wrote the
+	// spec it describes (not stored; set when a change is read). A reader
+	// that holds the specs as of a snapshot read time T knows that a change
+	// written at or before T is already in it, whatever its revision. So
+	// a change is numbered in place (its document updated), never copied
+	// to a new document, which would move this time past its spec write.
+	WrittenAt time.Time `firestore:"-"`
 }
+
+// fromSnapshot implements snapshotted.
+func (c *Change) fromSnapshot(snap *firestore.DocumentSnapshot) { c.WrittenAt = snap.CreateTime }
+
+// Spec decodes the spec the change carries (see InCatalog).
+func (c *Change) Spec() (*spec.Spec, error) { return decodeSpec(c.SpecID, c.SpecJSON) }
 
 // InCatalog reports whether the spec is in the catalog after the change.
 func (c *Change) InCatalog() bool { return c.SpecJSON != "" }

@@ -63,12 +63,20 @@ type SpecRecord struct {
 }
 
 // Spec decodes the stored spec.
-func (r *SpecRecord) Spec() (*spec.Spec, error) {
+func (r *SpecRecord) Spec() (*spec.Spec, error) { return decodeSpec(r.ID, r.SpecJSON) }
+
+func decodeSpec(id, body string) (*spec.Spec, error) {
 	var s spec.Spec
-	if err := json.Unmarshal([]byte(r.SpecJSON), &s); err != nil {
-		return nil, failure.Wrap(failure.Invalid, fmt.Errorf("spec %s: stored spec does not decode: %w", r.ID, err))
+	if err := json.Unmarshal([]byte(body), &s); err != nil {
+		return nil, failure.Wrap(failure.Invalid, fmt.Errorf("spec %s: stored spec does not decode: %w", id, err))
 	}
 	return &s, nil
+}
+
+// snapshotted is a document type that keeps something of its snapshot
+// beyond the fields (Change keeps its create time).
+type snapshotted interface {
+	fromSnapshot(*firestore.DocumentSnapshot)
 }
 
 // queryAll runs a query and decodes every result into a T, counting the
@@ -89,6 +97,9 @@ func queryAll[T any](ctx context.Context, s *Store, q firestore.Query, what stri
 		if err := snap.DataTo(&v); err != nil {
 			return nil, classify(err, "decode %s", snap.Ref.Path)
 		}
+		if sv, ok := any(&v).(snapshotted); ok {
+			sv.fromSnapshot(snap)
+		}
 		out = append(out, v)
 	}
 	s.ops.read(len(out))
@@ -106,11 +117,22 @@ func (s *Store) MarkedSpecs(ctx context.Context, registry string) ([]SpecRecord,
 	return queryAll[SpecRecord](ctx, s, q, "marked specs of registry "+registry)
 }
 
-// ActiveSpecs returns every spec the catalog serves, in id order. Sorting
-// happens here rather than in the query: equality on one field and order
-// on another would need a composite index.
+// ActiveSpecs returns every spec the catalog serves, in id order.
 func (s *Store) ActiveSpecs(ctx context.Context) ([]SpecRecord, error) {
-	out, err := queryAll[SpecRecord](ctx, s, s.specs().Where("state", "==", StateActive), "active specs")
+	return s.ActiveSpecsAt(ctx, time.Time{})
+}
+
+// ActiveSpecsAt is ActiveSpecs as of readTime (a snapshot read time, such
+// as RevisionAt's; zero is now): the specs exactly as they were then, all
+// of them from one snapshot. Sorting happens here rather than in the
+// query: equality on one field and order on another would need a
+// composite index.
+func (s *Store) ActiveSpecsAt(ctx context.Context, readTime time.Time) ([]SpecRecord, error) {
+	q := s.specs().Where("state", "==", StateActive)
+	if !readTime.IsZero() {
+		q.WithReadOptions(firestore.ReadTime(readTime))
+	}
+	out, err := queryAll[SpecRecord](ctx, s, q, "active specs")
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +218,7 @@ func (s *Store) UpsertSpec(ctx context.Context, o Offer) (UpsertResult, error) {
 			return nil
 		}
 		updates := []firestore.Update{{Path: "updated_at", Value: now}}
-		change.Generation = cur.Generation
+		change.Generation, change.SpecCreatedAt = cur.Generation, cur.CreatedAt
 		switch {
 		case cur.Digest != o.Digest:
 			res.Outcome = Updated
@@ -278,7 +300,7 @@ func (s *Store) create(tx *firestore.Transaction, e encoded, now time.Time) erro
 		return err
 	}
 	return s.pend(tx, Change{Kind: KindCreated, Generation: 1, SpecID: e.Spec.ID, Registry: e.Registry,
-		Name: e.Spec.Name, SpecJSON: string(e.body), Run: e.Run})
+		Name: e.Spec.Name, SpecJSON: string(e.body), SpecCreatedAt: now, Run: e.Run})
 }
 
 // Limits of one CreateSpecs batch: two writes a spec (the spec and its
@@ -529,7 +551,7 @@ func (s *Store) HoldBack(ctx context.Context, registry string, h HeldBackSpec, r
 		writes = 2
 		held := h
 		return s.pend(tx, Change{Kind: kind, SpecID: cur.ID, Registry: registry, Name: cur.Name,
-			SpecJSON: cur.SpecJSON, Generation: cur.Generation, HeldBack: &held, Run: runID})
+			SpecJSON: cur.SpecJSON, Generation: cur.Generation, SpecCreatedAt: cur.CreatedAt, HeldBack: &held, Run: runID})
 	})
 	if err != nil {
 		return "", classify(err, "hold back a new version of spec %s", h.SpecID)

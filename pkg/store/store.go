@@ -118,21 +118,29 @@ func isNotFound(err error) bool { return status.Code(err) == codes.NotFound }
 
 // Revision returns the catalog revision (0 before the first change).
 func (s *Store) Revision(ctx context.Context) (int64, error) {
+	rev, _, err := s.RevisionAt(ctx)
+	return rev, err
+}
+
+// RevisionAt is Revision with the read time of the snapshot it came from:
+// every change with a revision up to the one returned was committed by
+// then (ActiveSpecsAt reads the specs as of the same instant).
+func (s *Store) RevisionAt(ctx context.Context) (int64, time.Time, error) {
 	snap, err := s.client.Collection(MetaCollection).Doc(catalogDoc).Get(ctx)
 	s.ops.read(1)
 	if isNotFound(err) {
-		return 0, nil
+		return 0, snap.ReadTime, nil
 	}
 	if err != nil {
-		return 0, classify(err, "read catalog revision")
+		return 0, time.Time{}, classify(err, "read catalog revision")
 	}
 	var m struct {
 		Revision int64 `firestore:"revision"`
 	}
 	if err := snap.DataTo(&m); err != nil {
-		return 0, classify(err, "decode catalog revision")
+		return 0, time.Time{}, classify(err, "decode catalog revision")
 	}
-	return m.Revision, nil
+	return m.Revision, snap.ReadTime, nil
 }
 
 // Open connects to Firestore: the emulator when FIRESTORE_EMULATOR_HOST is

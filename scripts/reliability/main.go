@@ -120,6 +120,16 @@ var rows = []row{
 	{"secrets", "canary secrets in registry credentials and broker settings",
 		"secrets never travel: no canary in any Firestore document (every collection, field names, ids), message, log or response",
 		[]string{`^TestE2ESecretCanary$`, `^TestCheckerDetectsSeededViolations/secret`}},
+	// The catalog cache.
+	{"catalog", "changes a warm instance needs are gone (pruned by TTL) or written by older code (no spec_created_at)",
+		"the refresh renders in full instead; the body equals a full render; later refreshes apply changes again",
+		[]string{`^TestCacheFallsBackWhenChangesAreGone$`, `^TestCacheFallsBackOnChangesFromOlderCode$`}},
+	{"catalog", "changes of one spec numbered out of write order (an id freed by one registry and taken by another, committed in the other order; a commit's batches), full renders over pending changes, random sequences",
+		"the cache serves the state written last and never one older than it served; once all is committed its body is a full render's, byte for byte",
+		[]string{`^TestCacheOneIDAcrossRegistries$`, `^TestCacheNeverGoesBack$`, `^TestCacheRenderSawPendingChanges$`, `^TestCacheMatchesFullRender/`}},
+	{"catalog", "a revision read held in flight while a change commits; many requests during refreshes and writes",
+		"a Cache-Control: no-cache request never gets an answer read before it arrived; such requests share the next read; race-free",
+		[]string{`^TestCacheFreshSeesEveryEarlierCommit$`, `^TestCacheConcurrentRefreshes$`, `^TestCatalogNoCache$`}},
 	// Load.
 	{"load", "200 concurrent catalog clients for 30 s, 100 services (loopback)",
 		"zero errors; p50/p99/rps and Firestore reads per request reported below",
