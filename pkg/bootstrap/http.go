@@ -36,7 +36,7 @@ type Service struct {
 // Handler routes POST /bootstrap and GET /bootstrap/last_operation.
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
-	admin := func(h http.Handler) http.Handler { return osb.BearerAuth(s.VerifyAdmin, h) }
+	admin := func(h http.Handler) http.Handler { return osb.AdminAuth(s.VerifyAdmin, h) }
 	mux.Handle("/bootstrap", admin(osb.Methods(map[string]http.HandlerFunc{http.MethodPost: s.start})))
 	mux.Handle("/bootstrap/last_operation", admin(osb.Methods(map[string]http.HandlerFunc{http.MethodGet: s.lastOperation})))
 	mux.HandleFunc("/", osb.NotFound)

@@ -10,6 +10,7 @@ import (
 	"github.com/specsync/specsync/emulator/emulatortest"
 	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/invariant"
+	"github.com/specsync/specsync/pkg/osb"
 )
 
 // POST /bootstrap takes no body, whether its length is announced or not:
@@ -40,5 +41,36 @@ func TestBootstrapRefusesABodyOfUnknownLength(t *testing.T) {
 	}
 	if w := post(""); w.Code != http.StatusAccepted {
 		t.Fatalf("empty chunked body: %d %s, want 202", w.Code, w.Body.String())
+	}
+}
+
+// The bootstrap function's admin endpoints follow the one admin rule of
+// osb.AdminAuth: the token as a bearer token or as a basic-auth password.
+func TestBootstrapAdminRule(t *testing.T) {
+	t.Parallel()
+	client := emulatortest.Firestore(t)
+	const token = "bootstrap-admin-token-0123456789"
+	svc := &bootstrap.Service{Operations: bootstrap.NewOperations(client, 10*time.Minute, time.Hour), Publisher: &countingPublisher{},
+		Registries: rigRegistries, VerifyAdmin: osb.StaticToken(token), Logger: quiet}
+	h := svc.Handler()
+	for name, c := range map[string]struct {
+		auth func(*http.Request)
+		want int
+	}{
+		"bearer":         {func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+token) }, http.StatusAccepted},
+		"basic password": {func(r *http.Request) { r.SetBasicAuth("anyone", token) }, http.StatusAccepted},
+		"wrong basic":    {func(r *http.Request) { r.SetBasicAuth("anyone", token+"x") }, http.StatusUnauthorized},
+		"none":           {func(*http.Request) {}, http.StatusUnauthorized},
+	} {
+		req := httptest.NewRequest(http.MethodPost, "/bootstrap", nil)
+		c.auth(req)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != c.want {
+			t.Errorf("%s: %d %s, want %d", name, w.Code, w.Body.String(), c.want)
+		}
+		if w.Code == http.StatusUnauthorized && len(w.Header().Values("WWW-Authenticate")) != 2 {
+			t.Errorf("%s: challenges %q, want Basic and Bearer", name, w.Header().Values("WWW-Authenticate"))
+		}
 	}
 }

@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/specsync/specsync/pkg/failure"
@@ -27,25 +26,6 @@ const (
 	maxOperations     = 100
 	instancesPerSpec  = 500
 )
-
-// AdminAuth accepts the admin credential as a bearer token (CLI, curl) or
-// as the password of HTTP basic auth (a browser's own login prompt, so the
-// status page needs no script to authenticate; any user name).
-func AdminAuth(verify func(r *http.Request, token string) bool, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok {
-			_, token, ok = r.BasicAuth()
-		}
-		if !ok || token == "" || !verify(r, token) {
-			w.Header().Add("WWW-Authenticate", `Basic realm="specsync-admin", charset="UTF-8"`)
-			w.Header().Add("WWW-Authenticate", `Bearer realm="specsync-admin"`)
-			WriteError(w, http.StatusUnauthorized, "Unauthorized", "the admin credential is required (bearer token, or as the basic-auth password)")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
 
 // adminRoutes adds the admin endpoints to mux.
 func (b *Broker) adminRoutes(mux *http.ServeMux, verify func(*http.Request, string) bool) {

@@ -584,6 +584,51 @@ func TestUnknownPath(t *testing.T) {
 	}
 }
 
+// TestOneAdminRule: every admin endpoint of the catalog function takes
+// the admin credential the same two ways, a bearer token or the password
+// of basic auth with any user name, and refuses the broker's credentials,
+// a wrong token and none alike, with both challenges.
+func TestOneAdminRule(t *testing.T) {
+	e := newEnv(t, time.Minute)
+	for _, path := range []string{"/registries", "/admin/specs", "/admin/instances", "/admin/operations", "/status"} {
+		for name, c := range map[string]struct {
+			auth func(*http.Request)
+			ok   bool
+		}{
+			"bearer":              {func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+adminToken) }, true},
+			"basic password":      {func(r *http.Request) { r.SetBasicAuth("anyone", adminToken) }, true},
+			"broker basic":        {func(*http.Request) {}, false},
+			"wrong bearer":        {func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+adminToken+"x") }, false},
+			"wrong basic":         {func(r *http.Request) { r.SetBasicAuth("anyone", adminToken+"x") }, false},
+			"token as basic user": {func(r *http.Request) { r.SetBasicAuth(adminToken, "") }, false},
+			"none":                {func(r *http.Request) { r.Header.Del("Authorization") }, false},
+		} {
+			t.Run(path+"/"+name, func(t *testing.T) {
+				req := e.request(http.MethodGet, path, "")
+				c.auth(req)
+				r := e.send(req)
+				if c.ok {
+					if r.status != http.StatusOK {
+						t.Fatalf("%d %s, want 200", r.status, r.body)
+					}
+					return
+				}
+				wantOSBError(t, r, http.StatusUnauthorized, "Unauthorized")
+				wantAdminChallenges(t, r)
+			})
+		}
+	}
+}
+
+// wantAdminChallenges: a refused admin request names both ways in.
+func wantAdminChallenges(t *testing.T, r response) {
+	t.Helper()
+	got := strings.Join(r.header.Values("WWW-Authenticate"), ", ")
+	if !strings.Contains(got, `Basic realm="specsync-admin"`) || !strings.Contains(got, `Bearer realm="specsync-admin"`) {
+		t.Errorf("WWW-Authenticate %q, want a Basic and a Bearer challenge", got)
+	}
+}
+
 func TestRegistriesEndpoint(t *testing.T) {
 	e := newEnv(t, time.Minute)
 
@@ -600,9 +645,7 @@ func TestRegistriesEndpoint(t *testing.T) {
 			auth(req)
 			r := e.send(req)
 			wantOSBError(t, r, http.StatusUnauthorized, "Unauthorized")
-			if got := r.header.Get("WWW-Authenticate"); !strings.HasPrefix(got, "Bearer ") {
-				t.Errorf("WWW-Authenticate %q, want a Bearer challenge", got)
-			}
+			wantAdminChallenges(t, r)
 		})
 	}
 

@@ -72,7 +72,7 @@ func (b *Broker) Handler() http.Handler {
 	if verify == nil {
 		verify = func(*http.Request, string) bool { return false }
 	}
-	mux.Handle("/registries", BearerAuth(verify, Methods(map[string]http.HandlerFunc{http.MethodGet: b.getRegistries})))
+	mux.Handle("/registries", AdminAuth(verify, Methods(map[string]http.HandlerFunc{http.MethodGet: b.getRegistries})))
 	b.adminRoutes(mux, verify) // admin.go: /admin/*, /status
 	mux.HandleFunc("/", NotFound)
 	return LimitBody(b.cfg.MaxBodyBytes, mux)
