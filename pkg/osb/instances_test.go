@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -281,3 +282,197 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	c.n += n
 	return n, err
 }
+
+func TestInstanceLifecycle(t *testing.T) {
+	e := newEnv(t, time.Minute)
+	db := parseSpec(t, specYAML("db"))
+	e.seed(db)
+	small, large := db.Plans[0].ID, db.Plans[1].ID
+	path := "/v2/service_instances/inst-1"
+
+	wantEmptyObject(t, e.do(http.MethodPut, path, provisionBody(db.ID, small)), http.StatusCreated)
+	if n := e.instanceCount(db.ID); n != 1 {
+		t.Fatalf("spec instance count %d after provision, want 1", n)
+	}
+	// The same request again is OSB's "already exists, identical": 200,
+	// and the count does not move.
+	wantEmptyObject(t, e.do(http.MethodPut, path, provisionBody(db.ID, small)), http.StatusOK)
+	if n := e.instanceCount(db.ID); n != 1 {
+		t.Fatalf("spec instance count %d after the repeat, want 1", n)
+	}
+	wantOSBError(t, e.do(http.MethodPut, path, provisionBody(db.ID, large)), http.StatusConflict, "")
+
+	r := e.do(http.MethodGet, path, "")
+	if r.status != http.StatusOK {
+		t.Fatalf("GET: %d %s", r.status, r.body)
+	}
+	wantOSBResponse(t, http.MethodGet, instancePath, r)
+	var got map[string]any
+	if err := json.Unmarshal(r.body, &got); err != nil {
+		t.Fatal(err)
+	}
+	// The instance is on the version it was provisioned at: generation 1.
+	want := map[string]any{"service_id": db.ID, "plan_id": small, "maintenance_info": map[string]any{"version": "1.0.0"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("GET body %v, want %v", got, want)
+	}
+	inst := e.instanceDocs()["inst-1"]
+	if inst.Context["platform"] != "kubernetes" || inst.Context["namespace"] != "apps" {
+		t.Errorf("recorded context %v, want the request's", inst.Context)
+	}
+	if inst.Platform != "" {
+		t.Errorf("OSB's context.platform %q was taken for an OCI platform", inst.Platform)
+	}
+
+	// Deprovision with ids other than the instance's is refused and keeps it.
+	wantOSBError(t, e.do(http.MethodDelete, path+"?service_id="+db.ID+"&plan_id="+large, ""), http.StatusBadRequest, "")
+	wantOSBError(t, e.do(http.MethodDelete, path+"?service_id=other&plan_id="+small, ""), http.StatusBadRequest, "")
+	wantOSBError(t, e.do(http.MethodDelete, path+"?service_id="+db.ID, ""), http.StatusBadRequest, "")
+	wantOSBError(t, e.do(http.MethodDelete, path, ""), http.StatusBadRequest, "")
+	if _, ok := e.instanceDocs()["inst-1"]; !ok {
+		t.Fatal("a refused deprovision removed the instance")
+	}
+
+	wantEmptyObject(t, e.do(http.MethodDelete, path+"?service_id="+db.ID+"&plan_id="+small, ""), http.StatusOK)
+	if n := e.instanceCount(db.ID); n != 0 {
+		t.Fatalf("spec instance count %d after deprovision, want 0", n)
+	}
+	wantOSBError(t, e.do(http.MethodGet, path, ""), http.StatusNotFound, "NotFound")
+	wantEmptyObject(t, e.do(http.MethodDelete, path+"?service_id="+db.ID+"&plan_id="+small, ""), http.StatusGone)
+
+	// After deprovisioning, the id is free again, for any plan.
+	wantEmptyObject(t, e.do(http.MethodPut, path, provisionBody(db.ID, large)), http.StatusCreated)
+}
+
+func TestProvisionBodyNearLimit(t *testing.T) {
+	e := newEnv(t, time.Minute)
+	db := parseSpec(t, specYAML("db"))
+	e.seed(db)
+	// Just under MaxBodyBytes is accepted: the limit is not off by a
+	// margin that would refuse real requests.
+	pad := strings.Repeat("x", testMaxBody-300)
+	body := `{"service_id":"` + db.ID + `","plan_id":"` + db.Plans[0].ID + `","context":{"platform":"kubernetes","note":"` + pad + `"}}`
+	if len(body) >= testMaxBody {
+		t.Fatalf("test body is %d bytes, want under %d", len(body), testMaxBody)
+	}
+	wantEmptyObject(t, e.do(http.MethodPut, "/v2/service_instances/big", body), http.StatusCreated)
+}
+
+func TestOCIPlatform(t *testing.T) {
+	e := newEnv(t, time.Minute)
+	pg := parseSpec(t, specYAML("pg"))
+	pg.Platforms = []spec.Platform{{OS: "linux", Architecture: "amd64"}, {OS: "linux", Architecture: "arm64"}}
+	e.seed(pg)
+	body := func(p string) string {
+		return `{"service_id":"` + pg.ID + `","plan_id":"` + pg.Plans[0].ID + `","context":{"platform":"kubernetes","oci_platform":"` + p + `"}}`
+	}
+	wantEmptyObject(t, e.do(http.MethodPut, "/v2/service_instances/arm", body("linux/arm64")), http.StatusCreated)
+	rec, err := e.st.GetSpec(e.ctx, pg.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.PlatformInstances["linux/arm64"] != 1 || rec.PlanInstances[pg.Plans[0].ID] != 1 {
+		t.Fatalf("usage counters %v %v, want the arm64 instance counted", rec.PlatformInstances, rec.PlanInstances)
+	}
+}
+
+// TestConcurrentProvisionAndDelete races provisions of one spec against
+// marking and deleting it. Whatever the interleaving, an instance record
+// never outlives its spec, and a 201 is never a lie.
+func TestConcurrentProvisionAndDelete(t *testing.T) {
+	// Kept small: the emulator serialises conflicting transactions with
+	// locks and times them out under heavy contention.
+	const n = 5
+	// The last round marks before the race, so only the delete competes
+	// with the provisions: that is the interleaving in which it must win.
+	for round, premarked := range []bool{false, false, false, true} {
+		e := newEnv(t, time.Minute)
+		victim := parseSpec(t, specYAML("victim"))
+		e.seed(victim)
+		if premarked {
+			e.mark(victim.ID, "run-1")
+		}
+
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		statuses := make([]int, n)
+		bodies := make([]string, n)
+		errs := make([]error, n)
+		for i := range n {
+			req := e.request(http.MethodPut, "/v2/service_instances/"+instName(i), provisionBody(victim.ID, victim.Plans[i%2].ID))
+			wg.Go(func() {
+				<-start
+				r, err := e.try(req)
+				statuses[i], bodies[i], errs[i] = r.status, string(r.body), err
+			})
+		}
+		var outcome store.DeleteOutcome
+		var markErr, delErr error
+		wg.Go(func() {
+			<-start
+			if !premarked {
+				_, markErr = e.st.MarkSpec(e.ctx, testReg, victim.ID, "run-1")
+			}
+			if markErr == nil {
+				outcome, _, delErr = e.st.DeleteMarked(e.ctx, testReg, victim.ID, "run-2", time.Now())
+			}
+		})
+		close(start)
+		wg.Wait()
+		if markErr != nil || delErr != nil {
+			t.Fatalf("round %d: mark %v, delete %v", round, markErr, delErr)
+		}
+		for _, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+
+		docs := e.instanceDocs()
+		rec, specErr := e.st.GetSpec(e.ctx, victim.ID)
+		created := 0
+		for i, st := range statuses {
+			switch st {
+			case http.StatusCreated:
+				created++
+				inst, ok := docs[instName(i)]
+				if !ok || inst.SpecID != victim.ID {
+					t.Fatalf("round %d: PUT %s answered 201 but the record is %+v (present %v)", round, instName(i), inst, ok)
+				}
+			case http.StatusBadRequest:
+				// Marked or deleted before this provision committed.
+				if _, ok := docs[instName(i)]; ok {
+					t.Fatalf("round %d: PUT %s refused (%s) but recorded", round, instName(i), bodies[i])
+				}
+			default:
+				t.Fatalf("round %d: PUT %s: %d %s", round, instName(i), st, bodies[i])
+			}
+		}
+		for id, inst := range docs {
+			if _, err := e.st.GetSpec(e.ctx, inst.SpecID); err != nil {
+				t.Fatalf("round %d: instance %s outlives its spec %s: %v", round, id, inst.SpecID, err)
+			}
+		}
+		switch outcome {
+		case store.Deleted:
+			if specErr == nil || len(docs) != 0 {
+				t.Fatalf("round %d: delete reported, spec read %v, %d instances", round, specErr, len(docs))
+			}
+		case store.Referenced:
+			if specErr != nil || created == 0 {
+				t.Fatalf("round %d: kept as referenced, spec read %v, %d created", round, specErr, created)
+			}
+			if rec.Instances != int64(len(docs)) {
+				t.Fatalf("round %d: spec counts %d instances, %d records exist", round, rec.Instances, len(docs))
+			}
+		default:
+			t.Fatalf("round %d: delete outcome %q", round, outcome)
+		}
+		if premarked && (created != 0 || outcome != store.Deleted) {
+			t.Fatalf("round %d: spec marked before the race: %d created, delete %s", round, created, outcome)
+		}
+		t.Logf("round %d: %d of %d provisions created, delete %s", round, created, n, outcome)
+	}
+}
+
+func instName(i int) string { return "race-" + string(rune('a'+i)) }
