@@ -24,10 +24,10 @@ import (
 	"github.com/specsync/specsync/emulator"
 )
 
-// Invariant 8 with a canary: a registry password that appears nowhere —
-// not in Firestore, not in Pub/Sub messages, not in logs, not in any HTTP
-// response — through a successful bootstrap, a wrong password and an
-// outage.
+// Guarantee 8 (secrets never travel) with a canary: a registry password that
+// appears nowhere — not in Firestore, not in Pub/Sub messages, not in logs,
+// not in any HTTP response — through a successful bootstrap, a wrong password
+// and an outage.
 func TestE2ESecretCanary(t *testing.T) {
 	t.Parallel()
 	buf := make([]byte, 16)

@@ -107,17 +107,17 @@ func BenchmarkCatalogCold(b *testing.B) {
 	reportReads(b, reads, ops)
 }
 
-// BenchmarkCatalogRefresh is issue 13's catalog refresh: a warm instance
-// at 1,000 and 10,000 services sees the revision move by k = 1, 10 and
-// 100 changes (updates of k specs, committed) and refreshes, applying
-// the k changes; in the same iteration, at the same state, the refresh
-// as it was before (the revision, every active spec, RenderOfferings,
-// encode, tag) and a cold instance of today (its full render). Reads
-// are counted (store.Ops), times measured; the bodies must be equal.
-// The daily figures are the issue's case, three warm instances each
-// refreshing after every hourly change: 24 x 3 x the reads of one
-// refresh (the revision checks every window, the same before and after,
-// come on top). Run with -benchtime 1x: one iteration is one refresh.
+// BenchmarkCatalogRefresh is the warm catalog's refresh: a warm instance at
+// 1,000 and 10,000 services sees the revision move by k = 1, 10 and 100
+// changes (updates of k specs, committed) and refreshes, applying the k
+// changes; in the same iteration, at the same state, the refresh as it was
+// before (the revision, every active spec, RenderOfferings, encode, tag) and
+// a cold instance of today (its full render). Reads are counted (store.Ops),
+// times measured; the bodies must be equal. The daily figures are for 10,000
+// specs changed hourly and three warm instances each refreshing after every
+// hourly change: 24 x 3 x the reads of one refresh (the revision checks
+// every window, the same before and after, come on top). Run with -benchtime
+// 1x: one iteration is one refresh.
 func BenchmarkCatalogRefresh(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {

@@ -56,9 +56,10 @@ func (e *env) fullRender() []byte {
 	return r.Body
 }
 
-// renderAsBefore is the cache's refresh before issue 13, the baseline of
-// the tests and benchmarks: the revision, every active spec read now,
-// oldest first, through catalog.RenderOfferings, encoded, tagged.
+// renderAsBefore is the cache's refresh before it applied changes (a full
+// render at every new revision), the baseline of the tests and benchmarks:
+// the revision, every active spec read now, oldest first, through
+// catalog.RenderOfferings, encoded, tagged.
 func renderAsBefore(ctx context.Context, st *store.Store) (*osb.Rendered, error) {
 	rev, err := st.Revision(ctx)
 	if err != nil {
@@ -297,11 +298,11 @@ func TestCacheWindowZero(t *testing.T) {
 	}
 }
 
-// TestCacheRefreshReadsChanges is the goal of issue 13's incremental
-// refresh, at two catalog sizes: a refresh after k changes reads the
-// revision and the k changes, nothing that grows with the catalog, up to
-// k = the specs the instance holds; one change more and it renders in
-// full, 1 + the active specs. The body is a full render's every time.
+// TestCacheRefreshReadsChanges is the goal of the incremental refresh, at
+// two catalog sizes: a refresh after k changes reads the revision and the k
+// changes, nothing that grows with the catalog, up to k = the specs the
+// instance holds; one change more and it renders in full, 1 + the active
+// specs. The body is a full render's every time.
 func TestCacheRefreshReadsChanges(t *testing.T) {
 	t.Parallel()
 	for _, n := range []int{20, 300} {

@@ -209,7 +209,8 @@ func heldBack(s Stored, digest string) Stored {
 	return s
 }
 
-// Invariant 10: a version that would strand instances is held back.
+// Guarantee 10 (no half-upgrades): a version that would strand instances is
+// held back.
 func TestMakePlanHoldsBackStrandingVersions(t *testing.T) {
 	amd := spec.Platform{OS: "linux", Architecture: "amd64"}
 	arm := spec.Platform{OS: "linux", Architecture: "arm64"}
