@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -211,11 +212,14 @@ func (s *stack) do(method, path, auth string, body io.Reader, headers ...string)
 }
 
 type lastOp struct {
-	State       string                     `json:"state"`
-	Description string                     `json:"description"`
-	Operation   string                     `json:"operation"`
-	Registries  map[string]json.RawMessage `json:"registries"`
-	Pending     []string                   `json:"pending"`
+	State  string `json:"state"`
+	DryRun bool   `json:"dry_run"`
+	// CatalogRevision is set once a real (not dry) bootstrap finished.
+	CatalogRevision *int64                     `json:"catalog_revision"`
+	Description     string                     `json:"description"`
+	Operation       string                     `json:"operation"`
+	Registries      map[string]json.RawMessage `json:"registries"`
+	Pending         []string                   `json:"pending"`
 }
 
 type registryResult struct {
@@ -255,7 +259,23 @@ func (s *stack) bootstrapAt(path string) lastOp {
 	}
 	var start struct{ Operation string }
 	r.json(s.t, &start)
-	return s.poll(start.Operation)
+	op := s.poll(start.Operation)
+	// Read-your-writes: a finished real bootstrap names the catalog
+	// revision its changes reached, and the catalog already serves it
+	// (this stack's catalog re-checks the revision on every request,
+	// SPECSYNC_CATALOG_REFRESH=1ms).
+	switch {
+	case op.DryRun && op.CatalogRevision != nil:
+		s.t.Fatalf("a dry run names catalog revision %d", *op.CatalogRevision)
+	case !op.DryRun && op.CatalogRevision == nil:
+		s.t.Fatalf("bootstrap %s finished (%s: %s) without a catalog revision", start.Operation, op.State, op.Description)
+	case !op.DryRun:
+		cat := s.do(http.MethodGet, "/v2/catalog", "broker", nil)
+		if got, err := strconv.ParseInt(cat.header.Get("X-Catalog-Revision"), 10, 64); err != nil || got < *op.CatalogRevision {
+			s.t.Fatalf("bootstrap %s finished at catalog revision %d; the catalog then served %q", start.Operation, *op.CatalogRevision, cat.header.Get("X-Catalog-Revision"))
+		}
+	}
+	return op
 }
 
 func (s *stack) poll(id string) lastOp {

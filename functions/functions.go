@@ -75,7 +75,13 @@ func Catalog(w http.ResponseWriter, r *http.Request) {
 }
 
 // Reconcile handles one google.cloud.pubsub.topic.v1.messagePublished
-// event. Returning an error makes Pub/Sub redeliver; nil acknowledges.
+// event: a reconcile message (from the work topic's subscription) or a
+// commit request (from the commit topic's ordered subscription), told
+// apart by the message body. Returning an error makes Pub/Sub redeliver;
+// nil acknowledges. The committer lives here rather than in a function of
+// its own: it needs exactly what this function already has (Firestore,
+// the changes topic, the operations), so a second subscription costs no
+// function, service account or grants.
 func Reconcile(ctx context.Context, e event.Event) error {
 	app, err := reconcileDeps.get(func() (*reconcileApp, error) { return newReconcile(context.Background(), os.LookupEnv) })
 	if err != nil {
@@ -85,10 +91,13 @@ func Reconcile(ctx context.Context, e event.Event) error {
 		logger().Error("cold start failed", "error", err)
 		return err
 	}
-	m, id, err := queue.FromEvent(e.Data())
+	ev, id, err := queue.FromEvent(e.Data())
 	if err != nil {
-		logger().Error("dropping an undecodable reconcile event", "event", e.ID(), "message", id, "error", err)
+		logger().Error("dropping an undecodable event", "event", e.ID(), "message", id, "error", err)
 		return nil
 	}
-	return app.worker.Handle(ctx, m)
+	if ev.Commit != nil {
+		return app.worker.HandleCommit(ctx, *ev.Commit)
+	}
+	return app.worker.Handle(ctx, *ev.Reconcile)
 }

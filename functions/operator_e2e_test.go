@@ -84,7 +84,13 @@ func TestE2EOperatorCLI(t *testing.T) {
 
 	// A healthy bootstrap: exit 0, every registry's line, the summary.
 	r := s.cli(nil, "bootstrap", "--wait", poll).must(t, 0, "bootstrap --wait")
-	r.contains(t, "bootstrap --wait", "team-a", "team-b", "progress: 2/2 registries reported", "succeeded: all 2 registries reconciled")
+	r.contains(t, "bootstrap --wait", "team-a", "team-b", "progress: 2/2 registries reported", "succeeded: all 2 registries reconciled; 3 changes committed, catalog at revision 3")
+	// Read-your-writes: the revision, and a no-cache catalog read that
+	// shows it.
+	r.contains(t, "bootstrap --wait", "catalog revision 3: the catalog serves revision 3, which reflects the bootstrap")
+	if strings.Contains(r.stderr, "warning") {
+		t.Errorf("bootstrap --wait warned: %s", r.stderr)
+	}
 
 	// On a terminal the progress is a bar redrawn in place, not lines
 	// (script(1), from Debian's essential bsdutils, gives it a pty).

@@ -83,20 +83,23 @@ func newReconcile(ctx context.Context, env settings.Lookup) (*reconcileApp, erro
 	if err != nil {
 		return nil, err
 	}
-	runner := &reconcile.Runner{Store: st, Logger: log, LeaseTTL: s.LeaseTTL, ChangeRetention: s.ChangeRetention}
+	ps, err := pubsub.NewClient(ctx, s.Project)
+	if err != nil {
+		return nil, fmt.Errorf("connect to Pub/Sub project %s: %w", s.Project, err)
+	}
+	commits := queue.NewCommitPublisher(ps, s.CommitTopic)
+	committer := &reconcile.Committer{Store: st, Logger: log, Retention: s.ChangeRetention}
 	if s.ChangesTopic != "" {
-		ps, err := pubsub.NewClient(ctx, s.Project)
-		if err != nil {
-			return nil, fmt.Errorf("connect to Pub/Sub project %s: %w", s.Project, err)
-		}
-		runner.Publisher = feed.NewPublisher(ps, s.ChangesTopic)
+		committer.Publisher = feed.NewPublisher(ps, s.ChangesTopic)
 	}
 	return &reconcileApp{worker: &bootstrap.Worker{
 		// The deadline only matters to Get's failing of stuck operations;
 		// the reconcile side uses the same retention as bootstrap.
 		Operations: bootstrap.NewOperations(st.Client(), 0, s.Retention),
-		Runner:     runner,
+		Runner:     &reconcile.Runner{Store: st, Logger: log, LeaseTTL: s.LeaseTTL, Commits: commits},
 		Lookup:     cfg.Lookup,
+		Commits:    commits,
+		Committer:  committer,
 		Logger:     log,
 	}}, nil
 }

@@ -77,7 +77,7 @@ locals {
     }
 
     reconcile = {
-      description = "specsync reconcile: brings one registry into Firestore (Pub/Sub push)"
+      description = "specsync reconcile: brings one registry into Firestore, and commits the change feed (Pub/Sub push)"
       service     = var.reconcile_service
       # Only Pub/Sub's push reaches it (Pub/Sub counts as internal traffic),
       # and only the push subscription's identity may invoke it (iam.tf).
@@ -89,6 +89,9 @@ locals {
         # reconcile publish to this topic only).
         SPECSYNC_CHANGES_TOPIC    = google_pubsub_topic.catalog_changes.name
         SPECSYNC_CHANGE_RETENTION = "${var.change_retention_seconds}s"
+        # Runs ask the committer for a commit here; the commit push
+        # subscription brings the requests back, one at a time.
+        SPECSYNC_COMMIT_TOPIC = google_pubsub_topic.commit.name
       })
       # Registry credentials: *_env as environment variables, *_file as
       # files in a Secret Manager volume.

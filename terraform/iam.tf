@@ -3,11 +3,12 @@
 # primitive role anywhere (terraform/terraform_test.go checks it).
 #
 #   bootstrap  Firestore (operations), publish to the work topic, the admin token
-#   reconcile  Firestore (specs, registries, operations), the registry credentials,
-#              publish to the catalog-changes topic
+#   reconcile  Firestore (specs, registries, operations, the change feed), the
+#              registry credentials, publish to the catalog-changes and commit topics
 #   catalog    Firestore (reads; writes only instance records); no secret
 #              (it holds credential digests) and no Pub/Sub at all
-#   push       invoke the reconcile function, nothing else
+#   push       invoke the reconcile function, nothing else (both of its push
+#              subscriptions authenticate as it)
 #   scheduler  invoke the bootstrap function, nothing else
 #   build      what Cloud Build needs to build the functions
 #
@@ -79,6 +80,15 @@ resource "google_pubsub_topic_iam_member" "bootstrap_publisher" {
 resource "google_pubsub_topic_iam_member" "reconcile_changes_publisher" {
   project = var.project_id
   topic   = google_pubsub_topic.catalog_changes.name
+  role    = "roles/pubsub.publisher"
+  member  = "serviceAccount:${google_service_account.function["reconcile"].email}"
+}
+
+# The reconcile function asks its own committer for commits, through the
+# commit topic only.
+resource "google_pubsub_topic_iam_member" "reconcile_commit_publisher" {
+  project = var.project_id
+  topic   = google_pubsub_topic.commit.name
   role    = "roles/pubsub.publisher"
   member  = "serviceAccount:${google_service_account.function["reconcile"].email}"
 }
@@ -162,6 +172,13 @@ resource "google_pubsub_topic_iam_member" "dead_letter_publisher" {
 resource "google_pubsub_subscription_iam_member" "dead_letter_subscriber" {
   project      = var.project_id
   subscription = google_pubsub_subscription.reconcile_push.name
+  role         = "roles/pubsub.subscriber"
+  member       = local.pubsub_agent
+}
+
+resource "google_pubsub_subscription_iam_member" "commit_dead_letter_subscriber" {
+  project      = var.project_id
+  subscription = google_pubsub_subscription.commit_push.name
   role         = "roles/pubsub.subscriber"
   member       = local.pubsub_agent
 }

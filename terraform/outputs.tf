@@ -18,8 +18,13 @@ output "reconcile_topic" {
   value       = google_pubsub_topic.reconcile.id
 }
 
+output "commit_topic" {
+  description = "The topic of commit requests: the reconcile function's runs ask their committer for a commit here."
+  value       = google_pubsub_topic.commit.id
+}
+
 output "reconcile_dead_letter_topic" {
-  description = "Where reconcile messages go after reconcile_max_delivery_attempts; read them from the subscription of the same name."
+  description = "Where reconcile messages and commit requests go after reconcile_max_delivery_attempts; read them from the subscription of the same name."
   value       = google_pubsub_topic.reconcile_dead_letter.id
 }
 

@@ -1,7 +1,9 @@
 # Pub/Sub: the reconcile work topic and its push subscription to the
 # reconcile function (Google's recommended direct trigger for a
-# terraform-managed subscription), the dead-letter topic for messages that
-# keep failing, and the catalog-changes topic (for the change feed).
+# terraform-managed subscription), the commit topic and its ordered push
+# subscription to the same function (the change feed's one committer), the
+# dead-letter topic for messages that keep failing, and the
+# catalog-changes topic (for the change feed).
 
 resource "google_pubsub_topic" "reconcile" {
   project = var.project_id
@@ -19,8 +21,8 @@ resource "google_pubsub_topic" "reconcile_dead_letter" {
   depends_on = [google_project_service.enabled]
 }
 
-# Keeps dead-lettered messages for inspection (a topic without a
-# subscription drops them).
+# Keeps dead-lettered messages (reconcile messages and commit requests)
+# for inspection (a topic without a subscription drops them).
 resource "google_pubsub_subscription" "reconcile_dead_letter" {
   project                    = var.project_id
   name                       = "${var.name_prefix}-reconcile-dead-letter"
@@ -75,6 +77,68 @@ resource "google_pubsub_subscription" "reconcile_push" {
 
   push_config {
     push_endpoint = "${google_cloudfunctions2_function.function["reconcile"].service_config[0].uri}/projects/${var.project_id}/topics/${google_pubsub_topic.reconcile.name}"
+
+    oidc_token {
+      service_account_email = google_service_account.reconcile_push.email
+      audience              = google_cloudfunctions2_function.function["reconcile"].service_config[0].uri
+    }
+  }
+
+  depends_on = [
+    google_cloud_run_v2_service_iam_member.reconcile_push_invoker,
+    google_service_account_iam_member.pubsub_push_token_creator,
+  ]
+}
+
+# Commit requests: a run that left pending catalog changes, and the last
+# report of a bootstrap, publish one here (SPECSYNC_COMMIT_TOPIC, ordering
+# key "catalog"); the reconcile function, which tells them from reconcile
+# messages by their body, numbers every pending change.
+resource "google_pubsub_topic" "commit" {
+  project = var.project_id
+  name    = "${var.name_prefix}-commit"
+
+  depends_on = [google_project_service.enabled]
+}
+
+# The committer's trigger. Message ordering makes Pub/Sub push the
+# requests of the one key one at a time, the next only once the previous
+# was acknowledged, so meta/catalog has one writer at a time. It is not a
+# lock: a push still running when the ack deadline passes is delivered
+# again (pkg/queue's ordering tests show the emulator doing it), which the
+# committer survives (every change is numbered under a precondition), and
+# which an ack deadline of at least the function's timeout keeps from
+# happening. A request that keeps failing is dead-lettered after
+# max_delivery_attempts, so it stops holding back the requests behind it;
+# it loses nothing: every commit numbers everything pending, so the next
+# request does its work.
+resource "google_pubsub_subscription" "commit_push" {
+  project = var.project_id
+  name    = "${var.name_prefix}-commit-push"
+  topic   = google_pubsub_topic.commit.id
+
+  enable_message_ordering = true
+  ack_deadline_seconds    = var.reconcile_service.timeout_seconds
+  # A request older than an operation's deadline is of no use to it; any
+  # later request commits what is still pending.
+  message_retention_duration = "${max(600, var.operation_deadline_seconds)}s"
+
+  expiration_policy {
+    ttl = ""
+  }
+
+  retry_policy {
+    minimum_backoff = "${var.reconcile_retry_backoff_seconds.minimum}s"
+    maximum_backoff = "${var.reconcile_retry_backoff_seconds.maximum}s"
+  }
+
+  dead_letter_policy {
+    dead_letter_topic     = google_pubsub_topic.reconcile_dead_letter.id
+    max_delivery_attempts = var.reconcile_max_delivery_attempts
+  }
+
+  push_config {
+    push_endpoint = "${google_cloudfunctions2_function.function["reconcile"].service_config[0].uri}/projects/${var.project_id}/topics/${google_pubsub_topic.commit.name}"
 
     oidc_token {
       service_account_email = google_service_account.reconcile_push.email

@@ -9,7 +9,9 @@ package terraform_test
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -30,6 +32,7 @@ import (
 
 	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/config"
+	"github.com/specsync/specsync/pkg/queue"
 	"github.com/specsync/specsync/pkg/settings"
 	"github.com/specsync/specsync/pkg/store"
 )
@@ -772,6 +775,9 @@ func TestEnvironmentMatchesSettings(t *testing.T) {
 		if v, ok := env["SPECSYNC_CHANGES_TOPIC"]; ok && v != changesTopicOf(t, m).str("name") {
 			t.Errorf("%s: SPECSYNC_CHANGES_TOPIC = %q, not the catalog-changes topic", r.Name, v)
 		}
+		if v, ok := env["SPECSYNC_COMMIT_TOPIC"]; ok && v != commitTopicOf(t, m).str("name") {
+			t.Errorf("%s: SPECSYNC_COMMIT_TOPIC = %q, not the topic of the ordered commit subscription", r.Name, v)
+		}
 		if v, ok := env["SPECSYNC_OPERATION_RETENTION"]; ok {
 			retention[r.Name] = v
 		}
@@ -812,10 +818,21 @@ func contains(s []string, v string) bool {
 }
 
 // workTopicOf is the topic the bootstrap publishes to, identified as the
-// topic of the push subscription to the CloudEvent function.
+// topic of the unordered push subscription to the CloudEvent function.
 func workTopicOf(t *testing.T, m *module) *instance {
 	t.Helper()
-	sub := pushSubscriptionOf(t, m)
+	return topicOf(t, m, pushSubscriptionOf(t, m, false))
+}
+
+// commitTopicOf is the topic of commit requests: the topic of the ordered
+// push subscription.
+func commitTopicOf(t *testing.T, m *module) *instance {
+	t.Helper()
+	return topicOf(t, m, pushSubscriptionOf(t, m, true))
+}
+
+func topicOf(t *testing.T, m *module, sub *instance) *instance {
+	t.Helper()
 	for _, topic := range m.ofType("google_pubsub_topic") {
 		if topic.str("id") == sub.str("topic") || topic.str("name") == sub.str("topic") {
 			return topic
@@ -841,18 +858,28 @@ func changesTopicOf(t *testing.T, m *module) *instance {
 	return found[0]
 }
 
-func pushSubscriptionOf(t *testing.T, m *module) *instance {
+// pushSubscriptionOf is the one push subscription with message ordering
+// (the commit trigger) or without (the reconcile trigger).
+func pushSubscriptionOf(t *testing.T, m *module, ordered bool) *instance {
 	t.Helper()
 	var found []*instance
 	for _, sub := range m.ofType("google_pubsub_subscription") {
-		if sub.one("push_config") != nil {
+		if sub.one("push_config") != nil && isTrue(sub.Attrs["enable_message_ordering"]) == ordered {
 			found = append(found, sub)
 		}
 	}
 	if len(found) != 1 {
-		t.Fatalf("want exactly one push subscription (the reconcile trigger), found %d", len(found))
+		what := "unordered push subscription (the reconcile trigger)"
+		if ordered {
+			what = "ordered push subscription (the commit trigger)"
+		}
+		t.Fatalf("want exactly one %s, found %d", what, len(found))
 	}
 	return found[0]
+}
+
+func isTrue(v cty.Value) bool {
+	return v.IsKnown() && !v.IsNull() && v.Type() == cty.Bool && v.True()
 }
 
 // The store's queries (pkg/store/queries.go, itself checked against the
@@ -1178,8 +1205,12 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 		accounts[ep] = "serviceAccount:" + email
 	}
-	pushSub := pushSubscriptionOf(t, m)
+	pushSub := pushSubscriptionOf(t, m, false)
+	commitSub := pushSubscriptionOf(t, m, true)
 	push := "serviceAccount:" + pushSub.one("push_config").one("oidc_token").str("service_account_email")
+	if other := "serviceAccount:" + commitSub.one("push_config").one("oidc_token").str("service_account_email"); other != push {
+		t.Errorf("the commit push authenticates as %s, the reconcile push as %s: one push account invokes the reconcile function", other, push)
+	}
 	job := m.ofType("google_cloud_scheduler_job")
 	if len(job) != 1 {
 		t.Fatalf("want one scheduler job, found %d", len(job))
@@ -1210,6 +1241,7 @@ func TestLeastPrivilege(t *testing.T) {
 	// plus the grants listed here.
 	workTopic := workTopicOf(t, m)
 	changesTopic := changesTopicOf(t, m)
+	commitTopic := commitTopicOf(t, m)
 	secretsOf := func(ep string) map[string]bool {
 		out := map[string]bool{}
 		sc := fns[ep].one("service_config")
@@ -1242,6 +1274,7 @@ func TestLeastPrivilege(t *testing.T) {
 				accessible[b.Scope] = true
 			case b.Role == "roles/pubsub.publisher" && r.Name == "Bootstrap" && b.Scope == "topic:"+workTopic.str("name"):
 			case b.Role == "roles/pubsub.publisher" && r.Name == "Reconcile" && b.Scope == "topic:"+changesTopic.str("name"):
+			case b.Role == "roles/pubsub.publisher" && r.Name == "Reconcile" && b.Scope == "topic:"+commitTopic.str("name"):
 			default:
 				t.Errorf("%s: %s may not hold %s on %s", b.Addr, r.Name, b.Role, b.Scope)
 			}
@@ -1345,11 +1378,16 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 	}
 	pushAccount := m.instance("google_service_account.reconcile_push", "")
-	for _, want := range []binding{
+	if commitDLT := commitSub.one("dead_letter_policy").str("dead_letter_topic"); commitDLT != dlt {
+		t.Errorf("the commit subscription dead-letters to %s, the reconcile one to %s: one dead-letter topic (and its grant)", commitDLT, dlt)
+	}
+	wantAgent := []binding{
 		{Scope: "topic:" + dltName, Role: "roles/pubsub.publisher"},
 		{Scope: "subscription:" + pushSub.str("name"), Role: "roles/pubsub.subscriber"},
+		{Scope: "subscription:" + commitSub.str("name"), Role: "roles/pubsub.subscriber"},
 		{Scope: "serviceaccount:" + pushAccount.str("name"), Role: "roles/iam.serviceAccountTokenCreator"},
-	} {
+	}
+	for _, want := range wantAgent {
 		found := false
 		for _, b := range held[agent] {
 			found = found || (b.Scope == want.Scope && b.Role == want.Role)
@@ -1358,8 +1396,8 @@ func TestLeastPrivilege(t *testing.T) {
 			t.Errorf("Pub/Sub's service agent needs %s on %s", want.Role, want.Scope)
 		}
 	}
-	if len(held[agent]) != 3 {
-		t.Errorf("Pub/Sub's service agent holds %v; want exactly the three grants dead-lettering and push authentication need", held[agent])
+	if len(held[agent]) != len(wantAgent) {
+		t.Errorf("Pub/Sub's service agent holds %v; want exactly the %d grants dead-lettering and push authentication need", held[agent], len(wantAgent))
 	}
 	for member := range held {
 		if _, known := ours[member]; !known && member != agent && member != "allUsers" {
@@ -1441,9 +1479,42 @@ func TestSchedulerCallsBootstrapWithOIDC(t *testing.T) {
 
 func TestReconcileTrigger(t *testing.T) {
 	m := evaluated(t, nil)
+	checkPushTrigger(t, m, pushSubscriptionOf(t, m, false), workTopicOf(t, m))
+	if m.instance("google_pubsub_topic.catalog_changes", "") == nil {
+		t.Error("no catalog-changes topic")
+	}
+}
+
+// The commit trigger: the ordered push subscription of the commit topic,
+// to the same function as the reconcile trigger, with the same identity,
+// dead letters and ack deadline; and the code agrees: what the reconcile
+// function publishes there (queue.CommitPublisher) is a commit request on
+// the one ordering key, which the function dispatches to the committer.
+func TestCommitTrigger(t *testing.T) {
+	m := evaluated(t, nil)
+	sub := pushSubscriptionOf(t, m, true)
+	commit := commitTopicOf(t, m)
+	checkPushTrigger(t, m, sub, commit)
+	if commit.str("id") == workTopicOf(t, m).str("id") {
+		t.Fatal("commit requests and reconcile messages share a topic: the commits would not be ordered apart from the runs")
+	}
+	body, err := queue.CommitRequest{Operation: "op", Registry: "team-a"}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := fmt.Sprintf(`{"message":{"data":%q,"messageId":"1"}}`, base64.StdEncoding.EncodeToString(body))
+	if ev, _, err := queue.FromEvent([]byte(env)); err != nil || ev.Commit == nil {
+		t.Fatalf("a commit request pushed to the function does not decode as one: %+v %v", ev, err)
+	}
+	if queue.CommitOrderingKey == "" {
+		t.Error("commit requests have no ordering key: an ordered subscription would not serialize them")
+	}
+}
+
+// checkPushTrigger checks a push subscription to the reconcile function.
+func checkPushTrigger(t *testing.T, m *module, sub, work *instance) {
+	t.Helper()
 	fns := functionsByEntryPoint(t, m)
-	sub := pushSubscriptionOf(t, m)
-	work := workTopicOf(t, m)
 	reconcileFn := fns["Reconcile"]
 	if reconcileFn == nil {
 		t.Fatal("no Reconcile function")
@@ -1519,10 +1590,7 @@ func TestReconcileTrigger(t *testing.T) {
 		}
 	}
 	if onWork != 1 {
-		t.Errorf("%d subscriptions on the work topic; a second one would reconcile every registry twice", onWork)
-	}
-	if m.instance("google_pubsub_topic.catalog_changes", "") == nil {
-		t.Error("no catalog-changes topic")
+		t.Errorf("%d subscriptions on topic %s; a second one would deliver every message twice", onWork, work.str("name"))
 	}
 }
 
@@ -1796,6 +1864,7 @@ func TestOutputs(t *testing.T) {
 		"bootstrap_url":         fns["Bootstrap"].one("service_config").str("uri"),
 		"reconcile_topic":       workTopicOf(t, m).str("id"),
 		"catalog_changes_topic": m.instance("google_pubsub_topic.catalog_changes", "").str("id"),
+		"commit_topic":          commitTopicOf(t, m).str("id"),
 	}
 	for name, w := range want {
 		v, ok := m.outVals[name]

@@ -64,6 +64,11 @@ type lastOperation struct {
 	Operation   string                    `json:"operation"`
 	Registries  map[string]registryResult `json:"registries"`
 	Pending     []string                  `json:"pending"`
+	// CatalogRevision is the revision the bootstrap's changes reached
+	// (once finished; never for a dry run); Committing, while every
+	// registry has reported, how many changes it waits to see committed.
+	CatalogRevision *int64 `json:"catalog_revision"`
+	Committing      *int   `json:"committing"`
 }
 
 func (o *lastOperation) total() int { return len(o.Registries) + len(o.Pending) }
@@ -137,6 +142,13 @@ func cmdBootstrap(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		fmt.Fprintf(stdout, "%s: %s\n", op.State, op.Description)
 	}
+	if op.CatalogRevision != nil {
+		// Read-your-writes: the catalog, asked to check its revision now,
+		// must already show what the bootstrap did.
+		if err := checkCatalogRevision(ctx, a, *op.CatalogRevision, c.json(), stdout, stderr); err != nil {
+			return err
+		}
+	}
 	if op.State != "succeeded" {
 		var why []string
 		for _, name := range sortedNames(op.Registries) {
@@ -170,6 +182,7 @@ func follow(ctx context.Context, a *api, id string, poll time.Duration, quiet bo
 	seen := map[string]bool{}
 	bar := isTerminal(stdout) && !quiet
 	lastDone := -1
+	committing := false
 	for {
 		ans, err := a.do(ctx, http.MethodGet, u, authAdmin, http.StatusOK)
 		if err != nil {
@@ -200,6 +213,13 @@ func follow(ctx context.Context, a *api, id string, poll time.Duration, quiet bo
 				fmt.Fprintf(stdout, "progress: %d/%d registries reported\n", done, total)
 			}
 			lastDone = done
+			if op.Committing != nil && !committing {
+				committing = true
+				if bar {
+					fmt.Fprint(stdout, "\r\033[K")
+				}
+				fmt.Fprintf(stdout, "committing: %s\n", op.Description)
+			}
 		}
 		if op.State != "in progress" {
 			return &op, ans.body, nil
@@ -220,6 +240,46 @@ func follow(ctx context.Context, a *api, id string, poll time.Duration, quiet bo
 		case <-time.After(wait):
 		}
 	}
+}
+
+// checkCatalogRevision reads the catalog with Cache-Control: no-cache,
+// which asks the catalog function to check the current revision instead
+// of serving what a warm instance holds, and says whether the revision it
+// serves (X-Catalog-Revision) is at least the bootstrap's. A catalog
+// behind it is reported, not an error: the bootstrap itself succeeded,
+// and the catalog shows it within its refresh window
+// (SPECSYNC_CATALOG_REFRESH).
+func checkCatalogRevision(ctx context.Context, a *api, want int64, quiet bool, stdout, stderr io.Writer) error {
+	fresh := *a
+	fresh.http = &http.Client{Timeout: a.http.Timeout, Transport: noCache{a.http.Transport}}
+	ans, err := fresh.do(ctx, http.MethodGet, a.catalog+"/v2/catalog", authBroker, http.StatusOK)
+	if err != nil {
+		return err
+	}
+	h := ans.header.Get("X-Catalog-Revision")
+	got, perr := strconv.ParseInt(h, 10, 64)
+	switch {
+	case perr != nil:
+		fmt.Fprintf(stderr, "specsync: warning: GET /v2/catalog has no X-Catalog-Revision header (%q): cannot check that it reflects the bootstrap (catalog revision %d)\n", h, want)
+	case got < want:
+		fmt.Fprintf(stderr, "specsync: warning: the catalog serves revision %d, older than the bootstrap's %d: it does not show the bootstrap yet (this catalog may not honour Cache-Control: no-cache; it catches up within SPECSYNC_CATALOG_REFRESH)\n", got, want)
+	case !quiet:
+		fmt.Fprintf(stdout, "catalog revision %d: the catalog serves revision %d, which reflects the bootstrap\n", want, got)
+	}
+	return nil
+}
+
+// noCache adds Cache-Control: no-cache to every request.
+type noCache struct{ next http.RoundTripper }
+
+func (n noCache) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Cache-Control", "no-cache")
+	next := n.next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return next.RoundTrip(r)
 }
 
 func progressBar(done, total int, pending []string) string {

@@ -31,13 +31,19 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	defer st.Close()
-	runner := &reconcile.Runner{Store: st, Logger: logging.New(stderr, common.logLevel)}
-	return reconcileAll(ctx, runner, cfg, *only, stdout)
+	log := logging.New(stderr, common.logLevel)
+	runner := &reconcile.Runner{Store: st, Logger: log}
+	committer := &reconcile.Committer{Store: st, Logger: log}
+	return reconcileAll(ctx, runner, committer, cfg, *only, stdout)
 }
 
 // reconcileAll runs every registry (or only one) and prints a summary per
-// registry. It fails if any run did not succeed, after running them all.
-func reconcileAll(ctx context.Context, runner *reconcile.Runner, cfg *config.Config, only string, stdout io.Writer) error {
+// registry, then commits what the runs left pending (there is no commit
+// topic here: the committer runs in process, after the runs, as the
+// deployment's would after their commit requests) and prints the catalog
+// revision. It fails if any run did not succeed, after running them all
+// and committing.
+func reconcileAll(ctx context.Context, runner *reconcile.Runner, committer *reconcile.Committer, cfg *config.Config, only string, stdout io.Writer) error {
 	regs := cfg.Registries
 	if only != "" {
 		r, ok := cfg.Lookup(only)
@@ -57,6 +63,11 @@ func reconcileAll(ctx context.Context, runner *reconcile.Runner, cfg *config.Con
 			failed = append(failed, fmt.Sprintf("%s: %s", reg.Name, run.Result))
 		}
 	}
+	c, err := committer.Commit(ctx)
+	if err != nil {
+		return fmt.Errorf("the runs' changes are written but not committed (the next commit numbers them): %w", err)
+	}
+	fmt.Fprintf(stdout, "catalog: %d changes committed, revision %d (firestore: %d reads, %d writes)\n", c.Changes, c.Revision, c.Ops.Reads, c.Ops.Writes)
 	if len(failed) > 0 {
 		return fmt.Errorf("%d of %d registries did not reconcile: %s", len(failed), len(regs), strings.Join(failed, "; "))
 	}

@@ -55,18 +55,19 @@ func FirestoreProject(t testing.TB) (*firestore.Client, string) {
 // (the emulator, or a proxy in front of it; "" is the emulator) through
 // interceptor, which sees every unary call: the seam where a test fails a
 // commit or counts the calls, on a real client against the real emulator.
-func FirestoreVia(t testing.TB, project, addr string, interceptor grpc.UnaryClientInterceptor) *firestore.Client {
+// More dial options (a stream interceptor: TxWatch.Stream) may follow.
+func FirestoreVia(t testing.TB, project, addr string, interceptor grpc.UnaryClientInterceptor, more ...grpc.DialOption) *firestore.Client {
 	t.Helper()
 	host := requireEmulator(t, emulator.FirestoreEnv)
 	if addr == "" {
 		addr = host
 	}
-	conn, err := grpc.NewClient(addr,
+	conn, err := grpc.NewClient(addr, append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// The emulator treats the "owner" token as a privileged caller,
 		// as the client library does when it dials the emulator itself.
 		grpc.WithPerRPCCredentials(ownerCreds{}),
-		grpc.WithUnaryInterceptor(interceptor))
+		grpc.WithUnaryInterceptor(interceptor)}, more...)...)
 	if err != nil {
 		t.Fatalf("grpc connection to %s: %v", addr, err)
 	}

@@ -45,6 +45,8 @@ const (
 	DefaultBrokerPass = "local-broker-password"
 	// DefaultChangesTopic receives every committed catalog change.
 	DefaultChangesTopic = "specsync-catalog-changes"
+	// DefaultCommitTopic carries the commit requests to the committer.
+	DefaultCommitTopic = "specsync-commit"
 	// DefaultPruneInterval is how often expired changes are deleted.
 	DefaultPruneInterval = time.Minute
 )
@@ -117,6 +119,9 @@ type Stack struct {
 	Registry   string // host of the seeded local OCI registry
 	// ChangesTopic is the topic catalog changes are published to.
 	ChangesTopic string
+	// CommitTopic is the topic of commit requests; its push subscription
+	// has message ordering, as in production.
+	CommitTopic string
 
 	stops  []func()
 	server *http.Server
@@ -157,6 +162,7 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	s.Project = setDefault("GOOGLE_CLOUD_PROJECT", DefaultProject)
 	topic := setDefault("SPECSYNC_TOPIC", DefaultTopic)
 	s.ChangesTopic = setDefault("SPECSYNC_CHANGES_TOPIC", DefaultChangesTopic)
+	s.CommitTopic = setDefault("SPECSYNC_COMMIT_TOPIC", DefaultCommitTopic)
 	// The laptop credentials only when no other form of them is set: the
 	// settings refuse two forms of one credential.
 	s.AdminToken = setCredentialDefault("SPECSYNC_ADMIN_TOKEN", DefaultAdminToken, "_SHA256", "_FILE")
@@ -218,7 +224,13 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	s.server = newServer(mux, opts.Timeouts)
 	go func() { s.errc <- s.server.Serve(ln) }()
 
-	if err := s.pushSubscription(ctx, topic); err != nil {
+	// Both push to the reconcile function, which tells a reconcile
+	// message from a commit request by its body; the commit requests'
+	// subscription is ordered, so they come one at a time.
+	if err := s.pushSubscription(ctx, topic, false); err != nil {
+		return nil, err
+	}
+	if err := s.pushSubscription(ctx, s.CommitTopic, true); err != nil {
 		return nil, err
 	}
 	if err := s.createTopic(ctx, s.ChangesTopic); err != nil {
@@ -258,8 +270,9 @@ func (s *Stack) emulators(ctx context.Context, log *slog.Logger) error {
 }
 
 // pushSubscription creates the topic and a push subscription to this
-// process's push endpoint, replacing one left by an earlier stack.
-func (s *Stack) pushSubscription(ctx context.Context, topic string) error {
+// process's push endpoint, replacing one left by an earlier stack;
+// ordered enables message ordering (one message of a key at a time).
+func (s *Stack) pushSubscription(ctx context.Context, topic string, ordered bool) error {
 	c, err := pubsub.NewClient(ctx, s.Project)
 	if err != nil {
 		return err
@@ -275,10 +288,11 @@ func (s *Stack) pushSubscription(ctx context.Context, topic string) error {
 		return fmt.Errorf("replace subscription %s: %w", subName, err)
 	}
 	_, err = c.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
-		Name:               subName,
-		Topic:              topicName,
-		PushConfig:         &pubsubpb.PushConfig{PushEndpoint: s.URL + "/" + topicName},
-		AckDeadlineSeconds: 60,
+		Name:                  subName,
+		Topic:                 topicName,
+		PushConfig:            &pubsubpb.PushConfig{PushEndpoint: s.URL + "/" + topicName},
+		AckDeadlineSeconds:    60,
+		EnableMessageOrdering: ordered,
 		RetryPolicy: &pubsubpb.RetryPolicy{
 			MinimumBackoff: durationpb.New(time.Second),
 			MaximumBackoff: durationpb.New(10 * time.Second),

@@ -65,8 +65,10 @@ func TestDryRunWritesOnlyTheOperation(t *testing.T) {
 
 	before := snapshot(t, client)
 	ops := bootstrap.NewOperations(client, 10*time.Minute, time.Hour)
-	w := &bootstrap.Worker{Operations: ops, Runner: runner, Logger: quiet,
-		Lookup: func(n string) (reconcile.Registry, bool) { return reg, n == "local" }}
+	commits := &queuedCommits{}
+	w := &bootstrap.Worker{Operations: ops, Runner: runner, Logger: quiet, Commits: commits,
+		Committer: &reconcile.Committer{Store: st, Logger: quiet},
+		Lookup:    func(n string) (reconcile.Registry, bool) { return reg, n == "local" }}
 	op, _, err := ops.Start(ctx, []string{"local"}, true)
 	if err != nil {
 		t.Fatal(err)
@@ -79,8 +81,11 @@ func TestDryRunWritesOnlyTheOperation(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := got.Results["local"]
-	if got.State != bootstrap.Succeeded || !got.DryRun || r.Result != reconcile.ResultDryRun {
+	if got.State != bootstrap.Succeeded || !got.DryRun || r.Result != reconcile.ResultDryRun || got.Commit != nil || got.CatalogRevision != nil {
 		t.Fatalf("dry run operation %+v", got)
+	}
+	if reqs := commits.take(); len(reqs) != 0 {
+		t.Fatalf("a dry run asked for commits: %+v", reqs)
 	}
 	want := store.RunCounts{Created: 1, Updated: 1, Unchanged: 1, Marked: 1}
 	if r.Counts != want {

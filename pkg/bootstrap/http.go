@@ -117,8 +117,16 @@ type LastOperation struct {
 	Operation   string                    `json:"operation"`
 	Registries  map[string]RegistryResult `json:"registries"`
 	Pending     []string                  `json:"pending,omitempty"`
-	StartedAt   time.Time                 `json:"started_at"`
-	UpdatedAt   time.Time                 `json:"updated_at"`
+	// CatalogRevision is the catalog revision the operation's changes
+	// reached, once it finished (the current one if it changed nothing;
+	// absent while in progress and for a dry run): a catalog that serves
+	// at least this revision reflects the bootstrap.
+	CatalogRevision *int64 `json:"catalog_revision,omitempty"`
+	// Committing is how many changes the operation waits to see
+	// committed, once every registry reported.
+	Committing *int      `json:"committing,omitempty"`
+	StartedAt  time.Time `json:"started_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
 }
 
 func (s *Service) lastOperation(w http.ResponseWriter, r *http.Request) {
@@ -136,7 +144,11 @@ func (s *Service) lastOperation(w http.ResponseWriter, r *http.Request) {
 		osb.WriteFailure(w, err)
 		return
 	}
-	body := LastOperation{State: op.State, DryRun: op.DryRun, Description: op.Description, Operation: op.ID, Registries: op.Results, StartedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}
+	body := LastOperation{State: op.State, DryRun: op.DryRun, Description: op.Description, Operation: op.ID, Registries: op.Results,
+		CatalogRevision: op.CatalogRevision, StartedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}
+	if op.AwaitsCommit() {
+		body.Committing = &op.Commit.Changes
+	}
 	if body.Registries == nil {
 		body.Registries = map[string]RegistryResult{}
 	}

@@ -62,6 +62,22 @@ type Operation struct {
 	// ExpiresAt is when a finished operation is forgotten (a Firestore TTL
 	// policy on this field deletes it; reads treat it as gone already).
 	ExpiresAt time.Time `json:"-" firestore:"expires_at"`
+	// Commit is set when every registry has reported (never for a dry
+	// run): the operation then waits, still in progress, for the
+	// committer to number the changes its runs wrote, so it cannot
+	// report succeeded before a catalog read could show them.
+	Commit *store.OperationCommit `json:"commit,omitempty" firestore:"commit,omitempty"`
+	// CatalogRevision is the catalog revision once the operation's
+	// changes were committed (the current one if it changed nothing): a
+	// catalog read that shows at least this revision reflects the
+	// bootstrap. Set when the committer finishes the operation.
+	CatalogRevision *int64 `json:"catalog_revision,omitempty" firestore:"catalog_revision,omitempty"`
+}
+
+// AwaitsCommit reports whether every registry reported and the operation
+// waits for the committer.
+func (op *Operation) AwaitsCommit() bool {
+	return op.State == InProgress && op.Commit != nil && op.Commit.CommittedAt.IsZero()
 }
 
 // Operations stores bootstrap operations.
@@ -281,13 +297,28 @@ func (o *Operations) Report(ctx context.Context, id, registry string, res Regist
 			{FieldPath: firestore.FieldPath{"results", registry}, Value: res},
 			{Path: "updated_at", Value: now},
 		}
-		if len(op.Results) == len(op.Registries) {
+		switch {
+		case len(op.Results) == len(op.Registries) && op.DryRun:
+			// A dry run wrote nothing: there is nothing to commit.
 			op.State, op.Description = summarize(&op)
 			updates = append(updates,
 				firestore.Update{Path: "state", Value: op.State},
 				firestore.Update{Path: "description", Value: op.Description},
 				firestore.Update{Path: "expires_at", Value: now.Add(o.Retention)})
-		} else {
+		case len(op.Results) == len(op.Registries):
+			// The last report: the caller asks the committer, which
+			// finishes the operation (Committed).
+			state, desc := summarize(&op)
+			changes := 0
+			for _, r := range op.Results {
+				changes += r.Counts.Changes
+			}
+			op.Commit = &store.OperationCommit{Changes: changes, RequestedAt: now, State: state, Description: desc}
+			op.Description = committingDescription(len(op.Registries), changes)
+			updates = append(updates,
+				firestore.Update{Path: "commit", Value: op.Commit},
+				firestore.Update{Path: "description", Value: op.Description})
+		default:
 			op.Description = fmt.Sprintf("%d of %s reported", len(op.Results), countRegistries(len(op.Registries)))
 			updates = append(updates, firestore.Update{Path: "description", Value: op.Description})
 		}
@@ -295,6 +326,49 @@ func (o *Operations) Report(ctx context.Context, id, registry string, res Regist
 	})
 	if err != nil {
 		return nil, classify(err, "report %s to operation %s", registry, id)
+	}
+	return &op, nil
+}
+
+// Committed finishes an operation that awaits the committer: every
+// change its runs wrote is committed, and revision is the catalog
+// revision at that point. It takes the outcome of its runs. Anything else
+// (finished already, still waiting for registries, gone) changes nothing,
+// so a redelivered commit request is harmless.
+func (o *Operations) Committed(ctx context.Context, id string, revision int64) (*Operation, error) {
+	ref := o.ops().Doc(id)
+	var op Operation
+	err := o.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		snap, err := tx.Get(ref)
+		if notFound(err) {
+			return failure.New(failure.NotFound, "operation %s does not exist (expired or never started)", id)
+		}
+		if err != nil {
+			return err
+		}
+		op = Operation{}
+		if err := snap.DataTo(&op); err != nil {
+			return err
+		}
+		if !op.AwaitsCommit() {
+			return nil
+		}
+		now := o.now()
+		op.State = op.Commit.State
+		op.Description = op.Commit.Description + "; " + committedDescription(op.Commit.Changes, revision)
+		op.Commit.CommittedAt = now
+		op.CatalogRevision = &revision
+		return tx.Update(ref, []firestore.Update{
+			{Path: "state", Value: op.State},
+			{Path: "description", Value: op.Description},
+			{Path: "commit.committed_at", Value: now},
+			{Path: "catalog_revision", Value: revision},
+			{Path: "updated_at", Value: now},
+			{Path: "expires_at", Value: now.Add(o.Retention)},
+		})
+	})
+	if err != nil {
+		return nil, classify(err, "finish operation %s at catalog revision %d", id, revision)
 	}
 	return &op, nil
 }
@@ -325,7 +399,12 @@ func (o *Operations) Get(ctx context.Context, id string) (*Operation, error) {
 				missing = append(missing, r)
 			}
 		}
-		desc := fmt.Sprintf("registries %s did not report within %s", strings.Join(missing, ", "), op.Deadline.Sub(op.CreatedAt))
+		within := op.Deadline.Sub(op.CreatedAt)
+		desc := fmt.Sprintf("registries %s did not report within %s", strings.Join(missing, ", "), within)
+		if op.Commit != nil {
+			desc = fmt.Sprintf("%s, but the %s their runs wrote were not committed within %s: the committer did not finish (see the commit subscription and its dead letters); the changes stay pending for the next commit",
+				op.Commit.Description, countChanges(op.Commit.Changes), within)
+		}
 		if err := o.Fail(ctx, id, desc); err != nil {
 			return nil, err
 		}
@@ -348,6 +427,35 @@ func summarize(op *Operation) (string, string) {
 		return Succeeded, fmt.Sprintf("all %s reconciled", countRegistries(len(op.Registries)))
 	}
 	return Failed, fmt.Sprintf("%d of %s failed: %s", len(failed), countRegistries(len(op.Registries)), strings.Join(failed, ", "))
+}
+
+// committingDescription is what an operation says while it waits for
+// the committer.
+func committingDescription(registries, changes int) string {
+	reported := fmt.Sprintf("all %s reported", countRegistries(registries))
+	if registries == 1 {
+		reported = "the registry reported"
+	}
+	if changes == 0 {
+		return reported + "; no change to commit, reading the catalog revision"
+	}
+	return reported + "; committing " + countChanges(changes)
+}
+
+// committedDescription is what a finished operation adds to its outcome.
+func committedDescription(changes int, revision int64) string {
+	if changes == 0 {
+		return fmt.Sprintf("no catalog change, catalog at revision %d", revision)
+	}
+	return fmt.Sprintf("%s committed, catalog at revision %d", countChanges(changes), revision)
+}
+
+// countChanges counts catalog changes in English.
+func countChanges(n int) string {
+	if n == 1 {
+		return "1 change"
+	}
+	return fmt.Sprintf("%d changes", n)
 }
 
 // countRegistries counts registries in English, for descriptions people read.

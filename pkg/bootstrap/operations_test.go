@@ -10,6 +10,7 @@ import (
 	"github.com/specsync/specsync/emulator/emulatortest"
 	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/failure"
+	"github.com/specsync/specsync/pkg/store"
 )
 
 type clock struct {
@@ -54,12 +55,34 @@ func TestOperationLifecycle(t *testing.T) {
 		t.Fatalf("report for a registry not in the operation: %v", err)
 	}
 	got, err = ops.Report(ctx, op.ID, "b", bootstrap.RegistryResult{State: bootstrap.Failed, Result: "fetch_failed", Error: "503"})
-	if err != nil || got.State != bootstrap.Failed || !strings.Contains(got.Description, "b") {
+	if err != nil || got.State != bootstrap.InProgress || !got.AwaitsCommit() || got.Commit.State != bootstrap.Failed || !strings.Contains(got.Commit.Description, "b") {
 		t.Fatalf("final report: %+v %v", got, err)
 	}
+	if got.Description != "all 2 registries reported; no change to commit, reading the catalog revision" || got.CatalogRevision != nil {
+		t.Fatalf("waiting for the commit: %q, catalog revision %v", got.Description, got.CatalogRevision)
+	}
+	// Still in progress until the committer finishes it; then it takes
+	// its runs' outcome, with the revision the commit reached.
+	if read, err := ops.Get(ctx, op.ID); err != nil || read.State != bootstrap.InProgress {
+		t.Fatalf("get before the commit: %+v %v", read, err)
+	}
+	if again, started, err := ops.Start(ctx, []string{"a", "b"}, false); err != nil || started || again.ID != op.ID {
+		t.Fatalf("a bootstrap waiting for its commit must coalesce: %+v started=%v %v", again, started, err)
+	}
+	done, err := ops.Committed(ctx, op.ID, 7)
+	if err != nil || done.State != bootstrap.Failed || done.CatalogRevision == nil || *done.CatalogRevision != 7 {
+		t.Fatalf("committed: %+v %v", done, err)
+	}
+	// A second commit request for it changes nothing.
+	if again, err := ops.Committed(ctx, op.ID, 9); err != nil || *again.CatalogRevision != 7 || again.State != bootstrap.Failed {
+		t.Fatalf("committed again: %+v %v", again, err)
+	}
 	read, err := ops.Get(ctx, op.ID)
-	if err != nil || read.State != bootstrap.Failed || len(read.Results) != 2 || read.Results["b"].Error != "503" {
+	if err != nil || read.State != bootstrap.Failed || len(read.Results) != 2 || read.Results["b"].Error != "503" || *read.CatalogRevision != 7 {
 		t.Fatalf("get: %+v %v", read, err)
+	}
+	if want := "1 of 2 registries failed: b; no catalog change, catalog at revision 7"; read.Description != want {
+		t.Fatalf("description %q, want %q", read.Description, want)
 	}
 	// Finished: a new bootstrap starts a new operation.
 	next, started, err := ops.Start(ctx, []string{"a", "b"}, false)
@@ -91,6 +114,22 @@ func TestOperationDeadlineAndRetention(t *testing.T) {
 	c.add(2 * time.Hour)
 	if _, err := ops.Get(ctx, op.ID); !failure.Is(err, failure.NotFound) {
 		t.Fatalf("expired operation: %v", err)
+	}
+	// Every registry reported but the commit never came: the deadline
+	// fails it, saying so.
+	if _, err := ops.Report(ctx, next.ID, "a", bootstrap.RegistryResult{State: bootstrap.Succeeded, Counts: store.RunCounts{Changes: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ops.Report(ctx, next.ID, "b", bootstrap.RegistryResult{State: bootstrap.Succeeded, Counts: store.RunCounts{Changes: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	c.add(11 * time.Minute)
+	got, err = ops.Get(ctx, next.ID)
+	if err != nil || got.State != bootstrap.Failed || !strings.Contains(got.Description, "the 3 changes their runs wrote were not committed within 10m0s") || got.CatalogRevision != nil {
+		t.Fatalf("past the deadline without its commit: %+v %v", got, err)
+	}
+	if late, err := ops.Committed(ctx, next.ID, 3); err != nil || late.State != bootstrap.Failed || late.CatalogRevision != nil {
+		t.Fatalf("a commit after the deadline changed the failed operation: %+v %v", late, err)
 	}
 	if _, err := ops.Get(ctx, "no-such-op"); !failure.Is(err, failure.NotFound) {
 		t.Fatalf("unknown operation: %v", err)

@@ -58,6 +58,9 @@ func TestRecentOperationsReadsWhatBootstrapWrites(t *testing.T) {
 	if _, err := ops.Report(ctx, old.ID, "a", bootstrap.RegistryResult{State: bootstrap.Succeeded, Result: "succeeded"}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := ops.Committed(ctx, old.ID, 0); err != nil {
+		t.Fatal(err)
+	}
 
 	at = now.Add(-2 * time.Minute)
 	done, _, err := ops.Start(ctx, []string{"a", "b"}, false)
@@ -71,6 +74,9 @@ func TestRecentOperationsReadsWhatBootstrapWrites(t *testing.T) {
 		if _, err := ops.Report(ctx, done.ID, name, res); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if _, err := ops.Committed(ctx, done.ID, 2); err != nil {
+		t.Fatal(err)
 	}
 	at = now.Add(-time.Minute)
 	running, _, err := ops.Start(ctx, []string{"a", "b"}, true)
@@ -93,7 +99,8 @@ func TestRecentOperationsReadsWhatBootstrapWrites(t *testing.T) {
 		t.Errorf("in-progress dry run read back as %+v", r)
 	}
 	d := got[1]
-	if d.State != bootstrap.Failed || d.Results["b"].Result != "fetch_failed" || d.Results["b"].Error != "status 502" || d.Results["a"].Counts.Created != 2 {
+	if d.State != bootstrap.Failed || d.Results["b"].Result != "fetch_failed" || d.Results["b"].Error != "status 502" || d.Results["a"].Counts.Created != 2 ||
+		d.CatalogRevision == nil || *d.CatalogRevision != 2 || d.Commit == nil || d.Commit.CommittedAt.IsZero() {
 		t.Errorf("finished operation read back as %+v", d)
 	}
 	if c := d.Firestore(); c != (store.Counts{Reads: 8, Writes: 6, Deletes: 1}) {

@@ -37,7 +37,9 @@ var rigRegistries = []string{"alpha", "beta", "gamma"}
 
 // rig is a deployment in miniature: Firestore, a Pub/Sub topic with a
 // pull subscription, the bootstrap service publishing to it and a worker
-// consuming it the way the Reconcile function does.
+// consuming it the way the Reconcile function does; and the commit topic
+// with its ordered subscription, consumed in the background by the same
+// worker's HandleCommit.
 type rig struct {
 	t      *testing.T
 	client *firestore.Client
@@ -51,6 +53,22 @@ type rig struct {
 	srv    *httptest.Server
 	// consumer statistics
 	acked, nacked, dropped atomic.Int64
+	// commit requests published and handled (acknowledged)
+	commitsSent, commitsDone atomic.Int64
+}
+
+// countingCommits is the real commit publisher, counting what went out.
+type countingCommits struct {
+	pub  *queue.CommitPublisher
+	sent *atomic.Int64
+}
+
+func (c countingCommits) RequestCommit(ctx context.Context, req queue.CommitRequest) error {
+	if err := c.pub.RequestCommit(ctx, req); err != nil {
+		return err
+	}
+	c.sent.Add(1)
+	return nil
 }
 
 func newRig(t *testing.T) *rig {
@@ -73,14 +91,28 @@ func newRig(t *testing.T) *rig {
 	}
 	ops := bootstrap.NewOperations(client, 10*time.Minute, time.Hour)
 	r := &rig{t: t, client: client, st: st, ops: ops}
+	ps, project := emulatortest.PubSub(t)
+	commitTopic := "projects/" + project + "/topics/commit"
+	commitSub := "projects/" + project + "/subscriptions/commit"
+	if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: commitTopic}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: commitSub, Topic: commitTopic, AckDeadlineSeconds: 60, EnableMessageOrdering: true}); err != nil {
+		t.Fatal(err)
+	}
+	commitPub := queue.NewCommitPublisher(ps, commitTopic)
+	t.Cleanup(commitPub.Stop)
+	commits := countingCommits{pub: commitPub, sent: &r.commitsSent}
 	r.worker = &bootstrap.Worker{
 		Operations: ops,
-		Runner:     &reconcile.Runner{Store: st, Logger: quiet, LeaseTTL: time.Minute},
+		Runner:     &reconcile.Runner{Store: st, Logger: quiet, LeaseTTL: time.Minute, Commits: commits},
 		Lookup:     func(n string) (reconcile.Registry, bool) { reg, ok := regs[n]; return reg, ok },
+		Commits:    commits,
+		Committer:  &reconcile.Committer{Store: st, Logger: quiet},
 		Logger:     quiet,
 	}
-	ps, project := emulatortest.PubSub(t)
 	r.ps = ps
+	r.serveCommits(commitSub)
 	r.topic = "projects/" + project + "/topics/reconcile"
 	r.sub = "projects/" + project + "/subscriptions/reconcile"
 	if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: r.topic}); err != nil {
@@ -96,6 +128,43 @@ func newRig(t *testing.T) *rig {
 	r.srv = httptest.NewServer(svc.Handler())
 	t.Cleanup(r.srv.Close)
 	return r
+}
+
+// serveCommits consumes the commit subscription until the test ends, as
+// the commit push subscription delivers to the Reconcile function.
+func (r *rig) serveCommits(sub string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	r.t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		_ = r.ps.Subscriber(sub).Receive(ctx, func(mctx context.Context, msg *pubsub.Message) {
+			ev, err := queue.DecodeBody(msg.Data)
+			if err != nil || ev.Commit == nil {
+				r.t.Errorf("the commit subscription delivered %q (%v)", msg.Data, err)
+				msg.Ack()
+				return
+			}
+			if err := r.worker.HandleCommit(mctx, *ev.Commit); err != nil {
+				msg.Nack()
+				return
+			}
+			msg.Ack()
+			r.commitsDone.Add(1)
+		})
+	}()
+}
+
+// waitCommits waits until every commit request sent so far was handled.
+func (r *rig) waitCommits() {
+	r.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for r.commitsDone.Load() < r.commitsSent.Load() {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("%d of %d commit requests handled", r.commitsDone.Load(), r.commitsSent.Load())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // bootstrap POSTs /bootstrap and returns the answer.
@@ -151,6 +220,22 @@ func (r *rig) consume(timeout time.Duration, done func() bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var once sync.Once
+	// done may come true without a reconcile message (an operation
+	// finished by its commit): look now and then, too.
+	go func() {
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if done() {
+					once.Do(cancel)
+				}
+			}
+		}
+	}()
 	err := r.ps.Subscriber(r.sub).Receive(ctx, func(mctx context.Context, msg *pubsub.Message) {
 		m, err := queue.Decode(msg.Data)
 		if err != nil {
@@ -221,6 +306,7 @@ func TestPubSubDuplicateAndOutOfOrderDeliveries(t *testing.T) {
 	r.publishRaw(extra...)
 	total := int64(len(rigRegistries) + len(extra))
 	r.consume(90*time.Second, func() bool { return r.acked.Load() >= total })
+	r.waitCommits()
 	op1 := r.op(first.Operation)
 	if op1.State != bootstrap.Succeeded || len(op1.Results) != len(rigRegistries) {
 		t.Fatalf("first operation %s: %s, %d results", op1.State, op1.Description, len(op1.Results))
@@ -246,6 +332,7 @@ func TestPubSubDuplicateAndOutOfOrderDeliveries(t *testing.T) {
 	r.acked.Store(0)
 	total = int64(len(rigRegistries) + len(stale))
 	r.consume(90*time.Second, func() bool { return r.acked.Load() >= total })
+	r.waitCommits()
 	op2 := r.op(second.Operation)
 	if op2.State != bootstrap.Succeeded || len(op2.Results) != len(rigRegistries) {
 		t.Fatalf("second operation %s: %s", op2.State, op2.Description)
@@ -281,6 +368,7 @@ func TestPubSubRedeliveryAfterLeaseExpiry(t *testing.T) {
 	}
 	start := r.bootstrap()
 	r.consume(90*time.Second, func() bool { return r.op(start.Operation).State != bootstrap.InProgress })
+	r.waitCommits()
 	op := r.op(start.Operation)
 	if op.State != bootstrap.Succeeded {
 		t.Fatalf("operation %s: %s", op.State, op.Description)
@@ -315,6 +403,7 @@ func TestPubSubPoisonMessageFailsTheOperationWithAReason(t *testing.T) {
 	}
 	r.publishRaw(encode(t, op.ID, "alpha"), encode(t, op.ID, "gamma"), []byte("\x00\x01poison{"+op.ID+":beta"))
 	r.consume(60*time.Second, func() bool { return r.acked.Load() >= 3 })
+	r.waitCommits()
 	if r.dropped.Load() != 1 || r.nacked.Load() != 0 {
 		t.Fatalf("dropped %d, nacked %d: the poison message must be dropped once, never retried", r.dropped.Load(), r.nacked.Load())
 	}

@@ -11,14 +11,21 @@ import (
 	"github.com/specsync/specsync/pkg/reconcile"
 )
 
-// Worker handles one reconcile message: it runs the engine for the named
-// registry and reports the result into the operation.
+// Worker handles the reconcile function's messages. A reconcile message:
+// it runs the engine for the named registry and reports the result into
+// the operation; the last report asks for a commit naming the operation.
+// A commit request: it runs the committer and finishes the operation the
+// request names.
 type Worker struct {
 	Operations *Operations
 	Runner     *reconcile.Runner
 	// Lookup finds a configured registry by name.
 	Lookup func(name string) (reconcile.Registry, bool)
-	Logger *slog.Logger
+	// Commits sends commit requests (the commit topic); Committer handles
+	// them.
+	Commits   reconcile.CommitRequester
+	Committer *reconcile.Committer
+	Logger    *slog.Logger
 }
 
 func (w *Worker) logger() *slog.Logger {
@@ -48,7 +55,13 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 		return err
 	}
 	if _, done := op.Results[m.Registry]; done || op.State != InProgress {
-		// A redelivery or duplicate: this registry already counted.
+		// A redelivery or duplicate: this registry already counted. If
+		// the operation still waits for its commit, the request may be
+		// what failed (the report that made it wait returned that error):
+		// ask again; a commit request more changes nothing.
+		if op.AwaitsCommit() {
+			return w.requestCommit(ctx, log, op, m.Registry)
+		}
 		log.Info("duplicate reconcile message ignored", "state", op.State)
 		return nil
 	}
@@ -115,5 +128,64 @@ func (w *Worker) report(ctx context.Context, log *slog.Logger, m queue.Message, 
 		return err
 	}
 	log.Info("registry reported", "result", res.Result, "operation_state", op.State)
+	if op.AwaitsCommit() {
+		// The last report: the operation finishes when the committer has
+		// numbered what its runs wrote.
+		return w.requestCommit(ctx, log, op, m.Registry)
+	}
+	return nil
+}
+
+// requestCommit asks the committer to commit and finish op. A failure is
+// returned, so Pub/Sub redelivers the reconcile message, which asks again
+// (Handle); meanwhile the operation stays in progress, and fails at its
+// deadline if no commit ever finishes it.
+func (w *Worker) requestCommit(ctx context.Context, log *slog.Logger, op *Operation, registry string) error {
+	if w.Commits == nil {
+		return failure.New(failure.Invalid, "operation %s: this deployment has no commit topic to finish it through", op.ID)
+	}
+	if err := w.Commits.RequestCommit(ctx, queue.CommitRequest{Operation: op.ID, Registry: registry}); err != nil {
+		log.Warn("commit request failed; the message will be retried", "error", err)
+		return err
+	}
+	log.Info("commit requested for the operation", "changes", op.Commit.Changes)
+	return nil
+}
+
+// HandleCommit handles a commit request: it numbers every pending change
+// and publishes them (Committer.Commit), then finishes the operation the
+// request names, at the revision the commit reached. It returns an error
+// only when retrying can help; Pub/Sub then redelivers the request, and
+// the redelivery commits what is left and finishes the operation, or
+// finds both done.
+func (w *Worker) HandleCommit(ctx context.Context, req queue.CommitRequest) error {
+	log := w.logger().With("commit_for_operation", req.Operation, "commit_for_registry", req.Registry, "commit_for_run", req.Run)
+	if err := req.Validate(); err != nil {
+		log.Error("dropping a malformed commit request", "error", err)
+		return nil
+	}
+	res, err := w.Committer.Commit(ctx)
+	if err != nil {
+		if failure.Retryable(err) {
+			log.Warn("commit failed; it will be retried", "error", err, "committed", res.Changes)
+			return err
+		}
+		// The changes stay pending for the next commit; an operation
+		// waiting for this one fails at its deadline, saying so.
+		log.Error("commit failed and retrying cannot help", "error", err, "committed", res.Changes)
+		return nil
+	}
+	if req.Operation == "" {
+		return nil
+	}
+	op, err := w.Operations.Committed(ctx, req.Operation, res.Revision)
+	switch {
+	case failure.Is(err, failure.NotFound):
+		log.Warn("committed, but the operation to finish is gone", "error", err)
+		return nil
+	case err != nil:
+		return err
+	}
+	log.Info("operation finished", "state", op.State, "catalog_revision", res.Revision, "changes", res.Changes)
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/fstest"
@@ -51,13 +52,64 @@ func workerOn(t *testing.T, client, opsClient *firestore.Client) (*bootstrap.Wor
 	}
 	regs := map[string]reconcile.Registry{"local": {Name: "local", Source: src, Policy: reconcile.Policy{MaxMarkShare: 0.5}}}
 	ops := bootstrap.NewOperations(opsClient, 10*time.Minute, time.Hour)
+	commits := &queuedCommits{}
 	w := &bootstrap.Worker{
 		Operations: ops,
-		Runner:     &reconcile.Runner{Store: st, Logger: quiet, LeaseTTL: time.Minute},
+		Runner:     &reconcile.Runner{Store: st, Logger: quiet, LeaseTTL: time.Minute, Commits: commits},
 		Lookup:     func(n string) (reconcile.Registry, bool) { r, ok := regs[n]; return r, ok },
+		Commits:    commits,
+		Committer:  &reconcile.Committer{Store: st, Logger: quiet},
 		Logger:     quiet,
 	}
 	return w, ops, st
+}
+
+// queuedCommits stands in for the commit topic in process: it keeps the
+// commit requests in order, and deliverCommits hands them to the worker's
+// HandleCommit one at a time, as the ordered push subscription does. fail
+// makes the next publish fail.
+type queuedCommits struct {
+	mu   sync.Mutex
+	reqs []queue.CommitRequest
+	fail error
+}
+
+func (q *queuedCommits) RequestCommit(_ context.Context, r queue.CommitRequest) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err := q.fail; err != nil {
+		q.fail = nil
+		return err
+	}
+	q.reqs = append(q.reqs, r)
+	return nil
+}
+
+func (q *queuedCommits) take() []queue.CommitRequest {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := q.reqs
+	q.reqs = nil
+	return out
+}
+
+// deliverCommits delivers every queued commit request (and those their
+// handling queues) and returns them.
+func deliverCommits(t *testing.T, w *bootstrap.Worker) []queue.CommitRequest {
+	t.Helper()
+	var all []queue.CommitRequest
+	for {
+		reqs := w.Commits.(*queuedCommits).take()
+		if len(reqs) == 0 {
+			return all
+		}
+		for _, r := range reqs {
+			if err := w.HandleCommit(context.Background(), r); err != nil {
+				t.Fatalf("commit request %+v: %v", r, err)
+			}
+		}
+		all = append(all, reqs...)
+	}
 }
 
 // Invariant 6: a redelivered message changes nothing more: the registry
@@ -73,13 +125,17 @@ func TestWorkerRedeliveryCountsOnce(t *testing.T) {
 	if err := w.Handle(ctx, m); err != nil {
 		t.Fatal(err)
 	}
+	deliverCommits(t, w)
 	got, _ := ops.Get(ctx, op.ID)
-	if got.State != bootstrap.Succeeded || got.Results["local"].Counts.Created != 1 || got.Description != "the registry reconciled" {
+	if got.State != bootstrap.Succeeded || got.Results["local"].Counts.Created != 1 || got.Description != "the registry reconciled; 1 change committed, catalog at revision 1" {
 		t.Fatalf("after one delivery: %+v", got)
 	}
 	status, _ := st.RegistryStatus(ctx, "local")
 	if err := w.Handle(ctx, m); err != nil {
 		t.Fatal(err)
+	}
+	if reqs := deliverCommits(t, w); len(reqs) != 0 {
+		t.Fatalf("a redelivery to a finished operation asked for commits: %+v", reqs)
 	}
 	again, _ := ops.Get(ctx, op.ID)
 	if !reflect.DeepEqual(again.Results["local"], got.Results["local"]) {
@@ -142,6 +198,7 @@ func TestWorkerRetriesAFailedReport(t *testing.T) {
 			fc.armed.Store(true)
 			err = w.Handle(ctx, m)
 			fc.armed.Store(false)
+			deliverCommits(t, w)
 
 			status, serr := st.RegistryStatus(ctx, "local")
 			if serr != nil || status.LastRun.Counts.Created != 1 {
@@ -163,6 +220,7 @@ func TestWorkerRetriesAFailedReport(t *testing.T) {
 				if err := w.Handle(ctx, m); err != nil {
 					t.Fatal(err)
 				}
+				deliverCommits(t, w)
 				got, _ = ops.Get(ctx, op.ID)
 				if r := got.Results["local"]; got.State != bootstrap.Succeeded || r.Result != reconcile.ResultUnchanged {
 					t.Fatalf("after the redelivery: %s %+v", got.State, r)
@@ -228,6 +286,7 @@ func TestWorkerBusyLeaseIsRetried(t *testing.T) {
 	if err := w.Handle(ctx, queue.Message{Operation: op.ID, Registry: "local"}); err != nil {
 		t.Fatal(err)
 	}
+	deliverCommits(t, w)
 	if got, _ := ops.Get(ctx, op.ID); got.State != bootstrap.Succeeded {
 		t.Fatalf("after the lease was freed: %+v", got)
 	}
@@ -317,5 +376,92 @@ func TestStartPublishFailure(t *testing.T) {
 	// The failed operation does not block the next bootstrap.
 	if _, started, err := ops.Start(ctx, []string{"a"}, false); err != nil || !started {
 		t.Fatalf("a failed publish left the operation in progress: started=%v %v", started, err)
+	}
+}
+
+// Read-your-writes: an operation is not succeeded before the changes its
+// runs wrote are committed. The last report asks the committer, naming
+// the operation; until the committer has run, the operation says it is
+// committing and the catalog does not show the changes; then it succeeds
+// with the catalog revision they reached, which the catalog serves. A
+// bootstrap that changed nothing gets the current revision. A commit
+// request that could not be sent is sent again by the redelivered
+// message, without a second run.
+func TestWorkerOperationWaitsForItsCommit(t *testing.T) {
+	ctx := context.Background()
+	w, ops, st := worker(t)
+	op, _, err := ops.Start(ctx, []string{"local"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := queue.Message{Operation: op.ID, Registry: "local"}
+	if err := w.Handle(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	waiting, _ := ops.Get(ctx, op.ID)
+	if waiting.State != bootstrap.InProgress || waiting.Description != "the registry reported; committing 1 change" || waiting.CatalogRevision != nil {
+		t.Fatalf("before the commit: %s %q %v", waiting.State, waiting.Description, waiting.CatalogRevision)
+	}
+	if rev, _ := st.Revision(ctx); rev != 0 {
+		t.Fatalf("the catalog moved to %d before the committer ran", rev)
+	}
+	reqs := deliverCommits(t, w)
+	if len(reqs) != 2 || reqs[0] != (queue.CommitRequest{Registry: "local", Run: waiting.Results["local"].RunID}) || reqs[1] != (queue.CommitRequest{Operation: op.ID, Registry: "local"}) {
+		t.Fatalf("commit requests %+v, want the run's, then the operation's", reqs)
+	}
+	done, _ := ops.Get(ctx, op.ID)
+	rev, _ := st.Revision(ctx)
+	if done.State != bootstrap.Succeeded || done.CatalogRevision == nil || *done.CatalogRevision != 1 || rev != 1 {
+		t.Fatalf("after the commit: %s %q revision %v, catalog at %d", done.State, done.Description, done.CatalogRevision, rev)
+	}
+
+	// Nothing changed: the run asks nothing, the operation gets the
+	// current revision.
+	op2, _, err := ops.Start(ctx, []string{"local"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Handle(ctx, queue.Message{Operation: op2.ID, Registry: "local"}); err != nil {
+		t.Fatal(err)
+	}
+	if reqs := deliverCommits(t, w); len(reqs) != 1 || reqs[0].Operation != op2.ID {
+		t.Fatalf("an unchanged bootstrap asked for %+v, want the operation's request only", reqs)
+	}
+	done2, _ := ops.Get(ctx, op2.ID)
+	if done2.State != bootstrap.Succeeded || *done2.CatalogRevision != 1 || done2.Description != "the registry reconciled; no catalog change, catalog at revision 1" {
+		t.Fatalf("unchanged bootstrap: %s %q %v", done2.State, done2.Description, *done2.CatalogRevision)
+	}
+
+	// The last report's commit request fails to go out.
+	op3, _, err := ops.Start(ctx, []string{"local"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Commits.(*queuedCommits).fail = grpcstatus.Error(codes.Unavailable, "injected: pubsub unavailable")
+	m3 := queue.Message{Operation: op3.ID, Registry: "local"}
+	if err := w.Handle(ctx, m3); !failure.Retryable(err) {
+		t.Fatalf("a failed commit request: %v, want a retryable error (redelivery)", err)
+	}
+	stuck, _ := ops.Get(ctx, op3.ID)
+	if !stuck.AwaitsCommit() {
+		t.Fatalf("after the failed request: %+v", stuck)
+	}
+	if err := w.Handle(ctx, m3); err != nil {
+		t.Fatalf("the redelivery: %v", err)
+	}
+	if reqs := deliverCommits(t, w); len(reqs) != 1 || reqs[0].Operation != op3.ID {
+		t.Fatalf("the redelivery asked for %+v, want one request for the operation", reqs)
+	}
+	done3, _ := ops.Get(ctx, op3.ID)
+	if done3.State != bootstrap.Succeeded || *done3.CatalogRevision != 1 || done3.Results["local"].RunID != stuck.Results["local"].RunID {
+		t.Fatalf("after the redelivery: %s %q, run %s (was %s)", done3.State, done3.Description, done3.Results["local"].RunID, stuck.Results["local"].RunID)
+	}
+	// Duplicate commit requests change nothing more.
+	before := *done3
+	if err := w.HandleCommit(ctx, queue.CommitRequest{Operation: op3.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := ops.Get(ctx, op3.ID); !reflect.DeepEqual(*again, before) {
+		t.Fatalf("a duplicate commit request changed the operation: %+v -> %+v", before, *again)
 	}
 }

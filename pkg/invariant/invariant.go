@@ -37,13 +37,20 @@
 //	                  its marked specs (settled state only)
 //	feed-dense        committed change revisions are distinct and dense
 //	                  (a pruned prefix aside) up to meta/catalog's revision
-//	feed-pending      no change is left pending after runs finished
-//	                  (settled state only)
+//	feed-pending      a pending change carries pending_at (what the
+//	                  committer selects and orders by), a committed one
+//	                  does not; no change is left pending once runs and
+//	                  the commit after them finished (settled state only)
 //	feed-truth        the last committed change of each spec agrees with
 //	                  the spec as stored (settled state only)
 //	operation         an operation's state is one of OSB's, its results
 //	                  name only its registries, a succeeded one has every
-//	                  registry succeeded, meta/bootstrap names a stored one
+//	                  registry succeeded, meta/bootstrap names a stored one;
+//	                  one waiting for its commit has every result; a
+//	                  finished real (not dry) one that has a catalog
+//	                  revision waited for its commit, and the catalog is at
+//	                  least there; a succeeded real one has its revision
+//	                  (read-your-writes), a dry run none
 //	secret            no canary string appears in any document id, field
 //	                  name or value, in any collection (invariant 8)
 package invariant
@@ -59,6 +66,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/api/iterator"
 
 	"github.com/specsync/specsync/pkg/bootstrap"
@@ -85,9 +93,10 @@ type Options struct {
 	// Canaries are secret values (registry passwords and tokens, broker
 	// credentials, admin tokens) that must appear nowhere.
 	Canaries []string
-	// Settled says no run is in flight and every run finished normally:
-	// nothing may be pending, and recorded counts must be exact. Leave it
-	// off for a snapshot taken right after a crash, before recovery.
+	// Settled says no run or commit is in flight, every run finished
+	// normally and a commit ran after the last of them: nothing may be
+	// pending, and recorded counts must be exact. Leave it off for a
+	// snapshot taken right after a crash, before recovery.
 	Settled bool
 	// Feed requires change records: a catalog revision above zero with no
 	// committed change is then a violation. Without it the feed rules
@@ -96,6 +105,12 @@ type Options struct {
 	// Previous is an earlier snapshot of the same project; every spec in
 	// both must have kept its id.
 	Previous *State
+	// Shallow reads the top-level collections only, not subcollections:
+	// for a large project (the emulator lists a document's subcollections
+	// in time proportional to the whole database, so 20,000 documents
+	// take minutes). The secret rule then covers top-level documents only;
+	// specsync writes no subcollection.
+	Shallow bool
 }
 
 // ChangeDoc is a changes/{id} document with its id.
@@ -140,6 +155,10 @@ type State struct {
 
 // Read reads the whole project.
 func Read(ctx context.Context, client *firestore.Client) (*State, error) {
+	return read(ctx, client, false)
+}
+
+func read(ctx context.Context, client *firestore.Client, shallow bool) (*State, error) {
 	s := &State{
 		Specs:      map[string]store.SpecRecord{},
 		Instances:  map[string]store.Instance{},
@@ -158,7 +177,7 @@ func Read(ctx context.Context, client *firestore.Client) (*State, error) {
 		if err != nil {
 			return nil, fmt.Errorf("invariant: list collections: %w", err)
 		}
-		if err := s.readCollection(ctx, col, true); err != nil {
+		if err := s.readCollection(ctx, col, true, shallow); err != nil {
 			return nil, err
 		}
 	}
@@ -166,7 +185,7 @@ func Read(ctx context.Context, client *firestore.Client) (*State, error) {
 	return s, nil
 }
 
-func (s *State) readCollection(ctx context.Context, col *firestore.CollectionRef, top bool) error {
+func (s *State) readCollection(ctx context.Context, col *firestore.CollectionRef, top, shallow bool) error {
 	snaps, err := col.Documents(ctx).GetAll()
 	if err != nil {
 		return fmt.Errorf("invariant: read %s: %w", col.Path, err)
@@ -191,13 +210,30 @@ func (s *State) readCollection(ctx context.Context, col *firestore.CollectionRef
 			s.Bindings[relPath(snap.Ref)] = BindingDoc{InstanceDocID: col.Parent.ID, DocID: snap.Ref.ID, Binding: b}
 		}
 	}
-	for _, ref := range refs {
-		subs, err := ref.Collections(ctx).GetAll()
-		if err != nil {
-			return fmt.Errorf("invariant: list subcollections of %s: %w", ref.Path, err)
-		}
-		for _, sub := range subs {
-			if err := s.readCollection(ctx, sub, false); err != nil {
+	if shallow {
+		return nil
+	}
+	// Asking every document for its subcollections is one call each: a
+	// few at a time.
+	subs := make([][]*firestore.CollectionRef, len(refs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for i, ref := range refs {
+		g.Go(func() error {
+			cs, err := ref.Collections(gctx).GetAll()
+			if err != nil {
+				return fmt.Errorf("invariant: list subcollections of %s: %w", ref.Path, err)
+			}
+			subs[i] = cs
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	for _, cs := range subs {
+		for _, sub := range cs {
+			if err := s.readCollection(ctx, sub, false, false); err != nil {
 				return err
 			}
 		}
@@ -280,7 +316,7 @@ func (s *State) decode(collection string, snap *firestore.DocumentSnapshot) {
 
 // Check reads the project and checks it.
 func Check(ctx context.Context, client *firestore.Client, opts Options) (*State, []Violation, error) {
-	st, err := Read(ctx, client)
+	st, err := read(ctx, client, opts.Shallow)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -557,12 +593,15 @@ func (c *checker) feed() {
 	var pending []ChangeDoc
 	for _, ch := range c.s.Changes {
 		doc := store.ChangesCollection + "/" + ch.DocID
-		if ch.Revision == 0 || ch.PendingRegistry != "" {
-			if ch.Revision != 0 {
-				c.add("feed-pending", doc, "pending for %s yet numbered %d", ch.PendingRegistry, ch.Revision)
+		if ch.Pending() {
+			if ch.PendingAt.IsZero() && ch.LegacyPendingRegistry == "" {
+				c.add("feed-pending", doc, "pending without pending_at: no commit would ever number it")
 			}
 			pending = append(pending, ch)
 			continue
+		}
+		if !ch.PendingAt.IsZero() || ch.LegacyPendingRegistry != "" {
+			c.add("feed-pending", doc, "numbered %d yet still marked pending (pending_at %v, pending_registry %q)", ch.Revision, ch.PendingAt, ch.LegacyPendingRegistry)
 		}
 		if prev, dup := byRev[ch.Revision]; dup {
 			c.add("feed-dense", doc, "revision %d is also that of changes/%s", ch.Revision, prev)
@@ -573,7 +612,7 @@ func (c *checker) feed() {
 	}
 	if c.opts.Settled {
 		for _, ch := range pending {
-			c.add("feed-pending", store.ChangesCollection+"/"+ch.DocID, "change %s of spec %s still pending for registry %s", ch.Kind, ch.SpecID, ch.PendingRegistry)
+			c.add("feed-pending", store.ChangesCollection+"/"+ch.DocID, "change %s of spec %s (registry %s) still pending, written %v", ch.Kind, ch.SpecID, ch.Registry, ch.At)
 		}
 	}
 	sort.Slice(revs, func(i, j int) bool { return revs[i] < revs[j] })
@@ -695,6 +734,18 @@ func (c *checker) operations() {
 			}
 		default:
 			c.add("operation", doc, "state %q is not an OSB last_operation state", op.State)
+		}
+		switch {
+		case op.DryRun && (op.Commit != nil || op.CatalogRevision != nil):
+			c.add("operation", doc, "a dry run waited for a commit or names a catalog revision")
+		case op.Commit != nil && len(op.Results) != len(op.Registries):
+			c.add("operation", doc, "waits for its commit with %d of %d results", len(op.Results), len(op.Registries))
+		case op.CatalogRevision != nil && (op.Commit == nil || op.Commit.CommittedAt.IsZero()):
+			c.add("operation", doc, "names catalog revision %d without a finished commit", *op.CatalogRevision)
+		case op.CatalogRevision != nil && *op.CatalogRevision > c.s.Catalog.Revision:
+			c.add("operation", doc, "names catalog revision %d, beyond meta/catalog's %d", *op.CatalogRevision, c.s.Catalog.Revision)
+		case op.State == bootstrap.Succeeded && !op.DryRun && op.CatalogRevision == nil:
+			c.add("operation", doc, "succeeded without the catalog revision its changes reached")
 		}
 		regs := map[string]bool{}
 		for _, r := range op.Registries {

@@ -37,6 +37,7 @@ type world struct {
 	// ids by spec name
 	ids   map[string]string
 	plans map[string][]string
+	op    string // the finished operation
 }
 
 func newWorld(t *testing.T) *world {
@@ -93,6 +94,9 @@ func newWorld(t *testing.T) *world {
 	if run, err := runner.Reconcile(ctx, reg); err != nil || run.Counts.Marked != 1 {
 		t.Fatalf("second run: %+v, %v", run.Counts, err)
 	}
+	if _, err := (&reconcile.Committer{Store: st}).Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
 	ops := bootstrap.NewOperations(client, time.Hour, time.Hour)
 	op, _, err := ops.Start(ctx, []string{"team"}, false)
 	if err != nil {
@@ -101,6 +105,14 @@ func newWorld(t *testing.T) *world {
 	if _, err := ops.Report(ctx, op.ID, "team", bootstrap.RegistryResult{State: bootstrap.Succeeded, Result: reconcile.ResultSucceeded}); err != nil {
 		t.Fatal(err)
 	}
+	rev, err := st.Revision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ops.Committed(ctx, op.ID, rev); err != nil {
+		t.Fatal(err)
+	}
+	w.op = op.ID
 	return w
 }
 
@@ -321,7 +333,22 @@ func TestCheckerDetectsSeededViolations(t *testing.T) {
 		{name: "pending change after the run", rule: "feed-pending", doc: "changes/pending",
 			seed: func(t *testing.T, w *world) string {
 				seedFeed(t, w, 1, 2, 3)
-				w.set(t, "changes/pending", store.Change{Kind: store.KindCreated, SpecID: w.ids["postgres"], Registry: "team", PendingRegistry: "team", At: time.Now()})
+				now := time.Now()
+				w.set(t, "changes/pending", store.Change{Kind: store.KindCreated, SpecID: w.ids["postgres"], Registry: "team", PendingAt: now, At: now})
+				return ""
+			}},
+		{name: "pending change the committer cannot select", rule: "feed-pending", doc: "changes/lost",
+			opts: &invariant.Options{},
+			seed: func(t *testing.T, w *world) string {
+				seedFeed(t, w, 1, 2, 3)
+				w.set(t, "changes/lost", store.Change{Kind: store.KindCreated, SpecID: w.ids["postgres"], Registry: "team", At: time.Now()})
+				return ""
+			}},
+		{name: "committed change still marked pending", rule: "feed-pending", doc: "changes/c2-3",
+			opts: &invariant.Options{},
+			seed: func(t *testing.T, w *world) string {
+				seedFeed(t, w, 1, 2, 3)
+				w.update(t, "changes/c2-3", firestore.Update{Path: "pending_at", Value: time.Now()})
 				return ""
 			}},
 		{name: "feed says deleted, spec stored", rule: "feed-truth",
@@ -344,6 +371,29 @@ func TestCheckerDetectsSeededViolations(t *testing.T) {
 				w.set(t, "operations/op-x", bootstrap.Operation{ID: "op-x", State: bootstrap.Succeeded, Registries: []string{"team", "other"},
 					Results: map[string]bootstrap.RegistryResult{"team": {State: bootstrap.Succeeded}}})
 				return "operations/op-x"
+			}},
+		{name: "operation succeeded before its commit", rule: "operation",
+			seed: func(t *testing.T, w *world) string {
+				w.update(t, "operations/"+w.op, firestore.Update{Path: "catalog_revision", Value: firestore.Delete})
+				return "operations/" + w.op
+			}},
+		{name: "operation names a revision the catalog has not reached", rule: "operation",
+			seed: func(t *testing.T, w *world) string {
+				w.update(t, "operations/"+w.op, firestore.Update{Path: "catalog_revision", Value: 99})
+				return "operations/" + w.op
+			}},
+		{name: "operation awaits a commit with a registry missing", rule: "operation",
+			seed: func(t *testing.T, w *world) string {
+				w.set(t, "operations/op-z", bootstrap.Operation{ID: "op-z", State: bootstrap.InProgress, Registries: []string{"team", "other"},
+					Results: map[string]bootstrap.RegistryResult{"team": {State: bootstrap.Succeeded}}, Commit: &store.OperationCommit{Changes: 1}})
+				return "operations/op-z"
+			}},
+		{name: "dry run with a catalog revision", rule: "operation",
+			seed: func(t *testing.T, w *world) string {
+				rev := int64(1)
+				w.set(t, "operations/op-d", bootstrap.Operation{ID: "op-d", State: bootstrap.Succeeded, DryRun: true, Registries: []string{"team"},
+					Results: map[string]bootstrap.RegistryResult{"team": {State: bootstrap.Succeeded}}, CatalogRevision: &rev})
+				return "operations/op-d"
 			}},
 		{name: "operation state", rule: "operation",
 			seed: func(t *testing.T, w *world) string {

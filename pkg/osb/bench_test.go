@@ -142,7 +142,7 @@ func BenchmarkCatalogRefresh(b *testing.B) {
 						for i := range k {
 							se.upsert(offerSpec(b, testReg, offers[(version*k+i)%n].Spec.Name, "", version))
 						}
-						se.commitAll(testReg)
+						se.commit()
 
 						t0 := time.Now()
 						r, reads, err := warm.Get(se.ctx)

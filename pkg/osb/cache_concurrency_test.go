@@ -96,7 +96,7 @@ func TestCacheConcurrentRefreshes(t *testing.T) {
 				t.Errorf("mark: %v %v", ok, err)
 			}
 		}
-		e.commitAll(testReg)
+		e.commit()
 	}
 	cancel()
 	wg.Wait()
@@ -240,7 +240,7 @@ func TestCacheFreshSeesEveryEarlierCommit(t *testing.T) {
 	waitFor(t, "the first revision read to be answered", func() bool { return g.heldChunks() > 0 })
 	time.Sleep(50 * time.Millisecond) // the rest of the answer
 	writer.upsert(offerSpec(t, testReg, "late", "", 0))
-	rev := writer.commitAll(testReg)
+	rev := writer.commit()
 	const callers = 7
 	rest := make(chan result, callers)
 	for range callers {

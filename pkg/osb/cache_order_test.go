@@ -23,10 +23,10 @@ func TestCacheNameConflicts(t *testing.T) {
 	e := newEnv(t, time.Minute)
 	old := offerSpec(t, testReg, "pg", "", 0)
 	e.upsert(old)
-	e.commitAll(testReg)
+	e.commit()
 	newer := offerSpec(t, "other", "pg", "", 0) // same name, another registry: another id
 	e.upsert(newer)
-	e.commitAll("other")
+	e.commit()
 	c := e.newCache(0)
 	r, _ := e.get(c)
 	if !bytes.Contains(r.Body, []byte(old.Spec.ID)) || bytes.Contains(r.Body, []byte(newer.Spec.ID)) {
@@ -51,7 +51,7 @@ func TestCacheNameConflicts(t *testing.T) {
 	}
 	for _, s := range steps {
 		s.do()
-		e.commitAll(testReg, "other")
+		e.commit()
 		r := e.refreshed(c, s.what, 2, "changes")
 		if !bytes.Contains(r.Body, []byte(`"name":"pg","id":"`+s.shows+`"`)) {
 			t.Fatalf("%s: %s does not hold the name:\n%s", s.what, s.shows, r.Body)
@@ -61,33 +61,34 @@ func TestCacheNameConflicts(t *testing.T) {
 }
 
 // TestCacheOneIDAcrossRegistries: registry A deletes a spec with an
-// explicit id, registry B creates one with that id, and B's run commits
-// first: the create gets the lower revision, the delete the higher one.
-// Applied in revision order the spec would vanish; the cache applies a
-// change only if it was written after the state it holds, so it ends with
-// B's spec, as the store does.
+// explicit id and registry B creates one with that id right after, A's
+// function instance on a clock an hour late. The committer numbers the
+// two in the order they committed (delete, then create), whatever the
+// clocks say, so the cache applies both and ends with B's spec, as the
+// store has it.
 func TestCacheOneIDAcrossRegistries(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, time.Minute)
 	const id = "shared-service"
+	e.seedMany(3) // enough specs that two changes are applied, not rendered
 	a := offerSpec(t, testReg, "queue", id, 0)
 	e.upsert(a)
-	e.upsert(offerSpec(t, testReg, "keeper", "", 0))
-	e.commitAll(testReg)
+	e.commit()
 	e.markOnly(testReg, id, "run-1")
-	e.commitAll(testReg)
+	rev := e.commit()
 	c := e.newCache(0)
 	e.get(c)
-	e.deleteMarked(testReg, id, "run-2")
+	late := *e
+	late.st = e.st.WithClock(func() time.Time { return time.Now().Add(time.Hour) })
+	late.deleteMarked(testReg, id, "run-2")
 	b := offerSpec(t, "other", "queue-b", id, 0)
 	if got := e.upsert(b); got != store.Created {
 		t.Fatalf("B creates the freed id: %s", got)
 	}
-	e.commitAll("other") // B's create: revision R+1
-	r, _ := e.get(c)
-	e.wantFullRender("after B's create", r)
-	e.commitAll(testReg) // A's delete, written before: revision R+2
-	if r := e.refreshed(c, "after A's delete", 2, "changes"); !bytes.Contains(r.Body, []byte(`"name":"queue-b"`)) {
+	if got := e.commit(); got != rev+2 {
+		t.Fatalf("revision %d, want %d", got, rev+2)
+	}
+	if r := e.refreshed(c, "after A's delete and B's create", 3, "changes"); !bytes.Contains(r.Body, []byte(`"name":"queue-b"`)) {
 		t.Fatalf("B's spec is gone from the cache:\n%s", r.Body)
 	}
 }
@@ -102,9 +103,9 @@ func TestCacheRenderSawPendingChanges(t *testing.T) {
 	const id = "moving-service"
 	e.seedMany(5) // enough specs that three changes are applied, not rendered
 	e.upsert(offerSpec(t, testReg, "queue", id, 0))
-	e.commitAll(testReg)
+	e.commit()
 	e.markOnly(testReg, id, "run-1")
-	e.commitAll(testReg)
+	e.commit()
 	// Pending: A deletes the spec and B creates it anew; A creates a
 	// spec and marks it.
 	e.deleteMarked(testReg, id, "run-2")
@@ -119,39 +120,34 @@ func TestCacheRenderSawPendingChanges(t *testing.T) {
 	if !bytes.Contains(before.Body, []byte(`"name":"queue-b"`)) || bytes.Contains(before.Body, []byte(`"name":"brief"`)) {
 		t.Fatalf("the render does not show the specs as written:\n%s", before.Body)
 	}
-	// A's changes first (delete, create brief, mark brief), then B's.
-	e.commitAll(testReg)
+	// The four changes (A's delete, B's create, A's create and mark of
+	// brief) are numbered now, after the render.
+	e.commit()
 	r, reads := e.get(c)
-	if reads != 1+3 || c.LastRefresh() != "changes" {
-		t.Fatalf("after A's commit: %d reads (%s), want 4", reads, c.LastRefresh())
+	if reads != 1+4 || c.LastRefresh() != "changes" {
+		t.Fatalf("after the commit: %d reads (%s), want 5", reads, c.LastRefresh())
 	}
 	if !bytes.Equal(r.Body, before.Body) {
 		t.Fatalf("changes the render already saw changed the catalog:\n%s\nwas\n%s", r.Body, before.Body)
 	}
-	e.commitAll("other")
-	r, _ = e.get(c)
-	e.wantFullRender("after every commit", r)
-	if !bytes.Equal(r.Body, before.Body) {
-		t.Fatalf("the catalog moved although every change was in the render")
-	}
+	e.wantFullRender("after the commit", r)
 }
 
 // TestCacheNeverGoesBack: a full render saw specs created and marked
-// (all of it pending): none of them is in the catalog. The run's commit
-// numbers its 300 changes in two batches (200, then 100), so a refresh
-// between them sees some of the creates without their marks (a batch is
-// whichever 200 pending changes the query returns, so some specs have
-// their create in the first batch and their mark in the second: with 150
-// specs, all but certainly). The cache must not show those specs for the
-// revisions between: the render already showed them gone, and a state
-// the cache served is never replaced by an older one.
+// (all of it pending): none of them is in the catalog. The commit
+// numbers the 500 changes in two batches (400, then 100) in the order
+// they were written: the first holds the 250 creates and 150 of the
+// marks, so a refresh between the batches sees 100 specs created and not
+// yet marked. The cache must not show those specs for the revisions
+// between: the render already showed them gone, and a state the cache
+// served is never replaced by an older one.
 func TestCacheNeverGoesBack(t *testing.T) {
 	t.Parallel()
 	client, project := emulatortest.FirestoreProject(t)
 	e := &env{t: t, ctx: context.Background(), client: client, st: store.New(client), clock: newClock()}
-	e.seedMany(200) // enough specs that 200 changes are applied, not rendered
+	e.seedMany(450) // enough specs that 400 changes are applied, not rendered
 	var briefs []store.Offer
-	for i := range 150 {
+	for i := range 250 {
 		briefs = append(briefs, offerSpec(t, testReg, fmt.Sprintf("brief-%03d", i), "", 0))
 	}
 	batches, err := store.CreateBatches(briefs)
@@ -168,8 +164,8 @@ func TestCacheNeverGoesBack(t *testing.T) {
 	}
 	c := e.newCache(0)
 	before, _ := e.get(c)
-	if bytes.Contains(before.Body, []byte(`"name":"brief-`)) || serviceCount(t, before.Body) != 200 {
-		t.Fatalf("the render shows %d services, briefs %v; want the 200 seeded only", serviceCount(t, before.Body), bytes.Contains(before.Body, []byte(`"name":"brief-`)))
+	if bytes.Contains(before.Body, []byte(`"name":"brief-`)) || serviceCount(t, before.Body) != 450 {
+		t.Fatalf("the render shows %d services, briefs %v; want the 450 seeded only", serviceCount(t, before.Body), bytes.Contains(before.Body, []byte(`"name":"brief-`)))
 	}
 	// The committer stops after its first batch until told to go on.
 	firstDone, goOn := make(chan struct{}), make(chan struct{})
@@ -184,7 +180,7 @@ func TestCacheNeverGoesBack(t *testing.T) {
 	}))
 	committed := make(chan error, 1)
 	go func() {
-		_, err := writer.CommitChanges(e.ctx, testReg, time.Hour)
+		_, err := writer.CommitPending(e.ctx, time.Hour)
 		committed <- err
 	}()
 	select {
@@ -193,8 +189,8 @@ func TestCacheNeverGoesBack(t *testing.T) {
 		t.Fatalf("the commit ended before its second batch: %v", err)
 	}
 	mid, reads := e.get(c)
-	if mid.Revision != before.Revision+200 || c.LastRefresh() != "changes" || reads != 201 {
-		t.Fatalf("between the batches: revision %d (%s, %d reads), want %d by changes, 201 reads", mid.Revision, c.LastRefresh(), reads, before.Revision+200)
+	if mid.Revision != before.Revision+400 || c.LastRefresh() != "changes" || reads != 401 {
+		t.Fatalf("between the batches: revision %d (%s, %d reads), want %d by changes, 401 reads", mid.Revision, c.LastRefresh(), reads, before.Revision+400)
 	}
 	if !bytes.Equal(mid.Body, before.Body) {
 		t.Fatalf("changes the render already saw changed the catalog: %d services (briefs back: %v)", serviceCount(t, mid.Body), bytes.Contains(mid.Body, []byte(`"name":"brief-`)))

@@ -61,7 +61,7 @@ func TestCacheMatchesFullRender(t *testing.T) {
 				case x < 66:
 					w.move()
 				case x < 74:
-					w.commitOne()
+					w.commitAll()
 				case x < 84:
 					w.refresh()
 				case x < 88:
@@ -200,15 +200,7 @@ func (w *world) move() {
 	w.upsert(offerSpec(w.e.t, other, "moved-"+id, id, w.r.IntN(3)))
 }
 
-func (w *world) commitOne() { w.e.commitAll(w.pick(worldRegistries)) }
-
-func (w *world) commitAll() int64 {
-	// In a random order: which registry's changes get the lower
-	// revisions is what the cache must not depend on.
-	regs := slices.Clone(worldRegistries)
-	w.r.Shuffle(len(regs), func(i, j int) { regs[i], regs[j] = regs[j], regs[i] })
-	return w.e.commitAll(regs...)
-}
+func (w *world) commitAll() int64 { return w.e.commit() }
 
 func (w *world) prune() {
 	if _, err := w.e.st.PruneChanges(w.e.ctx, time.Now().Add(2*time.Hour), 10000); err != nil {

@@ -162,20 +162,6 @@ func (e *env) upsert(o store.Offer) store.UpsertOutcome {
 	return res.Outcome
 }
 
-func (e *env) commitAll(regs ...string) int64 {
-	e.t.Helper()
-	for _, reg := range regs {
-		if _, err := e.st.CommitChanges(e.ctx, reg, time.Hour); err != nil {
-			e.t.Fatalf("commit %s: %v", reg, err)
-		}
-	}
-	rev, err := e.st.Revision(e.ctx)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return rev
-}
-
 // seedMany creates n specs of testReg in batches, as a first import
 // does, and commits them.
 func (e *env) seedMany(n int) []store.Offer {
@@ -193,7 +179,7 @@ func (e *env) seedMany(n int) []store.Offer {
 			e.t.Fatal(err)
 		}
 	}
-	e.commitAll(testReg)
+	e.commit()
 	return offers
 }
 
@@ -327,7 +313,7 @@ func TestCacheRefreshReadsChanges(t *testing.T) {
 			}
 			for _, k := range []int{1, 7, n} {
 				update(k)
-				e.commitAll(testReg)
+				e.commit()
 				// The revision and the changes.
 				e.refreshed(c, fmt.Sprintf("after %d changes", k), int64(1+k), "changes")
 			}
@@ -335,14 +321,14 @@ func TestCacheRefreshReadsChanges(t *testing.T) {
 			e.markOnly(testReg, offers[1].Spec.ID, "run-m")
 			e.upsert(offerSpec(t, testReg, "newcomer", "", 0))
 			e.upsert(offerSpec(t, testReg, offers[1].Spec.Name, "", version))
-			e.commitAll(testReg)
+			e.commit()
 			e.refreshed(c, "after a mark, a create and an unmark", 4, "changes")
 			// More changes than the n+1 specs held (each updated, one of
 			// them marked): a full render of the n left.
 			update(n)
 			e.upsert(offerSpec(t, testReg, "newcomer", "", 1))
 			e.markOnly(testReg, offers[2].Spec.ID, "run-m2")
-			e.commitAll(testReg)
+			e.commit()
 			e.refreshed(c, fmt.Sprintf("after %d changes on %d specs", n+2, n+1), int64(1+n), "full: bound")
 		})
 	}
@@ -373,20 +359,20 @@ func TestCacheFallsBackWhenChangesAreGone(t *testing.T) {
 	// nothing (one read), then the revision and 5 specs of the render.
 	e.upsert(offerSpec(t, testReg, offers[0].Spec.Name, "", 1))
 	e.upsert(offerSpec(t, testReg, offers[1].Spec.Name, "", 1))
-	e.commitAll(testReg)
+	e.commit()
 	prune()
 	e.refreshed(c, "all changes pruned", 1+1+5, "full: gone")
 	// The first two of three pruned: the one left is read, then the render.
 	e.upsert(offerSpec(t, testReg, offers[0].Spec.Name, "", 2))
 	e.upsert(offerSpec(t, testReg, offers[1].Spec.Name, "", 2))
-	e.commitAll(testReg)
+	e.commit()
 	prune()
 	e.upsert(offerSpec(t, testReg, offers[2].Spec.Name, "", 2))
-	e.commitAll(testReg)
+	e.commit()
 	e.refreshed(c, "the first changes pruned", 1+1+5, "full: gone")
 	// And it goes on from there with changes again.
 	e.upsert(offerSpec(t, testReg, offers[3].Spec.Name, "", 2))
-	e.commitAll(testReg)
+	e.commit()
 	e.refreshed(c, "after the fallback", 2, "changes")
 }
 
@@ -397,7 +383,7 @@ func TestCacheFallsBackOnChangesFromOlderCode(t *testing.T) {
 	t.Parallel()
 	e, offers, c := warmOn(t, 4)
 	e.upsert(offerSpec(t, testReg, offers[0].Spec.Name, "", 1))
-	rev := e.commitAll(testReg)
+	rev := e.commit()
 	// Make the change what older code wrote: no spec_created_at.
 	docs, err := e.client.Collection(store.ChangesCollection).Where("revision", "==", rev).Documents(e.ctx).GetAll()
 	if err != nil || len(docs) != 1 {
@@ -409,6 +395,6 @@ func TestCacheFallsBackOnChangesFromOlderCode(t *testing.T) {
 	e.refreshed(c, "a change without created_at", 1+1+4, "full: old change")
 	// A mark carries no spec, so it needs no created_at either way.
 	e.markOnly(testReg, offers[1].Spec.ID, "run-m")
-	e.commitAll(testReg)
+	e.commit()
 	e.refreshed(c, "after the fallback", 2, "changes")
 }

@@ -171,7 +171,7 @@ func (e *env) seed(specs ...*spec.Spec) {
 // catalog revision.
 func (e *env) commit() int64 {
 	e.t.Helper()
-	if _, err := e.st.CommitChanges(e.ctx, testReg, time.Hour); err != nil {
+	if _, err := e.st.CommitPending(e.ctx, time.Hour); err != nil {
 		e.t.Fatalf("commit changes: %v", err)
 	}
 	rev, err := e.st.Revision(e.ctx)

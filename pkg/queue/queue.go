@@ -1,7 +1,9 @@
-// Package queue is the reconcile fan-out over Pub/Sub: one message per
-// registry per bootstrap. A message carries identity only (operation id
-// and registry name), never a spec, a URL or a credential: the reconcile
-// function re-reads everything else from its own configuration.
+// Package queue is specsync's work on Pub/Sub: the reconcile fan-out, one
+// message per registry per bootstrap, and the commit requests that ask
+// the one committer to number the pending catalog changes. A message
+// carries identity only (operation id, registry name, run id), never a
+// spec, a URL or a credential: the reconcile function re-reads everything
+// else from its own configuration and from Firestore.
 package queue
 
 import (
@@ -24,6 +26,8 @@ type Message struct {
 var (
 	registryName = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$`)
 	operationID  = regexp.MustCompile(`^[A-Za-z0-9._~-]{1,128}$`)
+	// Run ids are the runner's (UUIDs, or a test's names).
+	runID = operationID
 )
 
 // Validate checks a message; a bad one is failure.Invalid (poison: drop it).
@@ -45,16 +49,85 @@ func (m Message) Encode() ([]byte, error) {
 	return json.Marshal(m)
 }
 
-// Decode parses and validates a message body; anything wrong is
-// failure.Invalid.
+// Decode parses and validates a reconcile message body; anything wrong
+// (a commit request too) is failure.Invalid.
 func Decode(data []byte) (Message, error) {
-	var m Message
+	ev, err := DecodeBody(data)
+	if err != nil {
+		return Message{}, err
+	}
+	if ev.Reconcile == nil {
+		return Message{}, failure.New(failure.Invalid, "reconcile message: a commit request, not a reconcile message")
+	}
+	return *ev.Reconcile, nil
+}
+
+// CommitRequest asks the committer to number every pending catalog
+// change (of every registry, not only the asker's). Registry and Run say
+// who asked, for the logs; Operation, when set, is a bootstrap whose
+// registries have all reported: the committer finishes it once the
+// changes are committed, with the revision they reached.
+type CommitRequest struct {
+	Operation string `json:"operation,omitempty"`
+	Registry  string `json:"registry,omitempty"`
+	Run       string `json:"run,omitempty"`
+}
+
+// Validate checks a commit request; every field is optional.
+func (c CommitRequest) Validate() error {
+	switch {
+	case c.Operation != "" && !operationID.MatchString(c.Operation):
+		return failure.New(failure.Invalid, "commit request: operation %q is not an operation id", c.Operation)
+	case c.Registry != "" && !registryName.MatchString(c.Registry):
+		return failure.New(failure.Invalid, "commit request: registry %q is not a registry name", c.Registry)
+	case c.Run != "" && !runID.MatchString(c.Run):
+		return failure.New(failure.Invalid, "commit request: run %q is not a run id", c.Run)
+	}
+	return nil
+}
+
+// Encode returns the request's body: {"commit": {...}}, which no
+// reconcile message can be mistaken for.
+func (c CommitRequest) Encode() ([]byte, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return json.Marshal(body{Commit: &c})
+}
+
+// Event is a decoded message: exactly one of Reconcile and Commit is set.
+// Both kinds reach the reconcile function (from two subscriptions), which
+// dispatches on the body, so a message handled by the wrong code is
+// impossible whatever subscription delivered it.
+type Event struct {
+	Reconcile *Message
+	Commit    *CommitRequest
+}
+
+// body is the union of the two message bodies.
+type body struct {
+	Operation string         `json:"operation,omitempty"`
+	Registry  string         `json:"registry,omitempty"`
+	Commit    *CommitRequest `json:"commit,omitempty"`
+}
+
+// DecodeBody parses and validates a message body of either kind; anything
+// wrong is failure.Invalid (poison: drop it).
+func DecodeBody(data []byte) (Event, error) {
+	var b body
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
-		return Message{}, failure.New(failure.Invalid, "reconcile message: not a JSON message: %v", err)
+	if err := dec.Decode(&b); err != nil {
+		return Event{}, failure.New(failure.Invalid, "message: not a JSON message: %v", err)
 	}
-	return m, m.Validate()
+	if b.Commit != nil {
+		if b.Operation != "" || b.Registry != "" {
+			return Event{}, failure.New(failure.Invalid, "message: both a commit request and a reconcile message")
+		}
+		return Event{Commit: b.Commit}, b.Commit.Validate()
+	}
+	m := Message{Operation: b.Operation, Registry: b.Registry}
+	return Event{Reconcile: &m}, m.Validate()
 }
 
 // Publisher publishes reconcile messages to a topic.
@@ -111,16 +184,60 @@ type pushEnvelope struct {
 }
 
 // FromEvent decodes the CloudEvent data of a published message into a
-// reconcile message and its Pub/Sub message id. Anything malformed is
-// failure.Invalid: redelivering it cannot help.
-func FromEvent(data []byte) (Message, string, error) {
+// reconcile message or a commit request, and its Pub/Sub message id.
+// Anything malformed is failure.Invalid: redelivering it cannot help.
+func FromEvent(data []byte) (Event, string, error) {
 	var env pushEnvelope
 	if err := json.Unmarshal(data, &env); err != nil {
-		return Message{}, "", failure.New(failure.Invalid, "pubsub event: data is not a messagePublished envelope: %v", err)
+		return Event{}, "", failure.New(failure.Invalid, "pubsub event: data is not a messagePublished envelope: %v", err)
 	}
 	if len(env.Message.Data) == 0 {
-		return Message{}, env.Message.MessageID, failure.New(failure.Invalid, "pubsub event %s: message has no data", env.Message.MessageID)
+		return Event{}, env.Message.MessageID, failure.New(failure.Invalid, "pubsub event %s: message has no data", env.Message.MessageID)
 	}
-	m, err := Decode(env.Message.Data)
-	return m, env.Message.MessageID, err
+	ev, err := DecodeBody(env.Message.Data)
+	return ev, env.Message.MessageID, err
 }
+
+// CommitOrderingKey puts every commit request on one ordered stream: a
+// subscription with message ordering pushes them one at a time, each
+// after the previous was acknowledged (until its ack deadline passes:
+// ordering is not a lock, see ordering_test.go).
+const CommitOrderingKey = "catalog"
+
+// CommitPublisher publishes commit requests to the commit topic.
+type CommitPublisher struct {
+	pub *pubsub.Publisher
+}
+
+// NewCommitPublisher publishes to topic (an id or full name) with client.
+func NewCommitPublisher(client *pubsub.Client, topic string) *CommitPublisher {
+	p := client.Publisher(topic)
+	p.EnableMessageOrdering = true
+	return &CommitPublisher{pub: p}
+}
+
+// RequestCommit publishes one commit request and waits for it.
+func (p *CommitPublisher) RequestCommit(ctx context.Context, req CommitRequest) error {
+	data, err := req.Encode()
+	if err != nil {
+		return err
+	}
+	attrs := map[string]string{"kind": "commit"}
+	if req.Operation != "" {
+		attrs["operation"] = req.Operation
+	}
+	if req.Registry != "" {
+		attrs["registry"] = req.Registry
+	}
+	r := p.pub.Publish(ctx, &pubsub.Message{Data: data, OrderingKey: CommitOrderingKey, Attributes: attrs})
+	if _, err := r.Get(ctx); err != nil {
+		// An ordered key stops after a failure until resumed; the caller
+		// (or Pub/Sub's redelivery of what it was handling) asks again.
+		p.pub.ResumePublish(CommitOrderingKey)
+		return failure.Annotate(err, "publish a commit request")
+	}
+	return nil
+}
+
+// Stop flushes and stops the publisher.
+func (p *CommitPublisher) Stop() { p.pub.Stop() }

@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -35,14 +36,90 @@ func TestDecode(t *testing.T) {
 func TestFromEvent(t *testing.T) {
 	data := base64.StdEncoding.EncodeToString([]byte(`{"operation":"op-1","registry":"team-a"}`))
 	env := fmt.Sprintf(`{"message":{"data":%q,"messageId":"42","attributes":{"registry":"team-a"}},"subscription":"projects/p/subscriptions/s"}`, data)
-	m, id, err := queue.FromEvent([]byte(env))
-	if err != nil || id != "42" || m.Registry != "team-a" {
-		t.Fatalf("FromEvent: %+v %s %v", m, id, err)
+	ev, id, err := queue.FromEvent([]byte(env))
+	if err != nil || id != "42" || ev.Commit != nil || ev.Reconcile == nil || ev.Reconcile.Registry != "team-a" {
+		t.Fatalf("FromEvent: %+v %s %v", ev, id, err)
 	}
 	for _, bad := range []string{`{}`, `[]`, `{"message":{"data":"!!"}}`, `{"message":{"messageId":"1"}}`} {
 		if _, _, err := queue.FromEvent([]byte(bad)); !failure.Is(err, failure.Invalid) {
 			t.Errorf("FromEvent(%s) = %v, want invalid", bad, err)
 		}
+	}
+}
+
+// A commit request and a reconcile message cannot be mistaken for each
+// other; a body that is neither, or both, is invalid.
+func TestCommitRequestBody(t *testing.T) {
+	req := queue.CommitRequest{Operation: "op-1", Registry: "team-a", Run: "3f2c"}
+	b, err := req.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := queue.DecodeBody(b)
+	if err != nil || ev.Reconcile != nil || ev.Commit == nil || *ev.Commit != req {
+		t.Fatalf("commit request round trip: %s -> %+v %v", b, ev, err)
+	}
+	if _, err := queue.Decode(b); !failure.Is(err, failure.Invalid) {
+		t.Fatalf("a commit request decoded as a reconcile message: %v", err)
+	}
+	if ev, err := queue.DecodeBody([]byte(`{"commit":{}}`)); err != nil || ev.Commit == nil {
+		t.Fatalf("an empty commit request (every field is optional): %+v %v", ev, err)
+	}
+	for _, bad := range []string{`{"commit":{"operation":"a b"}}`, `{"commit":{"registry":"A_B"}}`, `{"commit":{"run":""},"registry":"a"}`,
+		`{"commit":{"operation":"op","extra":1}}`, `{"commit":{"run":"r/1"}}`} {
+		if _, err := queue.DecodeBody([]byte(bad)); !failure.Is(err, failure.Invalid) {
+			t.Errorf("DecodeBody(%s) = %v, want an invalid-input error", bad, err)
+		}
+	}
+	if _, err := (queue.CommitRequest{Registry: "Not A Name"}).Encode(); !failure.Is(err, failure.Invalid) {
+		t.Fatal("encoding a commit request with a bad registry must fail")
+	}
+}
+
+// Commit requests go out on the commit ordering key, through the emulator.
+func TestCommitPublisherThroughEmulator(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client, project := emulatortest.PubSub(t)
+	topic := "projects/" + project + "/topics/commit"
+	if _, err := client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
+		t.Fatal(err)
+	}
+	sub := "projects/" + project + "/subscriptions/pull"
+	if _, err := client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub, Topic: topic, EnableMessageOrdering: true}); err != nil {
+		t.Fatal(err)
+	}
+	p := queue.NewCommitPublisher(client, topic)
+	defer p.Stop()
+	want := queue.CommitRequest{Operation: "op-1", Registry: "a", Run: "run-1"}
+	if err := p.RequestCommit(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	rctx, rcancel := context.WithCancel(ctx)
+	var got queue.Event
+	var key string
+	err := client.Subscriber(sub).Receive(rctx, func(_ context.Context, msg *pubsub.Message) {
+		got, _ = queue.DecodeBody(msg.Data)
+		key = msg.OrderingKey
+		msg.Ack()
+		rcancel()
+	})
+	if err != nil && ctx.Err() != nil {
+		t.Fatalf("receive: %v", err)
+	}
+	if got.Commit == nil || *got.Commit != want || key != queue.CommitOrderingKey {
+		t.Fatalf("received %+v with ordering key %q", got, key)
+	}
+	missing := queue.NewCommitPublisher(client, "projects/"+project+"/topics/missing")
+	defer missing.Stop()
+	if err := missing.RequestCommit(ctx, want); err == nil {
+		t.Fatal("publishing to a missing topic succeeded")
+	}
+	// The key resumed after the failure: the next request is not refused
+	// for the one before (the topic is still missing, so it fails for that).
+	if err := missing.RequestCommit(ctx, want); err == nil || errors.As(err, &pubsub.ErrPublishingPaused{}) {
+		t.Fatalf("second request after a failure: %v", err)
 	}
 }
 

@@ -55,8 +55,7 @@ func crashWorld(t *testing.T, client *firestore.Client) (fstest.MapFS, reconcile
 	fsys := specFiles("alpha", "beta", "gamma", "delta", "zeta")
 	reg := dirRegistry(t, "local", fsys, defaultPolicy)
 	st := store.New(client)
-	runner := &reconcile.Runner{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	if _, err := runner.Reconcile(ctx, reg); err != nil {
+	if _, err := reconcileAndCommit(ctx, client, reg); err != nil {
 		t.Fatal(err)
 	}
 	recs, err := st.OwnedSpecs(ctx, "local")
@@ -72,7 +71,7 @@ func crashWorld(t *testing.T, client *firestore.Client) (fstest.MapFS, reconcile
 		}
 	}
 	delete(fsys, "delta.yaml")
-	if run, err := runner.Reconcile(ctx, reg); err != nil || run.Counts.Marked != 1 {
+	if run, err := reconcileAndCommit(ctx, client, reg); err != nil || run.Counts.Marked != 1 {
 		t.Fatalf("setup run: %+v %v", run.Counts, err)
 	}
 	// The change the run under test applies.
@@ -113,71 +112,138 @@ func outcome(t *testing.T, client *firestore.Client) string {
 	return strings.Join(lines, "\n")
 }
 
-// Crashes: the run under test dies after its k-th write, for every k the
-// run has (the injection is a gRPC interceptor on a real client: no store
-// hook); the next run converges to a state uninterrupted runs produce,
-// one more run to exactly the state of two uninterrupted runs, and every
-// intermediate state passes the checker.
+// reconcileAndCommit runs reg once on client, then the committer, as a
+// bootstrap of one registry does.
+func reconcileAndCommit(ctx context.Context, client *firestore.Client, reg reconcile.Registry) (store.Run, error) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	run, err := (&reconcile.Runner{Store: store.New(client), Logger: quiet}).Reconcile(ctx, reg)
+	if err != nil {
+		return run, err
+	}
+	_, err = (&reconcile.Committer{Store: store.New(client), Logger: quiet}).Commit(ctx)
+	return run, err
+}
+
+// publishedOnce reduces what a publisher got to the first time each
+// revision went out: at least once means repeats are allowed, gaps and
+// reorderings are not.
+func publishedOnce(got []int64) []int64 {
+	seen := map[int64]bool{}
+	var out []int64
+	for _, r := range got {
+		if !seen[r] {
+			seen[r] = true
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Crashes: the work under test (a run, then the commit after it) dies
+// after its k-th write, for every k it has (the injection is a gRPC
+// interceptor on a real client: no store hook). A run that dies is
+// followed by the next run and a commit; a committer that dies, by the
+// next commit alone. Either way the recovery ends exactly where the
+// uninterrupted run and commit would have, every revision is published
+// at least once and in order, one more run and commit reach exactly the
+// state of two uninterrupted ones, and every intermediate state passes
+// the checker.
 func TestCrashAfterEveryWrite(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	runner := func(c *firestore.Client) *reconcile.Runner {
+		return &reconcile.Runner{Store: store.New(c), Logger: logger}
+	}
+	committer := func(c *firestore.Client, pub *publisher) *reconcile.Committer {
+		return &reconcile.Committer{Store: store.New(c), Logger: logger, Publisher: pub}
+	}
 
-	// The reference: the run uninterrupted, counting its commits.
+	// The reference: the run and the commit uninterrupted, counting
+	// their commits.
 	refClient, refProject := emulatortest.FirestoreProject(t)
 	_, reg := crashWorld(t, refClient)
 	counter := &crashConn{}
 	counter.limit.Store(-1)
 	counting := crashClient(t, refProject, counter)
-	run, err := (&reconcile.Runner{Store: store.New(counting), Logger: logger}).Reconcile(ctx, reg)
+	run, err := runner(counting).Reconcile(ctx, reg)
 	if err != nil || run.Result != reconcile.ResultSucceeded {
 		t.Fatalf("uninterrupted run: %s %v", run.Result, err)
 	}
 	if run.Counts.Updated != 1 || run.Counts.Marked != 1 || run.Counts.Deleted != 1 || run.Counts.Created != 1 {
 		t.Fatalf("uninterrupted run did not do all four kinds of work: %+v", run.Counts)
 	}
+	runWrites := counter.commits.Load()
+	refPub := &publisher{}
+	if c, err := committer(counting, refPub).Commit(ctx); err != nil || c.Changes != 4 || c.Published == 0 {
+		t.Fatalf("uninterrupted commit: %+v %v", c, err)
+	}
 	writes := counter.commits.Load()
 	want1 := outcome(t, refClient)
+	wantPublished := refPub.got
 	invariant.Require(t, refClient, invariant.Options{Settled: true, Feed: true})
 	// And the run after it: it deletes what the first marked.
-	if run, err := (&reconcile.Runner{Store: store.New(refClient), Logger: logger}).Reconcile(ctx, reg); err != nil || run.Counts.Deleted != 1 {
+	if run, err := reconcileAndCommit(ctx, refClient, reg); err != nil || run.Counts.Deleted != 1 {
 		t.Fatalf("second uninterrupted run: %+v %v", run.Counts, err)
 	}
 	want2 := outcome(t, refClient)
-	if writes < 5 {
-		t.Fatalf("the run committed %d times; the test would not test much", writes)
+	if runWrites < 5 || writes-runWrites < 2 {
+		t.Fatalf("the run committed %d times, the committer %d; the test would not test much", runWrites, writes-runWrites)
 	}
 
 	for k := int64(0); k < writes; k++ {
-		t.Run(fmt.Sprintf("crash after write %d of %d", k, writes), func(t *testing.T) {
+		who := "run"
+		if k >= runWrites {
+			who = "committer"
+		}
+		t.Run(fmt.Sprintf("crash after write %d of %d (%s)", k, writes, who), func(t *testing.T) {
 			t.Parallel()
 			client, project := emulatortest.FirestoreProject(t)
 			_, reg := crashWorld(t, client)
 			cc := &crashConn{}
 			cc.limit.Store(k)
 			crashing := crashClient(t, project, cc)
-			run, err := (&reconcile.Runner{Store: store.New(crashing), Logger: logger}).Reconcile(ctx, reg)
-			if err == nil && run.Result == reconcile.ResultSucceeded {
-				t.Fatalf("the run survived a crash after write %d", k)
+			pub := &publisher{}
+			run, err := runner(crashing).Reconcile(ctx, reg)
+			if k < runWrites {
+				if err == nil && run.Result == reconcile.ResultSucceeded {
+					t.Fatalf("the run survived a crash after write %d", k)
+				}
+			} else {
+				if err != nil || run.Result != reconcile.ResultSucceeded {
+					t.Fatalf("the run failed before the crash point: %s %v", run.Result, err)
+				}
+				// Dying while recording what it published is not an error
+				// of the commit (the changes are committed; the next
+				// commit publishes them again): only the state says.
+				_, _ = committer(crashing, pub).Commit(ctx)
 			}
 			// Right after the crash nothing is settled, but nothing is
 			// broken either.
 			invariant.Require(t, client, invariant.Options{})
-			next, err := (&reconcile.Runner{Store: store.New(client), Logger: logger}).Reconcile(ctx, reg)
-			if err != nil {
-				t.Fatalf("the run after the crash: %v", err)
+			if k < runWrites {
+				next, err := runner(client).Reconcile(ctx, reg)
+				if err != nil {
+					t.Fatalf("the run after the crash: %v", err)
+				}
+				if next.Result != reconcile.ResultSucceeded {
+					t.Fatalf("the run after the crash: %s (%s)", next.Result, next.Error)
+				}
 			}
-			if next.Result != reconcile.ResultSucceeded {
-				t.Fatalf("the run after the crash: %s (%s)", next.Result, next.Error)
+			if _, err := committer(client, pub).Commit(ctx); err != nil {
+				t.Fatalf("the commit after the crash: %v", err)
 			}
 			invariant.Require(t, client, invariant.Options{Settled: true, Feed: true})
 			// A crashed run's marks do not count as an earlier run
-			// (DeleteMarked's markedBefore): the recovery run ends
-			// exactly where one uninterrupted run would have.
+			// (DeleteMarked's markedBefore): the recovery ends exactly
+			// where one uninterrupted run and commit would have.
 			if got := outcome(t, client); got != want1 {
-				t.Fatalf("after a crash after write %d the next run converged to\n%s\nwant the uninterrupted run's\n%s", k, got, want1)
+				t.Fatalf("after a crash after write %d the recovery converged to\n%s\nwant the uninterrupted run's\n%s", k, got, want1)
 			}
-			if _, err := (&reconcile.Runner{Store: store.New(client), Logger: logger}).Reconcile(ctx, reg); err != nil {
+			if got := publishedOnce(pub.got); fmt.Sprint(got) != fmt.Sprint(wantPublished) {
+				t.Fatalf("published %v (first times %v), want every revision %v at least once, in order", pub.got, got, wantPublished)
+			}
+			if _, err := reconcileAndCommit(ctx, client, reg); err != nil {
 				t.Fatal(err)
 			}
 			invariant.Require(t, client, invariant.Options{Settled: true, Feed: true})

@@ -28,31 +28,48 @@ import (
 	"github.com/specsync/specsync/pkg/store"
 )
 
-// env is one isolated Firestore project with a store and a runner.
+// env is one isolated Firestore project with a store, a runner and the
+// committer.
 type env struct {
-	t       *testing.T
-	client  *firestore.Client
-	store   *store.Store
-	runner  *reconcile.Runner
-	project string
+	t         *testing.T
+	client    *firestore.Client
+	store     *store.Store
+	runner    *reconcile.Runner
+	committer *reconcile.Committer
+	project   string
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	client, project := emulatortest.FirestoreProject(t)
 	st := store.New(client)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	return &env{t: t, client: client, store: st, project: project,
-		runner: &reconcile.Runner{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+		runner:    &reconcile.Runner{Store: st, Logger: quiet},
+		committer: &reconcile.Committer{Store: st, Logger: quiet}}
 }
 
-// run reconciles reg and fails the test on a store error.
+// run reconciles reg, then commits what it left pending (as `specsync
+// local reconcile` does after its runs), and fails the test on a store
+// error.
 func (e *env) run(reg reconcile.Registry) store.Run {
 	e.t.Helper()
 	run, err := e.runner.Reconcile(context.Background(), reg)
 	if err != nil {
 		e.t.Fatalf("reconcile %s: %v", reg.Name, err)
 	}
+	e.commit()
 	return run
+}
+
+// commit runs the committer and returns what it did.
+func (e *env) commit() reconcile.Commit {
+	e.t.Helper()
+	c, err := e.committer.Commit(context.Background())
+	if err != nil {
+		e.t.Fatalf("commit: %v", err)
+	}
+	return c
 }
 
 func (e *env) specs(registryName string) map[string]store.SpecRecord {

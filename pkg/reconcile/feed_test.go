@@ -84,13 +84,19 @@ func TestFeedRecordsEveryVisibleChange(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	pub := &publisher{}
-	e.runner.Publisher = pub
+	e.committer.Publisher = pub
 	fsys := specFiles("alpha", "beta", "gamma")
 	reg := dirRegistry(t, "local", fsys, defaultPolicy)
 
-	run := e.run(reg)
-	if run.Counts.Changes != 3 || run.Revision != 3 {
-		t.Fatalf("first run: changes %d revision %d", run.Counts.Changes, run.Revision)
+	run, err := e.runner.Reconcile(context.Background(), reg)
+	if err != nil || run.Counts.Changes != 3 {
+		t.Fatalf("first run: changes %d, %v", run.Counts.Changes, err)
+	}
+	if got := e.changes(); len(got) != 0 {
+		t.Fatalf("a run numbered its own changes: %v", got)
+	}
+	if c := e.commit(); c.Changes != 3 || c.Revision != 3 || c.Published != 3 {
+		t.Fatalf("the commit after the first run: %+v", c)
 	}
 	e.run(reg)
 	if got := e.changes(); len(got) != 3 {
@@ -145,9 +151,12 @@ func TestFeedCommitsWhatAnInterruptedRunLeft(t *testing.T) {
 	if got := e.changes(); len(got) != 1 {
 		t.Fatalf("a pending change is served: %v", got)
 	}
-	run := e.run(reg)
-	if run.Counts.Created != 0 || run.Counts.Changes != 1 {
-		t.Fatalf("next run: %+v", run.Counts)
+	run, err := e.runner.Reconcile(ctx, reg)
+	if err != nil || run.Counts.Created != 0 || run.Counts.Changes != 0 {
+		t.Fatalf("next run: %+v %v", run.Counts, err)
+	}
+	if c := e.commit(); c.Changes != 1 {
+		t.Fatalf("the next commit numbered %d changes, want the one the dead run left", c.Changes)
 	}
 	if got := e.changes(); !slices.Equal(got, []string{"created:alpha", "created:beta"}) {
 		t.Fatalf("feed %v", got)

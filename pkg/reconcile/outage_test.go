@@ -118,7 +118,7 @@ func outageMidRun(t *testing.T, outage, limit time.Duration, mustFail bool) {
 
 	refClient, _ := emulatortest.FirestoreProject(t)
 	_, refReg := crashWorld(t, refClient)
-	if run, err := (&reconcile.Runner{Store: store.New(refClient), Logger: logger}).Reconcile(ctx, refReg); err != nil || run.Result != reconcile.ResultSucceeded {
+	if run, err := reconcileAndCommit(ctx, refClient, refReg); err != nil || run.Result != reconcile.ResultSucceeded {
 		t.Fatalf("uninterrupted run: %s %v", run.Result, err)
 	}
 	want := outcome(t, refClient)
@@ -166,6 +166,9 @@ func outageMidRun(t *testing.T, outage, limit time.Duration, mustFail bool) {
 	}
 	if unavailable.Load() == 0 {
 		t.Fatalf("the outage was never seen by the client (results %v): the test tested nothing", results)
+	}
+	if _, err := (&reconcile.Committer{Store: store.New(via), Logger: logger}).Commit(ctx); err != nil {
+		t.Fatalf("the commit after the outage: %v", err)
 	}
 	invariant.Require(t, client, invariant.Options{Settled: true, Feed: true})
 	if got := outcome(t, client); got != want {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/specsync/specsync/pkg/queue"
 	"github.com/specsync/specsync/pkg/registry"
 	"github.com/specsync/specsync/pkg/spec"
 	"github.com/specsync/specsync/pkg/store"
@@ -47,14 +48,12 @@ type Runner struct {
 	// failure.Precondition error, to be retried later. The lease outlives
 	// a crashed holder by at most this long.
 	LeaseTTL time.Duration
-	// ChangeRetention is how long committed changes stay in the feed
-	// (default DefaultChangeRetention).
-	ChangeRetention time.Duration
-	// Publisher, when set, receives every committed change after the run
-	// that committed it (the changes topic in production). Publishing is
-	// at least once: a change whose publish failed goes out with the next
-	// run that commits changes.
-	Publisher ChangePublisher
+	// Commits, when set, is asked for a commit after every run that left
+	// pending changes (the commit topic in production): no run numbers
+	// changes or writes meta/catalog itself, the one Committer does. When
+	// nil the caller commits (Committer.Commit) after its runs: the local
+	// tools and the tests.
+	Commits CommitRequester
 	// Concurrency bounds the spec writes of a run in flight at once
 	// (default DefaultConcurrency).
 	Concurrency int
@@ -63,9 +62,10 @@ type Runner struct {
 	NewRunID func() string
 }
 
-// ChangePublisher pushes committed changes, in revision order.
-type ChangePublisher interface {
-	PublishChanges(ctx context.Context, changes []store.Change) error
+// CommitRequester asks the committer to number the pending changes
+// (queue.CommitPublisher in production).
+type CommitRequester interface {
+	RequestCommit(ctx context.Context, req queue.CommitRequest) error
 }
 
 // DefaultConcurrency is how many spec writes a run has in flight.
@@ -96,13 +96,6 @@ func inParallel[T, R any](ctx context.Context, n int, items []T, f func(context.
 	}
 	return out, g.Wait()
 }
-
-// DefaultChangeRetention is how long changes stay in the feed by default.
-const DefaultChangeRetention = 7 * 24 * time.Hour
-
-// maxPublish bounds the changes one run publishes; the rest go with the
-// next run.
-const maxPublish = 1000
 
 func (r *Runner) now() time.Time {
 	if r.Now != nil {
@@ -194,6 +187,18 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 				log.Warn("lease not released; it expires by itself", "error", err)
 			}
 		}()
+	}
+
+	// A run after one that did not finish: what that run wrote may still
+	// be pending, and, if it ran the version before the committer, marked
+	// the old way.
+	recovering := status.Lease != nil || status.LastRun.Result == ResultError
+	if recovering {
+		if n, err := st.AdoptLegacyPending(ctx, reg.Name); err != nil {
+			return r.failed(ctx, st, reg, status, run, finish, err)
+		} else if n > 0 {
+			log.Warn("adopted changes a crashed run of the previous version left pending", "changes", n)
+		}
 	}
 
 	// Step 2: what the store holds for this registry.
@@ -304,10 +309,14 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 	if err := blockingInstances(ctx, st, plan.HoldBack, held); err != nil {
 		return r.failed(ctx, st, reg, status, run, finish, err)
 	}
+	heldNew := 0
 	for _, h := range held {
 		outcome, err := st.HoldBack(ctx, reg.Name, h, runID)
 		if err != nil {
 			return r.failed(ctx, st, reg, status, run, finish, err)
+		}
+		if outcome == store.HeldNew {
+			heldNew++
 		}
 		if outcome == store.HeldUnmarked {
 			run.Counts.Unmarked++
@@ -333,9 +342,11 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 			markedAfter++
 		}
 	}
-	// Every write above left a pending change: number them (with what an
-	// earlier, interrupted run left) and publish them.
-	if err := r.commitChanges(ctx, st, reg.Name, &run, log); err != nil {
+	// Every visible change above left a pending change; the committer
+	// numbers them. A run after one that did not finish asks too: that
+	// run may have left pending changes and died before asking.
+	run.Counts.Changes = run.Counts.Created + run.Counts.Updated + run.Counts.Unmarked + run.Counts.Marked + run.Counts.Deleted + heldNew
+	if err := r.requestCommit(ctx, reg.Name, &run, recovering, log); err != nil {
 		return r.failed(ctx, st, reg, status, run, finish, err)
 	}
 	if err := r.recordConflicts(ctx, st, reg.Name, status.LastRun.Conflicts, conflicts); err != nil {
@@ -391,10 +402,9 @@ func (r *Runner) deleteOnly(ctx context.Context, st *store.Store, reg Registry, 
 			remaining++
 		}
 	}
-	if run.Counts.Deleted > 0 {
-		if err := r.commitChanges(ctx, st, reg.Name, &run, log); err != nil {
-			return r.failed(ctx, st, reg, status, run, finish, err)
-		}
+	run.Counts.Changes = run.Counts.Deleted
+	if err := r.requestCommit(ctx, reg.Name, &run, false, log); err != nil {
+		return r.failed(ctx, st, reg, status, run, finish, err)
 	}
 	run.Errors, run.ErrorsTotal, run.Counts.EntryErrors = status.LastRun.Errors, status.LastRun.ErrorsTotal, status.LastRun.Counts.EntryErrors
 	if run.Counts.Deleted == 0 && sameKept(run.Kept, status.LastRun.Kept) {
@@ -412,35 +422,17 @@ func (r *Runner) deleteOnly(ctx context.Context, st *store.Store, reg Registry, 
 	return run, nil
 }
 
-// commitChanges commits the registry's pending changes, then publishes
-// what is unpublished. A failed publish is logged, not fatal: the changes
-// are committed and readable in the feed, and the next run that commits
-// publishes them.
-func (r *Runner) commitChanges(ctx context.Context, st *store.Store, registry string, run *store.Run, log *slog.Logger) error {
-	retention := r.ChangeRetention
-	if retention <= 0 {
-		retention = DefaultChangeRetention
-	}
-	committed, err := st.CommitChanges(ctx, registry, retention)
-	if err != nil {
-		return err
-	}
-	run.Counts.Changes = len(committed)
-	if len(committed) > 0 {
-		run.Revision = committed[len(committed)-1].Revision
-	}
-	if r.Publisher == nil || len(committed) == 0 {
+// requestCommit asks the committer for a commit when the run left
+// pending changes (or may have found some left: recovering). Without a
+// requester the caller commits after its runs.
+func (r *Runner) requestCommit(ctx context.Context, registry string, run *store.Run, recovering bool, log *slog.Logger) error {
+	if r.Commits == nil || (run.Counts.Changes == 0 && !recovering) {
 		return nil
 	}
-	pending, err := st.Unpublished(ctx, maxPublish)
-	if err == nil && len(pending) > 0 {
-		if err = r.Publisher.PublishChanges(ctx, pending); err == nil {
-			err = st.MarkPublished(ctx, pending[len(pending)-1].Revision)
-		}
+	if err := r.Commits.RequestCommit(ctx, queue.CommitRequest{Registry: registry, Run: run.ID}); err != nil {
+		return fmt.Errorf("the run's %d changes are written but not committed: %w", run.Counts.Changes, err)
 	}
-	if err != nil {
-		log.Warn("catalog changes committed but not published; the next run publishes them", "error", err)
-	}
+	log.Info("commit requested", "changes", run.Counts.Changes)
 	return nil
 }
 

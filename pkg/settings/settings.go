@@ -104,6 +104,12 @@ type Reconcile struct {
 	// (SPECSYNC_CHANGES_TOPIC); empty publishes nothing (the HTTP feed
 	// works either way).
 	ChangesTopic string
+	// CommitTopic is the Pub/Sub topic of commit requests
+	// (SPECSYNC_COMMIT_TOPIC, default specsync-commit): runs that leave
+	// pending changes, and the last report of a bootstrap, publish there;
+	// its ordered push subscription brings each request back to this
+	// function, one at a time, to the committer.
+	CommitTopic string
 	// ChangeRetention is how long change records stay readable in the
 	// feed (SPECSYNC_CHANGE_RETENTION, default 168h); older ones expire
 	// through the Firestore TTL policy on changes.expires_at.
@@ -322,6 +328,7 @@ func LoadReconcile(env Lookup) (Reconcile, error) {
 		LeaseTTL:        r.duration("SPECSYNC_LEASE_TTL", 10*time.Minute),
 		Retention:       r.duration("SPECSYNC_OPERATION_RETENTION", 24*time.Hour),
 		ChangesTopic:    r.str("SPECSYNC_CHANGES_TOPIC", ""),
+		CommitTopic:     r.str("SPECSYNC_COMMIT_TOPIC", "specsync-commit"),
 		ChangeRetention: r.duration("SPECSYNC_CHANGE_RETENTION", 7*24*time.Hour),
 	}
 	return c, r.err("reconcile")

@@ -96,6 +96,23 @@ type OperationRecord struct {
 	UpdatedAt   time.Time                  `json:"updated_at" firestore:"updated_at"`
 	Deadline    time.Time                  `json:"deadline" firestore:"deadline"`
 	ExpiresAt   time.Time                  `json:"-" firestore:"expires_at"`
+	Commit      *OperationCommit           `json:"commit,omitempty" firestore:"commit,omitempty"`
+	// CatalogRevision is the revision the operation's changes reached
+	// (set when it finished; never for a dry run).
+	CatalogRevision *int64 `json:"catalog_revision,omitempty" firestore:"catalog_revision,omitempty"`
+}
+
+// OperationCommit is an operation's wait for the committer, once every
+// registry reported (bootstrap.Operation.Commit; one type for both views).
+type OperationCommit struct {
+	// Changes is how many catalog changes the operation's runs wrote.
+	Changes     int       `json:"changes" firestore:"changes"`
+	RequestedAt time.Time `json:"requested_at" firestore:"requested_at"`
+	// State and Description are the outcome of the runs, which the
+	// operation takes once the changes are committed.
+	State       string    `json:"state" firestore:"state"`
+	Description string    `json:"description" firestore:"description"`
+	CommittedAt time.Time `json:"committed_at,omitzero" firestore:"committed_at,omitempty"`
 }
 
 // Firestore sums the Firestore operations every registry of the

@@ -95,7 +95,7 @@ func TestChangesCarryTheirWriteAndCreation(t *testing.T) {
 	}
 	writes = append(writes, write{kind: "deleted"})
 
-	if _, err := st.CommitChanges(ctx, "r1", time.Hour); err != nil {
+	if _, err := st.CommitPending(ctx, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	cs, err := st.ChangesAfter(ctx, 0, 100)
@@ -161,7 +161,7 @@ func TestActiveSpecsAtRevisionRead(t *testing.T) {
 	if _, err := st.UpsertSpec(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.CommitChanges(ctx, "r1", time.Hour); err != nil {
+	if _, err := st.CommitPending(ctx, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	rev, at, err := st.RevisionAt(ctx)
@@ -185,7 +185,7 @@ func TestActiveSpecsAtRevisionRead(t *testing.T) {
 	if now := mustActive(t, st); len(now) != 1 || now[0].ID != b.Spec.ID {
 		t.Fatalf("specs now: %v, want only b", now)
 	}
-	if _, err := st.CommitChanges(ctx, "r1", time.Hour); err != nil {
+	if _, err := st.CommitPending(ctx, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	cs, err := st.ChangesAfter(ctx, rev, 10)

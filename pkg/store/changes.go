@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -31,14 +30,16 @@ const (
 // Change is a changes/{id} document.
 //
 // A change is written in the same transaction as the spec write it
-// describes, as pending: no revision yet, tagged with its registry. At the
-// end of the run CommitChanges numbers the registry's pending changes in
-// batches, each one transaction that reads meta/catalog, gives the batch
-// the next revisions and moves meta/catalog on. So revisions are dense,
-// every revision up to meta/catalog's is readable the moment it is
-// visible, and the one hot document is written once per batch instead of
-// once per spec. A run that dies before committing leaves its changes
-// pending; the registry's next run commits them.
+// describes, as pending: no revision yet, stamped with when it was
+// written (PendingAt). No reconcile run numbers changes: one serialized
+// committer (CommitPending, called by the commit request's handler)
+// numbers every registry's pending changes in write order, in batches,
+// each one short transaction that reads meta/catalog, gives the batch the
+// next revisions and moves meta/catalog on. So revisions are dense, every
+// revision up to meta/catalog's is readable the moment it is visible, the
+// one hot document is written by one writer at a time, and a run that
+// dies leaves its changes pending for the next commit, whoever asks for
+// it.
 type Change struct {
 	// Revision is 0 (absent) while pending; absent fields are outside
 	// every "revision >" query, so a pending change is never served.
@@ -62,10 +63,18 @@ type Change struct {
 	HeldBack *HeldBackSpec `firestore:"held_back,omitempty"`
 	Run      string        `firestore:"run,omitempty"`
 	At       time.Time     `firestore:"at"`
-	// Seq orders one process's changes written in the same instant.
-	Seq int64 `firestore:"seq"`
-	// PendingRegistry is set while the change waits for its revision.
-	PendingRegistry string `firestore:"pending_registry,omitempty"`
+	// PendingAt is set while the change waits for its revision: the
+	// commit time of its spec write (see pendingWrite). The committer's
+	// query orders on it, and a field only pending changes have selects
+	// exactly them (a query ordered on a field leaves out the documents
+	// without it). Ties are broken by document id, so batches follow one
+	// total order.
+	PendingAt time.Time `firestore:"pending_at,omitempty"`
+	// LegacyPendingRegistry is what marked a pending change before the
+	// committer (one registry's run committed its own). Only a run of
+	// that version that crashed leaves one; the registry's next recovery
+	// run adopts it (AdoptLegacyPending).
+	LegacyPendingRegistry string `firestore:"pending_registry,omitempty"`
 	// ExpiresAt is when the Firestore TTL policy may delete the change.
 	ExpiresAt time.Time `firestore:"expires_at,omitempty"`
 	// WrittenAt is when the change was written: its document's create
@@ -84,20 +93,20 @@ func (c *Change) fromSnapshot(snap *firestore.DocumentSnapshot) { c.WrittenAt = 
 // Spec decodes the spec the change carries (see InCatalog).
 func (c *Change) Spec() (*spec.Spec, error) { return decodeSpec(c.SpecID, c.SpecJSON) }
 
+// Pending reports whether the change waits for its revision.
+func (c *Change) Pending() bool { return c.Revision == 0 }
+
 // InCatalog reports whether the spec is in the catalog after the change.
 func (c *Change) InCatalog() bool { return c.SpecJSON != "" }
 
-// changeSeq breaks ties between changes stamped with the same time.
-var changeSeq atomic.Int64
-
-// commitAttempts is how often a commit transaction is tried: every
-// registry's run ends by committing on meta/catalog, so runs that finish
-// together contend there, and a lost round is cheap to try again.
+// commitAttempts bounds the tries of one commit: a commit whose batch
+// was numbered meanwhile by another (a redelivered commit request running
+// beside the first) reads its batch again.
 const commitAttempts = 20
 
 // changeBatch bounds one commit transaction: each change is one write,
-// plus meta/catalog, well under Firestore's 500 writes per commit.
-const changeBatch = 200
+// plus meta/catalog, under Firestore's 500 writes per commit.
+const changeBatch = 400
 
 func (s *Store) changes() *firestore.CollectionRef { return s.client.Collection(ChangesCollection) }
 
@@ -109,10 +118,25 @@ func (s *Store) catalogMeta() *firestore.DocumentRef {
 // (the caller counts the write once the transaction committed).
 func (s *Store) pend(tx *firestore.Transaction, c Change) error {
 	c.At = s.now().UTC()
-	c.Seq = changeSeq.Add(1)
-	c.PendingRegistry = c.Registry
 	c.Revision = 0
-	return tx.Create(s.changes().NewDoc(), c)
+	return tx.Create(s.changes().NewDoc(), pendingWrite{Change: c})
+}
+
+// pendingWrite is a change as pend writes it. Its pending_at is the
+// commit time of the transaction that writes it and its spec, filled in
+// by Firestore, not the writer's clock: the committer numbers changes in
+// pending_at order, so revisions follow the order the spec writes
+// committed. Two writes of one spec (a delete by one registry, the create
+// of the same explicit id by another) are serialized by Firestore, so the
+// later always gets the later revision, whatever the clocks of the
+// function instances that wrote them say. A change committed later than
+// a commit's read of its batch has a later commit time than every change
+// of that batch (Firestore's reads are strongly consistent), so batch
+// boundaries keep the order too; changes of one commit tie and are
+// ordered by document id.
+type pendingWrite struct {
+	Change
+	PendingAt time.Time `firestore:"pending_at,serverTimestamp"`
 }
 
 // catalogMetaDoc is meta/catalog.
@@ -123,75 +147,92 @@ type catalogMetaDoc struct {
 	UpdatedAt time.Time `firestore:"updated_at"`
 }
 
-// CommitChanges gives every pending change of the registry its revision,
-// in the order they were written, and returns them as committed.
-// Committed changes expire (ExpiresAt) after retention.
+// Committed is what one CommitPending did.
+type Committed struct {
+	// Changes is how many pending changes it numbered.
+	Changes int
+	// Revision and Published are meta/catalog's after it: every change
+	// pending when the commit began has a revision at or below Revision.
+	Revision  int64
+	Published int64
+}
+
+// CommitPending gives every pending change, of every registry, its
+// revision, in the order they were written (PendingAt, then document id),
+// in batches, until none is left. Committed changes expire (ExpiresAt)
+// after retention. It is the committer's: reconcile runs only write
+// pending changes, so meta/catalog has one writer at a time.
 //
-// Every registry's run ends here, so runs that finish together contend on
-// meta/catalog: the transaction that holds it is kept short. The pending
-// changes are read before it, outside any transaction (a query in a
-// transaction would hold the changes collection's range while the others
-// wait), and each is rewritten with its revision under a precondition on
-// the update time that read saw: if another commit numbered one of them
-// meanwhile (a run whose lease expired), this commit fails whole and the
-// batch is read again, so no change is numbered twice.
-func (s *Store) CommitChanges(ctx context.Context, registry string, retention time.Duration) ([]Change, error) {
-	var all []Change
+// Each batch is read before its transaction, outside any (a query in a
+// transaction would hold the changes collection's range), and the
+// transaction only reads meta/catalog and writes: it holds the hot
+// document for one read and one commit. Each change is rewritten under a
+// precondition on the update time the read saw: if another commit
+// numbered one of them meanwhile (a redelivered commit request running
+// beside this one), this transaction fails whole and the batch is read
+// again, so no change is ever numbered twice.
+func (s *Store) CommitPending(ctx context.Context, retention time.Duration) (Committed, error) {
+	var out Committed
 	stale := 0
 	for {
-		docs, err := s.changes().Where("pending_registry", "==", registry).Limit(changeBatch).Documents(ctx).GetAll()
+		docs, err := s.changes().OrderBy("pending_at", firestore.Asc).Limit(changeBatch).Documents(ctx).GetAll()
 		s.ops.read(len(docs))
 		if err != nil {
-			return all, classify(err, "read the pending changes of registry %s", registry)
+			return out, classify(err, "read the pending changes")
 		}
 		if len(docs) == 0 {
-			return all, nil
+			// Nothing (more) to number: report where the catalog is.
+			meta, err := s.readCatalogMeta(ctx)
+			if err != nil {
+				return out, err
+			}
+			out.Revision, out.Published = meta.Revision, meta.Published
+			return out, nil
 		}
 		type pending struct {
 			ref *firestore.DocumentRef
 			at  time.Time // the document's update time, the precondition
-			c   Change
+			// The commit time of the spec write, and the writer's clock:
+			// changes of one commit (a batch of creates) tie on the first
+			// and keep the order they were written in by the second.
+			committed, written time.Time
 		}
 		ps := make([]pending, len(docs))
 		for i, d := range docs {
-			ps[i].ref, ps[i].at = d.Ref, d.UpdateTime
-			if err := d.DataTo(&ps[i].c); err != nil {
-				return all, classify(err, "decode change %s", d.Ref.ID)
+			var c Change
+			if err := d.DataTo(&c); err != nil {
+				return out, classify(err, "decode pending change %s", d.Ref.ID)
 			}
+			ps[i] = pending{d.Ref, d.UpdateTime, c.PendingAt, c.At}
 		}
 		sort.SliceStable(ps, func(i, j int) bool {
-			a, b := ps[i].c, ps[j].c
-			if !a.At.Equal(b.At) {
-				return a.At.Before(b.At)
+			if !ps[i].committed.Equal(ps[j].committed) {
+				return ps[i].committed.Before(ps[j].committed)
 			}
-			return a.Seq < b.Seq
+			return ps[i].written.Before(ps[j].written)
 		})
-		var batch []Change
+		var meta catalogMetaDoc
 		err = s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-			batch = nil
-			meta, err := txGet[catalogMetaDoc](s, tx, s.catalogMeta())
+			m, err := txGet[catalogMetaDoc](s, tx, s.catalogMeta())
 			if err != nil {
 				return err
 			}
-			rev := int64(0)
-			if meta != nil {
-				rev = meta.Revision
+			meta = catalogMetaDoc{}
+			if m != nil {
+				meta = *m
 			}
 			now := s.now().UTC()
 			for _, p := range ps {
-				rev++
-				c := p.c
-				c.Revision, c.PendingRegistry, c.ExpiresAt = rev, "", now.Add(retention)
+				meta.Revision++
 				if err := tx.Update(p.ref, []firestore.Update{
-					{Path: "revision", Value: c.Revision},
-					{Path: "pending_registry", Value: firestore.Delete},
-					{Path: "expires_at", Value: c.ExpiresAt},
+					{Path: "revision", Value: meta.Revision},
+					{Path: "pending_at", Value: firestore.Delete},
+					{Path: "expires_at", Value: now.Add(retention)},
 				}, firestore.LastUpdateTime(p.at)); err != nil {
 					return err
 				}
-				batch = append(batch, c)
 			}
-			return tx.Set(s.catalogMeta(), map[string]any{"revision": rev, "updated_at": now}, firestore.MergeAll)
+			return tx.Set(s.catalogMeta(), map[string]any{"revision": meta.Revision, "updated_at": now}, firestore.MergeAll)
 		}, firestore.MaxAttempts(commitAttempts))
 		if status.Code(err) == codes.FailedPrecondition && stale < commitAttempts {
 			// A change of the batch was numbered (or pruned) since it was
@@ -200,12 +241,65 @@ func (s *Store) CommitChanges(ctx context.Context, registry string, retention ti
 			continue
 		}
 		if err != nil {
-			return all, classify(err, "commit the changes of registry %s", registry)
+			return out, classify(err, "commit %d pending changes", len(ps))
 		}
-		s.ops.write(len(batch) + 1)
-		all = append(all, batch...)
-		if len(batch) < changeBatch {
-			return all, nil
+		s.ops.write(len(ps) + 1)
+		out.Changes += len(ps)
+		out.Revision, out.Published = meta.Revision, meta.Published
+		if len(ps) < changeBatch {
+			return out, nil
+		}
+	}
+}
+
+// readCatalogMeta reads meta/catalog (zero before the first change).
+func (s *Store) readCatalogMeta(ctx context.Context) (catalogMetaDoc, error) {
+	var meta catalogMetaDoc
+	snap, err := s.catalogMeta().Get(ctx)
+	s.ops.read(1)
+	if isNotFound(err) {
+		return meta, nil
+	}
+	if err != nil {
+		return meta, classify(err, "read meta/catalog")
+	}
+	if err := snap.DataTo(&meta); err != nil {
+		return meta, classify(err, "decode meta/catalog")
+	}
+	return meta, nil
+}
+
+// AdoptLegacyPending turns the changes a run of the version before the
+// committer left pending for registry (it crashed before committing them
+// itself) into pending changes the committer numbers. The runner calls it
+// only in a recovery run (the previous run did not finish), so it costs
+// one read where nothing is left, and nothing otherwise.
+func (s *Store) AdoptLegacyPending(ctx context.Context, registry string) (int, error) {
+	adopted := 0
+	for {
+		docs, err := s.changes().Where("pending_registry", "==", registry).Limit(changeBatch).Documents(ctx).GetAll()
+		s.ops.read(len(docs))
+		if err != nil {
+			return adopted, classify(err, "read the legacy pending changes of registry %s", registry)
+		}
+		if len(docs) == 0 {
+			return adopted, nil
+		}
+		batch := s.client.Batch()
+		for _, d := range docs {
+			at, _ := d.DataAt("at")
+			batch.Update(d.Ref, []firestore.Update{
+				{Path: "pending_at", Value: at},
+				{Path: "pending_registry", Value: firestore.Delete},
+			}, firestore.LastUpdateTime(d.UpdateTime))
+		}
+		if _, err := batch.Commit(ctx); err != nil {
+			return adopted, classify(err, "adopt %d legacy pending changes of registry %s", len(docs), registry)
+		}
+		s.ops.write(len(docs))
+		adopted += len(docs)
+		if len(docs) < changeBatch {
+			return adopted, nil
 		}
 	}
 }
@@ -220,22 +314,21 @@ func (s *Store) ChangesAfter(ctx context.Context, since int64, limit int) ([]Cha
 // Unpublished returns up to limit committed changes not yet published to
 // the changes topic, in revision order.
 func (s *Store) Unpublished(ctx context.Context, limit int) ([]Change, error) {
-	snap, err := s.catalogMeta().Get(ctx)
-	s.ops.read(1)
-	if isNotFound(err) {
-		return nil, nil
-	}
+	meta, err := s.readCatalogMeta(ctx)
 	if err != nil {
-		return nil, classify(err, "read the published revision")
+		return nil, err
 	}
-	var meta catalogMetaDoc
-	if err := snap.DataTo(&meta); err != nil {
-		return nil, classify(err, "decode meta/catalog")
-	}
-	if meta.Published >= meta.Revision {
+	return s.UnpublishedAfter(ctx, meta.Published, meta.Revision, limit)
+}
+
+// UnpublishedAfter is Unpublished for a caller that has just read
+// meta/catalog (the committer): the changes after published, if any are
+// at or below revision.
+func (s *Store) UnpublishedAfter(ctx context.Context, published, revision int64, limit int) ([]Change, error) {
+	if published >= revision {
 		return nil, nil
 	}
-	return s.ChangesAfter(ctx, meta.Published, limit)
+	return s.ChangesAfter(ctx, published, limit)
 }
 
 // MarkPublished records that every change up to revision was published.

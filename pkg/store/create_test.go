@@ -58,10 +58,7 @@ func TestCreateSpecsBatch(t *testing.T) {
 			t.Errorf("batched create stored\n%+v\nUpsertSpec stores\n%+v", *got, *want)
 		}
 	}
-	committed, err := st.CommitChanges(ctx, "r1", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	committed := commit(t, st)
 	var kinds []string
 	for _, c := range committed {
 		kinds = append(kinds, c.Kind+":"+c.Name)
@@ -115,9 +112,14 @@ func TestCreateSpecsConflictFallsBack(t *testing.T) {
 	if err != nil || rec.Registry != "r1" {
 		t.Fatalf("the owner lost its spec: %+v %v", rec, err)
 	}
-	committed, err := st.CommitChanges(ctx, "r2", time.Hour)
-	if err != nil || len(committed) != 2 {
-		t.Fatalf("r2's changes: %d %v, want the two creates", len(committed), err)
+	var ofR2 []string
+	for _, c := range commit(t, st) {
+		if c.Registry == "r2" {
+			ofR2 = append(ofR2, c.Kind+":"+c.Name)
+		}
+	}
+	if got := strings.Join(ofR2, " "); got != "created:alpha created:beta" {
+		t.Fatalf("r2's changes: %s, want the two creates", got)
 	}
 }
 

@@ -21,7 +21,8 @@ type RunCounts struct {
 	EntryErrors int `json:"entry_errors" firestore:"entry_errors"`
 	Conflicts   int `json:"conflicts" firestore:"conflicts"`
 	HeldBack    int `json:"held_back" firestore:"held_back"`
-	// Changes is how many catalog changes the run committed to the feed.
+	// Changes is how many catalog changes the run wrote; they are
+	// pending until the committer numbers them.
 	Changes int `json:"changes" firestore:"changes"`
 }
 
@@ -64,17 +65,14 @@ type SpecConflict struct {
 
 // Run is the record of one reconcile run of a registry.
 type Run struct {
-	ID         string    `json:"id" firestore:"id"`
-	Result     string    `json:"result" firestore:"result"`
-	Error      string    `json:"error,omitempty" firestore:"error,omitempty"`
-	Guard      string    `json:"guard,omitempty" firestore:"guard,omitempty"`
-	StartedAt  time.Time `json:"started_at" firestore:"started_at"`
-	FinishedAt time.Time `json:"finished_at" firestore:"finished_at"`
-	DurationMS int64     `json:"duration_ms" firestore:"duration_ms"`
-	Counts     RunCounts `json:"counts" firestore:"counts"`
-	// Revision is the catalog revision of the run's last change (0 if it
-	// committed none).
-	Revision    int64          `json:"revision,omitempty" firestore:"revision,omitempty"`
+	ID          string         `json:"id" firestore:"id"`
+	Result      string         `json:"result" firestore:"result"`
+	Error       string         `json:"error,omitempty" firestore:"error,omitempty"`
+	Guard       string         `json:"guard,omitempty" firestore:"guard,omitempty"`
+	StartedAt   time.Time      `json:"started_at" firestore:"started_at"`
+	FinishedAt  time.Time      `json:"finished_at" firestore:"finished_at"`
+	DurationMS  int64          `json:"duration_ms" firestore:"duration_ms"`
+	Counts      RunCounts      `json:"counts" firestore:"counts"`
 	Ops         Counts         `json:"firestore" firestore:"firestore"`
 	Errors      []EntryError   `json:"errors,omitempty" firestore:"errors"`
 	ErrorsTotal int            `json:"errors_total" firestore:"errors_total"`

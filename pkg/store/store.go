@@ -99,6 +99,15 @@ func (s *Store) WithOps(ops *Ops) *Store {
 	return &c
 }
 
+// WithClock returns a store that stamps what it writes (marked_at,
+// created_at, a change's at, ...) with now instead of time.Now: tests use
+// it to stand in for function instances whose clocks disagree.
+func (s *Store) WithClock(now func() time.Time) *Store {
+	c := *s
+	c.now = now
+	return &c
+}
+
 // Client exposes the underlying client for packages that add their own
 // collections (operations, leases) next to these.
 func (s *Store) Client() *firestore.Client { return s.client }
