@@ -55,7 +55,7 @@ func newBootstrap(ctx context.Context, env settings.Lookup) (http.Handler, error
 		return nil, fmt.Errorf("connect to Pub/Sub project %s: %w", s.Project, err)
 	}
 	svc := &bootstrap.Service{
-		Operations:  bootstrap.NewOperations(st.Client(), s.Deadline, s.Retention),
+		Operations:  bootstrap.NewOperations(st, s.Deadline, s.Retention),
 		Publisher:   queue.NewPublisher(ps, s.Topic),
 		Registries:  cfg.Names(),
 		VerifyAdmin: verifyAdmin(s.Admin, log),
@@ -95,7 +95,7 @@ func newReconcile(ctx context.Context, env settings.Lookup) (*reconcileApp, erro
 	return &reconcileApp{worker: &bootstrap.Worker{
 		// The deadline only matters to Get's failing of stuck operations;
 		// the reconcile side uses the same retention as bootstrap.
-		Operations: bootstrap.NewOperations(st.Client(), 0, s.Retention),
+		Operations: bootstrap.NewOperations(st, 0, s.Retention),
 		Runner:     &reconcile.Runner{Store: st, Logger: log, LeaseTTL: s.LeaseTTL, Commits: commits},
 		Lookup:     cfg.Lookup,
 		Commits:    commits,

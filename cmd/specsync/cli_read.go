@@ -15,12 +15,12 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/specsync/specsync/pkg/osb"
+	"github.com/specsync/specsync/pkg/api"
 )
 
 func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
 
-func ago(t time.Time) string { return osb.Age(time.Now(), t) }
+func ago(t time.Time) string { return api.Age(time.Now(), t) }
 
 func orDash(s string) string {
 	if s == "" {

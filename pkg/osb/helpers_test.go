@@ -15,6 +15,7 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/osb"
 	"github.com/specsync/specsync/pkg/spec"
 	"github.com/specsync/specsync/pkg/store"
@@ -248,7 +249,7 @@ func (e *env) do(method, path, body string) response {
 
 // wantOSBError checks an OSB error body: JSON with a description, and the
 // error code when want is not "".
-func wantOSBError(t testing.TB, r response, status int, code string) osb.ErrorBody {
+func wantOSBError(t testing.TB, r response, status int, code string) api.ErrorBody {
 	t.Helper()
 	if r.status != status {
 		t.Fatalf("status %d, want %d; body %s", r.status, status, r.body)
@@ -256,7 +257,7 @@ func wantOSBError(t testing.TB, r response, status int, code string) osb.ErrorBo
 	if ct := r.header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type %q, want application/json", ct)
 	}
-	var eb osb.ErrorBody
+	var eb api.ErrorBody
 	dec := json.NewDecoder(strings.NewReader(string(r.body)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&eb); err != nil {
