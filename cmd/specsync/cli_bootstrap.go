@@ -87,7 +87,7 @@ func cmdBootstrap(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := c.check(); err != nil {
 		return err
 	}
-	a := c.api(stderr)
+	a := c.client(stderr)
 	u := a.bootstrap + "/bootstrap"
 	if *dryRun {
 		u += "?dry_run=true"
@@ -177,7 +177,7 @@ func sortedNames[T any](m map[string]T) []string {
 // follow polls last_operation until the operation ends, printing each
 // registry's result as it lands and the progress (a bar on a terminal,
 // plain lines otherwise; nothing in JSON mode, which prints the end only).
-func follow(ctx context.Context, a *api, id string, poll time.Duration, quiet bool, stdout io.Writer) (*lastOperation, []byte, error) {
+func follow(ctx context.Context, a *client, id string, poll time.Duration, quiet bool, stdout io.Writer) (*lastOperation, []byte, error) {
 	u := a.bootstrap + "/bootstrap/last_operation?operation=" + url.QueryEscape(id)
 	seen := map[string]bool{}
 	bar := isTerminal(stdout) && !quiet
@@ -249,7 +249,7 @@ func follow(ctx context.Context, a *api, id string, poll time.Duration, quiet bo
 // behind it is reported, not an error: the bootstrap itself succeeded,
 // and the catalog shows it within its refresh window
 // (SPECSYNC_CATALOG_REFRESH).
-func checkCatalogRevision(ctx context.Context, a *api, want int64, quiet bool, stdout, stderr io.Writer) error {
+func checkCatalogRevision(ctx context.Context, a *client, want int64, quiet bool, stdout, stderr io.Writer) error {
 	fresh := *a
 	fresh.http = &http.Client{Timeout: a.http.Timeout, Transport: noCache{a.http.Transport}}
 	ans, err := fresh.do(ctx, http.MethodGet, a.catalog+"/v2/catalog", authBroker, http.StatusOK)

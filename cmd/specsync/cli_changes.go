@@ -42,7 +42,7 @@ type feedPage struct {
 
 // watcher is the catalog as the changes rebuild it.
 type watcher struct {
-	a        *api
+	a        *client
 	services map[string]string // id -> name
 	json     bool
 	out      io.Writer
@@ -66,7 +66,7 @@ func cmdChanges(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *limit < 1 {
 		return usageError{"--limit must be at least 1"}
 	}
-	a := c.api(stderr)
+	a := c.client(stderr)
 	// A long poll must outlive its wait.
 	if min := *wait + 15*time.Second; a.http.Timeout < min {
 		a.http.Timeout = min

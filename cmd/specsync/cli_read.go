@@ -82,7 +82,7 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := c.check(); err != nil {
 		return err
 	}
-	a := c.api(stderr)
+	a := c.client(stderr)
 	ans, err := a.do(ctx, http.MethodGet, a.catalog+"/registries", authAdmin, http.StatusOK)
 	if err != nil {
 		return err
@@ -217,7 +217,7 @@ func cmdCatalog(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := c.check(); err != nil {
 		return err
 	}
-	a := c.api(stderr)
+	a := c.client(stderr)
 	// no-cache: the catalog function reads the revision for this request
 	// instead of serving what a warm instance holds (up to
 	// SPECSYNC_CATALOG_REFRESH old), so right after a bootstrap the
@@ -308,7 +308,7 @@ func cmdSpecs(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := c.check(); err != nil {
 		return err
 	}
-	a := c.api(stderr)
+	a := c.client(stderr)
 	ans, err := a.do(ctx, http.MethodGet, a.catalog+"/admin/specs"+f.query(nil), authAdmin, http.StatusOK)
 	if err != nil {
 		return err
@@ -362,7 +362,7 @@ func cmdInstances(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *service != "" {
 		extra.Set("service_id", *service)
 	}
-	a := c.api(stderr)
+	a := c.client(stderr)
 	ans, err := a.do(ctx, http.MethodGet, a.catalog+"/admin/instances"+f.query(extra), authAdmin, http.StatusOK)
 	if err != nil {
 		return err
