@@ -1,6 +1,6 @@
 package functions_test
 
-// End-to-end tests: each starts the local stack (`specsync run`) as its own
+// End-to-end tests: each starts the local stack (`specsync-local run`) as its own
 // process with its own project, so bootstrap publishes to the Pub/Sub
 // emulator, the emulator pushes to the reconcile function through
 // functions-framework-go, and the catalog reads the Firestore emulator —
@@ -29,30 +29,31 @@ import (
 
 var (
 	binOnce sync.Once
-	binPath string
+	binDir  string
 	binErr  error
 )
 
-// specsyncBinary builds cmd/specsync once per test binary.
-func specsyncBinary(t *testing.T) string {
+// binary builds cmd/specsync (the operator CLI) and cmd/specsync-local
+// (the local stack) once per test binary and returns the path of name.
+func binary(t *testing.T, name string) string {
 	t.Helper()
 	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "specsync-e2e-")
-		if err != nil {
-			binErr = err
+		if binDir, binErr = os.MkdirTemp("", "specsync-e2e-"); binErr != nil {
 			return
 		}
-		binPath = filepath.Join(dir, "specsync")
-		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/specsync").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", binDir+string(filepath.Separator), "../cmd/specsync", "../cmd/specsync-local").CombinedOutput()
 		if err != nil {
-			binErr = fmt.Errorf("build specsync: %v\n%s", err, out)
+			binErr = fmt.Errorf("build specsync and specsync-local: %v\n%s", err, out)
 		}
 	})
 	if binErr != nil {
 		t.Fatal(binErr)
 	}
-	return binPath
+	return filepath.Join(binDir, name)
 }
+
+// specsyncBinary is the operator CLI.
+func specsyncBinary(t *testing.T) string { return binary(t, "specsync") }
 
 func requireEmulators(t *testing.T) {
 	t.Helper()
@@ -73,7 +74,7 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// stack is a running `specsync run` process.
+// stack is a running `specsync-local run` process.
 type stack struct {
 	t       *testing.T
 	url     string
@@ -94,7 +95,7 @@ const (
 func startStack(t *testing.T, registriesYAML string, extraEnv ...string) *stack {
 	t.Helper()
 	requireEmulators(t)
-	bin := specsyncBinary(t)
+	bin := binary(t, "specsync-local")
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "registries.yaml")
 	if err := os.WriteFile(cfg, []byte(registriesYAML), 0o644); err != nil {

@@ -218,6 +218,10 @@ func TestE2EOperatorCLI(t *testing.T) {
 	s.cli([]string{"SPECSYNC_URL=http://127.0.0.1:1"}, "status").must(t, 4, "unreachable")
 	s.cli(nil, "status", "--output", "yaml").must(t, 2, "bad --output")
 	s.cli(nil, "reconcile").must(t, 2, "the old server-side command name")
+	// The local tools are specsync-local's; the operator binary says so.
+	for _, tool := range []string{"run", "demo", "local"} {
+		s.cli(nil, tool).must(t, 2, "specsync "+tool).contains(t, "specsync "+tool, "specsync-local")
+	}
 
 	// Separate URLs per function, as production has: a wrong catalog URL
 	// fails status while the bootstrap URL still works.

@@ -21,7 +21,7 @@ import (
 	"github.com/specsync/specsync/pkg/logging"
 )
 
-// DefaultURL is the local stack's (`specsync run`, `make run`).
+// DefaultURL is the local stack's (`specsync-local run`, `make run`).
 const DefaultURL = "http://127.0.0.1:8080"
 
 // clientFlags are the flags every operator command takes.
@@ -226,7 +226,7 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				var b stringsBuilder
+				var b strings.Builder
 				fs.SetOutput(&b)
 				fs.PrintDefaults()
 				return nil, usageError{"flags of " + fs.Name() + ":\n" + b.String()}
