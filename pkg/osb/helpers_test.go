@@ -16,6 +16,7 @@ import (
 
 	"github.com/specsync/specsync/emulator/emulatortest"
 	"github.com/specsync/specsync/pkg/api"
+	"github.com/specsync/specsync/pkg/catalog"
 	"github.com/specsync/specsync/pkg/osb"
 	"github.com/specsync/specsync/pkg/spec"
 	"github.com/specsync/specsync/pkg/store"
@@ -358,33 +359,20 @@ func (e *env) instanceCount(specID string) int64 {
 	return rec.Instances
 }
 
-// served decodes the body of GET /v2/catalog.
-type served struct {
-	Services []struct {
-		ID    string `json:"id"`
-		Name  string `json:"name"`
-		Plans []struct {
-			ID      string                    `json:"id"`
-			Name    string                    `json:"name"`
-			Schemas map[string]map[string]any `json:"schemas"`
-		} `json:"plans"`
-	} `json:"services"`
-}
-
-func (e *env) catalog() (served, response) {
+func (e *env) catalog() (catalog.Catalog, response) {
 	e.t.Helper()
 	r := e.do(http.MethodGet, "/v2/catalog", "")
 	if r.status != http.StatusOK {
 		e.t.Fatalf("GET /v2/catalog: %d %s", r.status, r.body)
 	}
-	var c served
+	var c catalog.Catalog
 	if err := json.Unmarshal(r.body, &c); err != nil {
 		e.t.Fatalf("catalog body: %v", err)
 	}
 	return c, r
 }
 
-func (c served) names() []string {
+func serviceNames(c catalog.Catalog) []string {
 	var out []string
 	for _, s := range c.Services {
 		out = append(out, s.Name)
