@@ -71,7 +71,7 @@ func TestRecentOperationsReadsWhatBootstrapWrites(t *testing.T) {
 		t.Errorf("in-progress dry run read back as %+v", r)
 	}
 	d := got[1]
-	if d.State != api.Failed || d.Results["b"].Result != "fetch_failed" || d.Results["b"].Error != "status 502" || d.Results["a"].Counts.Created != 2 ||
+	if d.State != api.Failed || d.Results["b"].Result != api.ResultFetchFailed || d.Results["b"].Error != "status 502" || d.Results["a"].Counts.Created != 2 ||
 		d.CatalogRevision == nil || *d.CatalogRevision != 2 || d.Commit == nil || d.Commit.CommittedAt.IsZero() {
 		t.Errorf("finished operation read back as %+v", d)
 	}

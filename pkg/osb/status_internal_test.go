@@ -14,16 +14,16 @@ func TestHealth(t *testing.T) {
 		bootstrap api.OperationState
 		want      string
 	}{
-		{"succeeded", "succeeded", HealthOK},
-		{"succeeded", "", HealthOK},
-		{"fetch_failed", "failed", HealthFailing},
-		{"error", "", HealthFailing},
+		{api.ResultSucceeded, api.Succeeded, HealthOK},
+		{api.ResultSucceeded, "", HealthOK},
+		{api.ResultFetchFailed, api.Failed, HealthFailing},
+		{api.ResultError, "", HealthFailing},
 		// A recovery through an unchanged run is not recorded on the
 		// registry; a failed newest bootstrap still counts.
-		{"succeeded", "failed", HealthFailing},
-		{"guarded", "succeeded", HealthGuarded},
+		{api.ResultSucceeded, api.Failed, HealthFailing},
+		{api.ResultGuarded, api.Succeeded, HealthGuarded},
 		{"", "", HealthUnknown},
-		{"", "failed", HealthFailing},
+		{"", api.Failed, HealthFailing},
 	} {
 		st := api.RegistryStatus{LastRun: api.Run{Result: c.last}}
 		if got := health(st, c.bootstrap); got != c.want {
