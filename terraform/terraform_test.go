@@ -223,7 +223,8 @@ func parseFunctions(t *testing.T) *functionsPackage {
 
 // reach walks the package-local calls from a handler and reports what the
 // function does at cold start: the settings loaders it calls, whether it
-// loads the registries file (config.Load) and whether it runs reconciles
+// loads the registries file (reconcile.LoadRegistries, or config.Load
+// itself) and whether it runs reconciles
 // (which fetch registries with their credentials).
 type reach struct {
 	Loaders           []string
@@ -254,7 +255,8 @@ func (p *functionsPackage) reach(handler string) reach {
 					if x, ok := fun.X.(*ast.Ident); ok && x.Name == "settings" && strings.HasPrefix(fun.Sel.Name, "Load") {
 						r.Loaders = append(r.Loaders, fun.Sel.Name)
 					}
-					if x, ok := fun.X.(*ast.Ident); ok && x.Name == "config" && strings.HasPrefix(fun.Sel.Name, "Load") {
+					if x, ok := fun.X.(*ast.Ident); ok && (x.Name == "config" && strings.HasPrefix(fun.Sel.Name, "Load") ||
+						x.Name == "reconcile" && fun.Sel.Name == "LoadRegistries") {
 						r.LoadsRegistries = true
 					}
 				}

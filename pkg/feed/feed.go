@@ -76,7 +76,7 @@ func (p *Publisher) PublishChanges(ctx context.Context, changes []store.Change) 
 			Data:        body,
 			OrderingKey: orderingKey,
 			Attributes: map[string]string{
-				"revision": strconv.FormatInt(c.Revision, 10), "kind": c.Kind,
+				"revision": strconv.FormatInt(c.Revision, 10), "kind": string(c.Kind),
 				"service_id": c.SpecID, "registry": c.Registry,
 			},
 		})
