@@ -703,7 +703,7 @@ func describe(r store.SpecRecord, stored bool) string {
 	if !stored {
 		return "no such spec"
 	}
-	return "it " + r.State
+	return "it " + string(r.State)
 }
 
 func sameJSON(a, b string) bool {
