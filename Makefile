@@ -12,7 +12,7 @@ test: vet
 
 ## demo: emulators + local OCI registry, reconcile the examples twice, print the catalog.
 demo:
-	$(GO) run ./cmd/specsync demo
+	$(GO) run ./cmd/specsync-local demo
 
 ## bench: benchmarks (figures go into docs/BENCHMARKS.md).
 bench:
@@ -49,4 +49,4 @@ fmt:
 
 ## run: the local stack (every function, emulators, OCI registry, push subscription) on $PORT.
 run:
-	$(GO) run ./cmd/specsync run
+	$(GO) run ./cmd/specsync-local run

@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+
+	"github.com/specsync/specsync/pkg/api"
+	"github.com/specsync/specsync/pkg/catalog"
 )
 
 // TestE2ECatalogNoCache: with a refresh window of an hour, a platform
@@ -32,13 +35,13 @@ func TestE2ECatalogNoCache(t *testing.T) {
 	}
 	var start struct{ Operation string }
 	r.json(t, &start)
-	if op := s.poll(start.Operation); op.State != "succeeded" {
+	if op := s.poll(start.Operation); op.State != api.Succeeded {
 		t.Fatalf("second bootstrap: %s (%s)", op.State, op.Description)
 	}
 	if c, _ := s.catalog(); names(c) != "alpha,beta,gamma" {
 		t.Fatalf("a plain GET inside the window: %s, want the catalog the instance holds (alpha,beta,gamma)", names(c))
 	}
-	var cat osbCatalog
+	var cat catalog.Catalog
 	out := s.cli(nil, "catalog", "--output=json").must(t, 0, "catalog json")
 	if err := json.Unmarshal([]byte(out.stdout), &cat); err != nil || names(cat) != "alpha,gamma" {
 		t.Fatalf("specsync catalog after the bootstrap: %v %s, want alpha,gamma", err, out.stdout)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/specsync/specsync/pkg/api"
+	"github.com/specsync/specsync/pkg/catalog"
 	"github.com/specsync/specsync/pkg/osb/osbtest"
 )
 
@@ -134,23 +135,9 @@ const surfaceIndex = `- name: db
       bindable: false
 `
 
-type catalogService struct {
-	ID                   string `json:"id"`
-	Name                 string `json:"name"`
-	InstancesRetrievable bool   `json:"instances_retrievable"`
-	BindingsRetrievable  bool   `json:"bindings_retrievable"`
-	AllowContextUpdates  bool   `json:"allow_context_updates"`
-	PlanUpdateable       bool   `json:"plan_updateable"`
-	Plans                []struct {
-		ID              string `json:"id"`
-		Name            string `json:"name"`
-		Bindable        bool   `json:"bindable"`
-		PlanUpdateable  *bool  `json:"plan_updateable"`
-		MaintenanceInfo struct {
-			Version string `json:"version"`
-		} `json:"maintenance_info"`
-	} `json:"plans"`
-}
+// catalogService is a service as /v2/catalog lists it, with the tests'
+// helper.
+type catalogService struct{ catalog.Service }
 
 func (c catalogService) plan(name string) string {
 	for _, p := range c.Plans {
@@ -178,11 +165,11 @@ func surfaceStack(t *testing.T, body string) (*index, *stack, catalogService) {
 func (s *stack) service(name string) catalogService {
 	s.t.Helper()
 	r := s.do(http.MethodGet, "/v2/catalog", "broker", nil)
-	var c struct{ Services []catalogService }
+	var c catalog.Catalog
 	r.json(s.t, &c)
 	for _, svc := range c.Services {
 		if svc.Name == name {
-			return svc
+			return catalogService{svc}
 		}
 	}
 	s.t.Fatalf("no service %s in the catalog: %s", name, r.body)
@@ -296,7 +283,7 @@ func TestE2EPlanChangeReleasesHeldBackVersion(t *testing.T) {
 		t.Fatalf("a version stranding big-1 was adopted: %+v", r)
 	}
 	cat := s.do(http.MethodGet, "/v2/catalog", "broker", nil)
-	rev := cat.header.Get("X-Catalog-Revision")
+	rev := cat.header.Get(api.RevisionHeader)
 	if got := planMaintenance(t, cat.body, "db"); !slices.Equal(got, []string{"small@1.0.0", "large@1.0.0"}) {
 		t.Fatalf("held back, the catalog is %v", got)
 	}
@@ -315,14 +302,13 @@ func TestE2EPlanChangeReleasesHeldBackVersion(t *testing.T) {
 		t.Fatalf("after adoption the catalog is %v", got)
 	}
 	feed := s.do(http.MethodGet, "/v2/catalog/changes?since="+rev, "broker", nil)
-	var page feedPage
+	var page api.ChangePage
 	feed.json(t, &page)
-	if len(page.Changes) != 1 || page.Changes[0].Kind != "updated" || page.Changes[0].ServiceID != db.ID {
+	if len(page.Changes) != 1 || page.Changes[0].Kind != api.ChangeUpdated || page.Changes[0].ServiceID != db.ID {
 		t.Fatalf("the feed after the hold: %s", feed.body)
 	}
-	var svc catalogService
-	if err := json.Unmarshal(page.Changes[0].Service, &svc); err != nil || len(svc.Plans) != 1 || svc.Plans[0].MaintenanceInfo.Version != "2.0.0" {
-		t.Fatalf("the feed's service: %s (%v)", page.Changes[0].Service, err)
+	if svc := page.Changes[0].Service; svc == nil || len(svc.Plans) != 1 || svc.Plans[0].MaintenanceInfo == nil || svc.Plans[0].MaintenanceInfo.Version != "2.0.0" {
+		t.Fatalf("the feed's service: %s", feed.body)
 	}
 	// The instance is still on 1.0.0 until the platform upgrades it.
 	if r := s.osb(http.MethodGet, "/v2/service_instances/big-1", osbtest.InstancePath, "", http.StatusOK); !strings.Contains(string(r.body), `"version":"1.0.0"`) {

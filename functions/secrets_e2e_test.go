@@ -22,6 +22,7 @@ import (
 	ggcr "github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/specsync/specsync/emulator"
+	"github.com/specsync/specsync/pkg/api"
 )
 
 // Guarantee 8 (secrets never travel) with a canary: a registry password that
@@ -104,19 +105,19 @@ func TestE2ESecretCanary(t *testing.T) {
 	}
 
 	op := s.bootstrap()
-	if op.State != "succeeded" {
+	if op.State != api.Succeeded {
 		t.Fatalf("bootstrap with the right password: %+v", op)
 	}
 	if err := os.WriteFile(pwFile, []byte(wrong), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	op = s.bootstrap()
-	if r := op.result(t, "private"); r.Result != "fetch_failed" {
+	if r := op.result(t, "private"); r.Result != api.ResultFetchFailed {
 		t.Fatalf("wrong password: %+v", r)
 	}
 	down.Store(true)
 	op = s.bootstrap()
-	if r := op.result(t, "private"); r.Result != "fetch_failed" {
+	if r := op.result(t, "private"); r.Result != api.ResultFetchFailed {
 		t.Fatalf("registry down: %+v", r)
 	}
 	for _, path := range []string{"/registries", "/bootstrap/last_operation?operation=" + op.Operation} {

@@ -30,6 +30,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclwrite"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/config"
 	"github.com/specsync/specsync/pkg/queue"
@@ -222,7 +223,8 @@ func parseFunctions(t *testing.T) *functionsPackage {
 
 // reach walks the package-local calls from a handler and reports what the
 // function does at cold start: the settings loaders it calls, whether it
-// loads the registries file (config.Load) and whether it runs reconciles
+// loads the registries file (reconcile.LoadRegistries, or config.Load
+// itself) and whether it runs reconciles
 // (which fetch registries with their credentials).
 type reach struct {
 	Loaders           []string
@@ -253,7 +255,8 @@ func (p *functionsPackage) reach(handler string) reach {
 					if x, ok := fun.X.(*ast.Ident); ok && x.Name == "settings" && strings.HasPrefix(fun.Sel.Name, "Load") {
 						r.Loaders = append(r.Loaders, fun.Sel.Name)
 					}
-					if x, ok := fun.X.(*ast.Ident); ok && x.Name == "config" && strings.HasPrefix(fun.Sel.Name, "Load") {
+					if x, ok := fun.X.(*ast.Ident); ok && (x.Name == "config" && strings.HasPrefix(fun.Sel.Name, "Load") ||
+						x.Name == "reconcile" && fun.Sel.Name == "LoadRegistries") {
 						r.LoadsRegistries = true
 					}
 				}
@@ -1043,15 +1046,14 @@ func queriesOnlyInStore(t *testing.T) {
 // mapped here and its policy is added to firestore.tf (or it is listed as
 // nested, where a TTL would delete the enclosing document).
 var expiring = map[string]struct{ Collection, Field string }{
-	"bootstrap.Operation": {bootstrap.OperationsCollection, "expires_at"},
-	// The operator's read-only view of the same documents (pkg/store/admin.go).
-	"store.OperationRecord": {store.OperationsCollection, "expires_at"},
-	"store.Change":          {store.ChangesCollection, "expires_at"},
-	"store.Tombstone":       {store.TombstonesCollection, "expires_at"},
+	"api.Operation":   {store.OperationsCollection, "expires_at"},
+	"store.Change":    {store.ChangesCollection, "expires_at"},
+	"store.Tombstone": {store.TombstonesCollection, "expires_at"},
 }
 
 var nestedExpiry = map[string]string{
-	"store.Lease": "registries/{name}.lease: a TTL on it would delete the registry's status",
+	"api.Lease":   "registries/{name}.lease: a TTL on it would delete the registry's status",
+	"store.Lease": "registries/{name}.lease (the store's declaration of api.Lease's shape)",
 }
 
 func TestTTLPolicies(t *testing.T) {
@@ -1115,8 +1117,8 @@ func TestTTLPolicies(t *testing.T) {
 		}
 	}
 	// The field the code writes is the one mapped.
-	if f, ok := reflect.TypeOf(bootstrap.Operation{}).FieldByName("ExpiresAt"); !ok || f.Tag.Get("firestore") != expiring["bootstrap.Operation"].Field {
-		t.Error("bootstrap.Operation.ExpiresAt is not stored as expires_at")
+	if f, ok := reflect.TypeOf(api.Operation{}).FieldByName("ExpiresAt"); !ok || f.Tag.Get("firestore") != expiring["api.Operation"].Field {
+		t.Error("api.Operation.ExpiresAt is not stored as expires_at")
 	}
 	got := map[string]bool{}
 	for _, f := range m.ofType("google_firestore_field") {

@@ -11,6 +11,7 @@ import (
 	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/invariant"
 	"github.com/specsync/specsync/pkg/osb"
+	"github.com/specsync/specsync/pkg/store"
 )
 
 // POST /bootstrap takes no body, whether its length is announced or not:
@@ -20,7 +21,7 @@ func TestBootstrapRefusesABodyOfUnknownLength(t *testing.T) {
 	t.Parallel()
 	client := emulatortest.Firestore(t)
 	pub := &countingPublisher{}
-	svc := &bootstrap.Service{Operations: bootstrap.NewOperations(client, 10*time.Minute, time.Hour), Publisher: pub,
+	svc := &bootstrap.Service{Operations: bootstrap.NewOperations(store.New(client), 10*time.Minute, time.Hour), Publisher: pub,
 		Registries: rigRegistries, VerifyAdmin: func(*http.Request, string) bool { return true }, Logger: quiet}
 	h := svc.Handler()
 	post := func(body string) *httptest.ResponseRecorder {
@@ -50,7 +51,7 @@ func TestBootstrapAdminRule(t *testing.T) {
 	t.Parallel()
 	client := emulatortest.Firestore(t)
 	const token = "bootstrap-admin-token-0123456789"
-	svc := &bootstrap.Service{Operations: bootstrap.NewOperations(client, 10*time.Minute, time.Hour), Publisher: &countingPublisher{},
+	svc := &bootstrap.Service{Operations: bootstrap.NewOperations(store.New(client), 10*time.Minute, time.Hour), Publisher: &countingPublisher{},
 		Registries: rigRegistries, VerifyAdmin: osb.StaticToken(token), Logger: quiet}
 	h := svc.Handler()
 	for name, c := range map[string]struct {

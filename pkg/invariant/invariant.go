@@ -69,7 +69,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/api/iterator"
 
-	"github.com/specsync/specsync/pkg/bootstrap"
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/spec"
 	"github.com/specsync/specsync/pkg/store"
 )
@@ -136,7 +136,7 @@ type State struct {
 	Tombstones map[string]store.Tombstone // by document id
 	Registries map[string]store.RegistryStatus
 	Changes    []ChangeDoc
-	Operations map[string]bootstrap.Operation
+	Operations map[string]api.Operation
 	// Catalog is meta/catalog: revision and published.
 	Catalog struct {
 		Revision  int64 `firestore:"revision"`
@@ -165,7 +165,7 @@ func read(ctx context.Context, client *firestore.Client, shallow bool) (*State, 
 		Bindings:   map[string]BindingDoc{},
 		Tombstones: map[string]store.Tombstone{},
 		Registries: map[string]store.RegistryStatus{},
-		Operations: map[string]bootstrap.Operation{},
+		Operations: map[string]api.Operation{},
 		Raw:        map[string]map[string]any{},
 	}
 	cols := client.Collections(ctx)
@@ -291,8 +291,8 @@ func (s *State) decode(collection string, snap *firestore.DocumentSnapshot) {
 			return
 		}
 		s.Changes = append(s.Changes, ChangeDoc{DocID: id, Change: c})
-	case bootstrap.OperationsCollection:
-		var op bootstrap.Operation
+	case store.OperationsCollection:
+		var op api.Operation
 		if err := snap.DataTo(&op); err != nil {
 			bad(err)
 			return
@@ -703,7 +703,7 @@ func describe(r store.SpecRecord, stored bool) string {
 	if !stored {
 		return "no such spec"
 	}
-	return "it " + r.State
+	return "it " + string(r.State)
 }
 
 func sameJSON(a, b string) bool {
@@ -720,15 +720,15 @@ func sameJSON(a, b string) bool {
 func (c *checker) operations() {
 	for _, id := range sortedKeys(c.s.Operations) {
 		op := c.s.Operations[id]
-		doc := bootstrap.OperationsCollection + "/" + id
+		doc := store.OperationsCollection + "/" + id
 		switch op.State {
-		case bootstrap.InProgress, bootstrap.Failed:
-		case bootstrap.Succeeded:
+		case api.InProgress, api.Failed:
+		case api.Succeeded:
 			for _, r := range op.Registries {
 				res, ok := op.Results[r]
 				if !ok {
 					c.add("operation", doc, "succeeded without a result from registry %s", r)
-				} else if res.State != bootstrap.Succeeded {
+				} else if res.State != api.Succeeded {
 					c.add("operation", doc, "succeeded although registry %s %s", r, res.State)
 				}
 			}
@@ -744,7 +744,7 @@ func (c *checker) operations() {
 			c.add("operation", doc, "names catalog revision %d without a finished commit", *op.CatalogRevision)
 		case op.CatalogRevision != nil && *op.CatalogRevision > c.s.Catalog.Revision:
 			c.add("operation", doc, "names catalog revision %d, beyond meta/catalog's %d", *op.CatalogRevision, c.s.Catalog.Revision)
-		case op.State == bootstrap.Succeeded && !op.DryRun && op.CatalogRevision == nil:
+		case op.State == api.Succeeded && !op.DryRun && op.CatalogRevision == nil:
 			c.add("operation", doc, "succeeded without the catalog revision its changes reached")
 		}
 		regs := map[string]bool{}

@@ -14,6 +14,7 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/invariant"
 	"github.com/specsync/specsync/pkg/reconcile"
@@ -97,12 +98,12 @@ func newWorld(t *testing.T) *world {
 	if _, err := (&reconcile.Committer{Store: st}).Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ops := bootstrap.NewOperations(client, time.Hour, time.Hour)
+	ops := bootstrap.NewOperations(store.New(client), time.Hour, time.Hour)
 	op, _, err := ops.Start(ctx, []string{"team"}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ops.Report(ctx, op.ID, "team", bootstrap.RegistryResult{State: bootstrap.Succeeded, Result: reconcile.ResultSucceeded}); err != nil {
+	if _, err := ops.Report(ctx, op.ID, "team", api.RegistryResult{State: api.Succeeded, Result: api.ResultSucceeded}); err != nil {
 		t.Fatal(err)
 	}
 	rev, err := st.Revision(ctx)
@@ -368,8 +369,8 @@ func TestCheckerDetectsSeededViolations(t *testing.T) {
 			}},
 		{name: "operation succeeded without every registry", rule: "operation",
 			seed: func(t *testing.T, w *world) string {
-				w.set(t, "operations/op-x", bootstrap.Operation{ID: "op-x", State: bootstrap.Succeeded, Registries: []string{"team", "other"},
-					Results: map[string]bootstrap.RegistryResult{"team": {State: bootstrap.Succeeded}}})
+				w.set(t, "operations/op-x", api.Operation{ID: "op-x", State: api.Succeeded, Registries: []string{"team", "other"},
+					Results: map[string]api.RegistryResult{"team": {State: api.Succeeded}}})
 				return "operations/op-x"
 			}},
 		{name: "operation succeeded before its commit", rule: "operation",
@@ -384,20 +385,20 @@ func TestCheckerDetectsSeededViolations(t *testing.T) {
 			}},
 		{name: "operation awaits a commit with a registry missing", rule: "operation",
 			seed: func(t *testing.T, w *world) string {
-				w.set(t, "operations/op-z", bootstrap.Operation{ID: "op-z", State: bootstrap.InProgress, Registries: []string{"team", "other"},
-					Results: map[string]bootstrap.RegistryResult{"team": {State: bootstrap.Succeeded}}, Commit: &store.OperationCommit{Changes: 1}})
+				w.set(t, "operations/op-z", api.Operation{ID: "op-z", State: api.InProgress, Registries: []string{"team", "other"},
+					Results: map[string]api.RegistryResult{"team": {State: api.Succeeded}}, Commit: &api.OperationCommit{Changes: 1}})
 				return "operations/op-z"
 			}},
 		{name: "dry run with a catalog revision", rule: "operation",
 			seed: func(t *testing.T, w *world) string {
 				rev := int64(1)
-				w.set(t, "operations/op-d", bootstrap.Operation{ID: "op-d", State: bootstrap.Succeeded, DryRun: true, Registries: []string{"team"},
-					Results: map[string]bootstrap.RegistryResult{"team": {State: bootstrap.Succeeded}}, CatalogRevision: &rev})
+				w.set(t, "operations/op-d", api.Operation{ID: "op-d", State: api.Succeeded, DryRun: true, Registries: []string{"team"},
+					Results: map[string]api.RegistryResult{"team": {State: api.Succeeded}}, CatalogRevision: &rev})
 				return "operations/op-d"
 			}},
 		{name: "operation state", rule: "operation",
 			seed: func(t *testing.T, w *world) string {
-				w.set(t, "operations/op-y", bootstrap.Operation{ID: "op-y", State: "done", Registries: []string{"team"}})
+				w.set(t, "operations/op-y", api.Operation{ID: "op-y", State: "done", Registries: []string{"team"}})
 				return "operations/op-y"
 			}},
 		{name: "current operation missing", rule: "operation", doc: "meta/bootstrap",
@@ -412,7 +413,7 @@ func TestCheckerDetectsSeededViolations(t *testing.T) {
 			}},
 		{name: "secret in a nested list", rule: "secret", doc: "operations/op-s",
 			seed: func(t *testing.T, w *world) string {
-				w.set(t, "operations/op-s", map[string]any{"state": bootstrap.Failed, "results": map[string]any{},
+				w.set(t, "operations/op-s", map[string]any{"state": api.Failed, "results": map[string]any{},
 					"notes": []any{map[string]any{"x": []any{"Bearer " + canary}}}})
 				return ""
 			}},

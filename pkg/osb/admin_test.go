@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/specsync/specsync/pkg/api"
+	"github.com/specsync/specsync/pkg/reconcile"
 	"github.com/specsync/specsync/pkg/store"
 )
 
@@ -29,7 +31,7 @@ func TestRegistriesEndpoint(t *testing.T) {
 		})
 	}
 
-	get := func() map[string][]store.RegistryStatus {
+	get := func() []api.RegistryStatus {
 		t.Helper()
 		req := e.request(http.MethodGet, "/registries", "")
 		req.Header.Set("Authorization", "Bearer "+adminToken)
@@ -45,40 +47,40 @@ func TestRegistriesEndpoint(t *testing.T) {
 		if string(raw["registries"]) == "null" || raw["registries"] == nil {
 			t.Fatalf("registries is not a list: %s", r.body)
 		}
-		var out map[string][]store.RegistryStatus
+		var out api.RegistryList
 		if err := json.Unmarshal(r.body, &out); err != nil {
 			t.Fatal(err)
 		}
-		return out
+		return out.Registries
 	}
-	if got := get()["registries"]; len(got) != 0 {
+	if got := get(); len(got) != 0 {
 		t.Fatalf("no runs yet, statuses %+v", got)
 	}
 
 	finished := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	runs := map[string]store.Run{
-		"zeta": {ID: "run-z", Result: "fetch_failed", Error: "registry zeta: 503 Service Unavailable", FinishedAt: finished},
-		"alpha": {ID: "run-a", Result: "succeeded", FinishedAt: finished,
+		"zeta": {ID: "run-z", Result: reconcile.ResultFetchFailed, Error: "registry zeta: 503 Service Unavailable", FinishedAt: finished},
+		"alpha": {ID: "run-a", Result: reconcile.ResultSucceeded, FinishedAt: finished,
 			Counts: store.RunCounts{Created: 2, Marked: 1, Kept: 1},
 			Kept:   []store.KeptSpec{{SpecID: "s-kept", Name: "kept", Instances: 3}}},
 	}
 	for name, run := range runs {
-		if err := e.st.RecordRun(e.ctx, name, run, run.Result == "succeeded", "sha256:abc", "", run.Counts.Marked); err != nil {
+		if err := e.st.RecordRun(e.ctx, name, run, run.Result == reconcile.ResultSucceeded, "sha256:abc", "", run.Counts.Marked); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got := get()["registries"]
+	got := get()
 	if len(got) != 2 || got[0].Name != "alpha" || got[1].Name != "zeta" {
 		t.Fatalf("statuses %+v, want alpha and zeta in name order", got)
 	}
 	a, z := got[0], got[1]
-	if a.LastRun.Result != "succeeded" || a.LastRun.Counts.Created != 2 || a.Marked != 1 || a.ListingDigest != "sha256:abc" {
+	if a.LastRun.Result != api.ResultSucceeded || a.LastRun.Counts.Created != 2 || a.Marked != 1 || a.ListingDigest != "sha256:abc" {
 		t.Errorf("alpha status %+v", a)
 	}
-	if len(a.LastRun.Kept) != 1 || a.LastRun.Kept[0] != (store.KeptSpec{SpecID: "s-kept", Name: "kept", Instances: 3}) {
+	if len(a.LastRun.Kept) != 1 || a.LastRun.Kept[0] != (api.KeptSpec{SpecID: "s-kept", Name: "kept", Instances: 3}) {
 		t.Errorf("alpha kept %+v, want the kept spec with its instance count", a.LastRun.Kept)
 	}
-	if z.LastRun.Result != "fetch_failed" || z.LastRun.Error == "" || z.ListingDigest != "" {
+	if z.LastRun.Result != api.ResultFetchFailed || z.LastRun.Error == "" || z.ListingDigest != "" {
 		t.Errorf("zeta status %+v: a failed run must not set a baseline", z)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/store"
 )
@@ -158,6 +159,6 @@ func (b *Broker) bindingLastOperation(w http.ResponseWriter, r *http.Request) {
 		WriteFailure(w, err)
 		return
 	}
-	WriteJSON(w, http.StatusOK, lastOperation{State: "succeeded",
+	WriteJSON(w, http.StatusOK, api.OSBLastOperation{State: api.Succeeded,
 		Description: "binding " + bindingID + " of instance " + instanceID + " was created at " + bind.CreatedAt.UTC().Format(time.RFC3339)})
 }

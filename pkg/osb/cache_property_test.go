@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/catalog"
 	"github.com/specsync/specsync/pkg/osb"
 	"github.com/specsync/specsync/pkg/store"
@@ -130,14 +131,14 @@ func (w *world) upsert(o store.Offer) {
 }
 
 // stored returns a random stored spec in one of the states ("" for any).
-func (w *world) stored(states ...string) *store.SpecRecord {
+func (w *world) stored(states ...api.SpecState) *store.SpecRecord {
 	all, err := w.e.st.AllSpecs(w.e.ctx)
 	if err != nil {
 		w.e.t.Fatal(err)
 	}
 	var in []store.SpecRecord
 	for _, r := range all {
-		if len(states) == 0 || slices.Contains(states, r.State) {
+		if len(states) == 0 || slices.Contains(states, api.SpecState(r.State)) {
 			in = append(in, r)
 		}
 	}

@@ -35,9 +35,7 @@ func (e *env) get(c *osb.Cache) (*osb.Rendered, int64) {
 
 func serviceCount(t testing.TB, body []byte) int {
 	t.Helper()
-	var c struct {
-		Services []json.RawMessage `json:"services"`
-	}
+	var c catalog.Catalog
 	if err := json.Unmarshal(body, &c); err != nil {
 		t.Fatal(err)
 	}

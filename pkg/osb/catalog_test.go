@@ -11,6 +11,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
+	"github.com/specsync/specsync/pkg/catalog"
 	"github.com/specsync/specsync/pkg/osb/osbtest"
 	"github.com/specsync/specsync/pkg/spec"
 )
@@ -88,7 +89,7 @@ func TestMarkedSpecLeavesCatalogAfterWindow(t *testing.T) {
 	db, cache := parseSpec(t, specYAML("db")), parseSpec(t, specYAML("cache"))
 	e.seed(db, cache)
 	c, before := e.catalog()
-	if got := c.names(); !slices.Equal(got, []string{"cache", "db"}) {
+	if got := serviceNames(c); !slices.Equal(got, []string{"cache", "db"}) {
 		t.Fatalf("catalog %v, want [cache db]", got)
 	}
 
@@ -97,13 +98,13 @@ func TestMarkedSpecLeavesCatalogAfterWindow(t *testing.T) {
 	// marked spec is still served, which is what the window trades.
 	e.clock.Advance(e.window - time.Millisecond)
 	c, r := e.catalog()
-	if !slices.Equal(c.names(), []string{"cache", "db"}) || r.header.Get("ETag") != before.header.Get("ETag") {
-		t.Fatalf("inside the window: %v %s", c.names(), r.header.Get("ETag"))
+	if !slices.Equal(serviceNames(c), []string{"cache", "db"}) || r.header.Get("ETag") != before.header.Get("ETag") {
+		t.Fatalf("inside the window: %v %s", serviceNames(c), r.header.Get("ETag"))
 	}
 
 	e.clock.Advance(time.Millisecond)
 	c, r = e.catalog()
-	if got := c.names(); !slices.Equal(got, []string{"db"}) {
+	if got := serviceNames(c); !slices.Equal(got, []string{"db"}) {
 		t.Fatalf("after the window: catalog %v, want [db]", got)
 	}
 	if r.header.Get("ETag") == before.header.Get("ETag") {
@@ -157,7 +158,7 @@ func TestServedCatalogMatchesOSBOpenAPI(t *testing.T) {
 
 	// Every seeded service is served with the ids the spec got, and its
 	// parameter schemas declare their JSON Schema dialect, as OSB requires.
-	var c served
+	var c catalog.Catalog
 	if err := json.Unmarshal(r.body, &c); err != nil {
 		t.Fatal(err)
 	}
@@ -177,13 +178,19 @@ func TestServedCatalogMatchesOSBOpenAPI(t *testing.T) {
 			t.Fatalf("service %s: plans %+v, want ids %s, %s", s.Name, svc.Plans, s.Plans[0].ID, s.Plans[1].ID)
 		}
 		small := svc.Plans[0].Schemas
-		paths := map[string]any{
-			"service_instance.create": dig(small, "service_instance", "create"),
-			"service_instance.update": dig(small, "service_instance", "update"),
-			"service_binding.create":  dig(small, "service_binding", "create"),
+		if small == nil || small.ServiceInstance == nil || small.ServiceBinding == nil {
+			t.Fatalf("service %s plan small: schemas %+v", s.Name, small)
 		}
-		for path, v := range paths {
-			params, _ := v.(map[string]any)["parameters"].(map[string]any)
+		paths := map[string]*catalog.InputParameters{
+			"service_instance.create": small.ServiceInstance.Create,
+			"service_instance.update": small.ServiceInstance.Update,
+			"service_binding.create":  small.ServiceBinding.Create,
+		}
+		for path, in := range paths {
+			var params map[string]any
+			if in != nil {
+				params = in.Parameters
+			}
 			if params == nil {
 				t.Fatalf("service %s plan small: no %s parameters schema in %v", s.Name, path, small)
 			}
@@ -195,14 +202,6 @@ func TestServedCatalogMatchesOSBOpenAPI(t *testing.T) {
 			t.Errorf("service %s plan large has no parameters but schemas %v", s.Name, svc.Plans[1].Schemas)
 		}
 	}
-}
-
-func dig(m map[string]map[string]any, outer, inner string) any {
-	v, _ := m[outer][inner].(map[string]any)
-	if v == nil {
-		return map[string]any{}
-	}
-	return v
 }
 
 // TestCatalogReadsHeader: the handler reports each request's reads, which
@@ -245,7 +244,7 @@ func TestCatalogNoCache(t *testing.T) {
 	e := newEnv(t, time.Hour)
 	e.seed(parseSpec(t, specYAML("a")), parseSpec(t, specYAML("b")))
 	cold, _ := e.catalog()
-	get := func(header ...string) (served, response) {
+	get := func(header ...string) (catalog.Catalog, response) {
 		t.Helper()
 		req := e.request(http.MethodGet, "/v2/catalog", "")
 		for i := 0; i+1 < len(header); i += 2 {
@@ -255,7 +254,7 @@ func TestCatalogNoCache(t *testing.T) {
 		if r.status != http.StatusOK && r.status != http.StatusNotModified {
 			t.Fatalf("GET /v2/catalog %v: %d %s", header, r.status, r.body)
 		}
-		var c served
+		var c catalog.Catalog
 		if r.status == http.StatusOK {
 			if err := json.Unmarshal(r.body, &c); err != nil {
 				t.Fatal(err)
@@ -269,7 +268,7 @@ func TestCatalogNoCache(t *testing.T) {
 	}
 	c, r := get("Cache-Control", "no-cache")
 	if len(c.Services) != 3 || readsOf(t, r) != 2 {
-		t.Fatalf("no-cache after a change: %v, %d reads; want 3 services after 2 reads (revision, change)", c.names(), readsOf(t, r))
+		t.Fatalf("no-cache after a change: %v, %d reads; want 3 services after 2 reads (revision, change)", serviceNames(c), readsOf(t, r))
 	}
 	tag := r.header.Get("ETag")
 	// Revision unchanged: one read, and a matching tag is still 304.
@@ -282,7 +281,7 @@ func TestCatalogNoCache(t *testing.T) {
 	}
 	e.mark(parseSpec(t, specYAML("a")).ID, "run-1")
 	if c, r := get("Pragma", "no-cache"); len(c.Services) != 2 || readsOf(t, r) != 2 {
-		t.Fatalf("Pragma: no-cache after a mark: %v, %d reads; want 2 services after 2 reads", c.names(), readsOf(t, r))
+		t.Fatalf("Pragma: no-cache after a mark: %v, %d reads; want 2 services after 2 reads", serviceNames(c), readsOf(t, r))
 	}
 	if _, r := get("Cache-Control", "max-age=0"); readsOf(t, r) != 1 {
 		t.Fatalf("max-age=0: %d reads, want 1", readsOf(t, r))

@@ -14,19 +14,9 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
 )
-
-// ErrorBody is OSB's error response: a camel-case error code and a
-// user-facing description.
-type ErrorBody struct {
-	Error       string `json:"error,omitempty"`
-	Description string `json:"description"`
-	// InstanceUsable and UpdateRepeatable are OSB's hints on a failed
-	// update (they must not appear on errors of other operations).
-	InstanceUsable   *bool `json:"instance_usable,omitempty"`
-	UpdateRepeatable *bool `json:"update_repeatable,omitempty"`
-}
 
 // WriteJSON writes v with status.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
@@ -37,7 +27,7 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 
 // WriteError writes an OSB error body.
 func WriteError(w http.ResponseWriter, status int, code, format string, args ...any) {
-	WriteJSON(w, status, ErrorBody{Error: code, Description: fmt.Sprintf(format, args...)})
+	WriteJSON(w, status, api.ErrorBody{Error: code, Description: fmt.Sprintf(format, args...)})
 }
 
 // WriteFailure maps a classified error to a status code: the one place

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/invariant"
 	"github.com/specsync/specsync/pkg/osb"
 )
@@ -54,7 +55,7 @@ func FuzzDecodeBody(f *testing.F) {
 		if w.Code == http.StatusRequestEntityTooLarge && int64(len(body)) <= lim {
 			t.Fatalf("413 for %d bytes with a limit of %d", len(body), lim)
 		}
-		var eb osb.ErrorBody
+		var eb api.ErrorBody
 		if err := json.Unmarshal(w.Body.Bytes(), &eb); err != nil || eb.Error == "" || eb.Description == "" {
 			t.Fatalf("refusal is not an OSB error body: %q", w.Body.String())
 		}
@@ -140,7 +141,7 @@ func FuzzBrokerRequest(f *testing.F) {
 			t.Fatalf("the answer repeats the broker password")
 		}
 		if resp.StatusCode >= 400 && method != http.MethodHead {
-			var eb osb.ErrorBody
+			var eb api.ErrorBody
 			if err := json.Unmarshal(w.Body.Bytes(), &eb); err != nil || eb.Description == "" {
 				// DELETE of an unknown instance or binding is 410 with {} per OSB.
 				if !(resp.StatusCode == http.StatusGone && strings.TrimSpace(w.Body.String()) == "{}") {

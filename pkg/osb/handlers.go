@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/specsync/specsync/pkg/feed"
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/store"
 )
 
@@ -90,7 +90,7 @@ func (b *Broker) getCatalog(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("ETag", cat.ETag)
-	w.Header().Set(feed.RevisionHeader, strconv.FormatInt(cat.Revision, 10))
+	w.Header().Set(api.RevisionHeader, strconv.FormatInt(cat.Revision, 10))
 	w.Header().Set("X-Specsync-Firestore-Reads", strconv.FormatInt(reads, 10))
 	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatch(inm, cat.ETag) {
 		w.WriteHeader(http.StatusNotModified)
@@ -129,8 +129,9 @@ func (b *Broker) getRegistries(w http.ResponseWriter, r *http.Request) {
 		WriteFailure(w, err)
 		return
 	}
-	if statuses == nil {
-		statuses = []store.RegistryStatus{}
+	out := api.RegistryList{Registries: make([]api.RegistryStatus, 0, len(statuses))}
+	for _, st := range statuses {
+		out.Registries = append(out.Registries, store.APIRegistryStatus(st))
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"registries": statuses})
+	WriteJSON(w, http.StatusOK, out)
 }

@@ -15,6 +15,8 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/api"
+	"github.com/specsync/specsync/pkg/catalog"
 	"github.com/specsync/specsync/pkg/osb"
 	"github.com/specsync/specsync/pkg/spec"
 	"github.com/specsync/specsync/pkg/store"
@@ -248,7 +250,7 @@ func (e *env) do(method, path, body string) response {
 
 // wantOSBError checks an OSB error body: JSON with a description, and the
 // error code when want is not "".
-func wantOSBError(t testing.TB, r response, status int, code string) osb.ErrorBody {
+func wantOSBError(t testing.TB, r response, status int, code string) api.ErrorBody {
 	t.Helper()
 	if r.status != status {
 		t.Fatalf("status %d, want %d; body %s", r.status, status, r.body)
@@ -256,7 +258,7 @@ func wantOSBError(t testing.TB, r response, status int, code string) osb.ErrorBo
 	if ct := r.header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type %q, want application/json", ct)
 	}
-	var eb osb.ErrorBody
+	var eb api.ErrorBody
 	dec := json.NewDecoder(strings.NewReader(string(r.body)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&eb); err != nil {
@@ -357,33 +359,20 @@ func (e *env) instanceCount(specID string) int64 {
 	return rec.Instances
 }
 
-// served decodes the body of GET /v2/catalog.
-type served struct {
-	Services []struct {
-		ID    string `json:"id"`
-		Name  string `json:"name"`
-		Plans []struct {
-			ID      string                    `json:"id"`
-			Name    string                    `json:"name"`
-			Schemas map[string]map[string]any `json:"schemas"`
-		} `json:"plans"`
-	} `json:"services"`
-}
-
-func (e *env) catalog() (served, response) {
+func (e *env) catalog() (catalog.Catalog, response) {
 	e.t.Helper()
 	r := e.do(http.MethodGet, "/v2/catalog", "")
 	if r.status != http.StatusOK {
 		e.t.Fatalf("GET /v2/catalog: %d %s", r.status, r.body)
 	}
-	var c served
+	var c catalog.Catalog
 	if err := json.Unmarshal(r.body, &c); err != nil {
 		e.t.Fatalf("catalog body: %v", err)
 	}
 	return c, r
 }
 
-func (c served) names() []string {
+func serviceNames(c catalog.Catalog) []string {
 	var out []string
 	for _, s := range c.Services {
 		out = append(out, s.Name)

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/store"
 )
@@ -196,7 +197,7 @@ type updateRequest struct {
 // the same request may succeed later.
 func updateError(w http.ResponseWriter, status int, code string, repeatable bool, err error) {
 	usable := true
-	WriteJSON(w, status, ErrorBody{Error: code, Description: err.Error(), InstanceUsable: &usable, UpdateRepeatable: &repeatable})
+	WriteJSON(w, status, api.ErrorBody{Error: code, Description: err.Error(), InstanceUsable: &usable, UpdateRepeatable: &repeatable})
 }
 
 // patchInstance is OSB's update: a plan change, new parameters, a
@@ -295,12 +296,6 @@ func (b *Broker) deleteInstance(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// lastOperation is OSB's last_operation body.
-type lastOperation struct {
-	State       string `json:"state"`
-	Description string `json:"description,omitempty"`
-}
-
 // noOperation writes a 400 when the request names an operation: this
 // broker never returns one, so whatever the platform holds is not ours.
 func noOperation(w http.ResponseWriter, r *http.Request) bool {
@@ -363,5 +358,5 @@ func (b *Broker) instanceLastOperation(w http.ResponseWriter, r *http.Request) {
 	if !inst.UpdatedAt.IsZero() {
 		desc = "instance " + id + " was updated at " + inst.UpdatedAt.UTC().Format(time.RFC3339)
 	}
-	WriteJSON(w, http.StatusOK, lastOperation{State: "succeeded", Description: desc})
+	WriteJSON(w, http.StatusOK, api.OSBLastOperation{State: api.Succeeded, Description: desc})
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/invariant"
 	"github.com/specsync/specsync/pkg/osb"
 	"github.com/specsync/specsync/pkg/spec"
@@ -186,23 +187,23 @@ func TestInstanceLastOperation(t *testing.T) {
 	small, large := db.Plans[0].ID, db.Plans[1].ID
 	wantEmptyObject(t, e.do(http.MethodPut, "/v2/service_instances/lo1?accepts_incomplete=true", provisionBody(db.ID, small)), http.StatusCreated)
 
-	state := func(r response) (string, string) {
+	state := func(r response) (api.OperationState, string) {
 		t.Helper()
-		var lo struct{ State, Description string }
+		var lo api.OSBLastOperation
 		if err := json.Unmarshal(r.body, &lo); err != nil {
 			t.Fatal(err)
 		}
 		return lo.State, lo.Description
 	}
 	r := e.lastOp("lo1", "?service_id="+db.ID+"&plan_id="+small)
-	if st, desc := state(r); r.status != http.StatusOK || st != "succeeded" || !strings.Contains(desc, "provisioned") {
+	if st, desc := state(r); r.status != http.StatusOK || st != api.Succeeded || !strings.Contains(desc, "provisioned") {
 		t.Fatalf("after a provision: %d %s", r.status, r.body)
 	}
 	wantEmptyObject(t, e.patch("lo1?accepts_incomplete=true", patchBody(db.ID, large, "")), http.StatusOK)
 	// OSB: polling after a plan change names the plan before it.
 	for _, q := range []string{"", "?plan_id=" + small, "?plan_id=" + large, "?service_id=" + db.ID} {
 		r = e.lastOp("lo1", q)
-		if st, desc := state(r); r.status != http.StatusOK || st != "succeeded" || !strings.Contains(desc, "updated") {
+		if st, desc := state(r); r.status != http.StatusOK || st != api.Succeeded || !strings.Contains(desc, "updated") {
 			t.Fatalf("after an update, %q: %d %s", q, r.status, r.body)
 		}
 	}

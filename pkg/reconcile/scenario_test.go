@@ -12,6 +12,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/reconcile"
 	"github.com/specsync/specsync/pkg/spec"
@@ -33,9 +34,9 @@ func activeNames(specs map[string]store.SpecRecord) []string {
 	return out
 }
 
-func wantResult(t *testing.T, run store.Run, result string) {
+func wantResult(t *testing.T, run store.Run, result api.RunResult) {
 	t.Helper()
-	if run.Result != result {
+	if api.RunResult(run.Result) != result {
 		t.Fatalf("run result %q (error %q, guard %q), want %q", run.Result, run.Error, run.Guard, result)
 	}
 }

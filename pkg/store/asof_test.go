@@ -104,7 +104,7 @@ func TestChangesCarryTheirWriteAndCreation(t *testing.T) {
 	}
 	var kinds []string
 	for _, c := range cs {
-		kinds = append(kinds, c.Kind)
+		kinds = append(kinds, string(c.Kind))
 	}
 	var wantKinds []string
 	for _, w := range writes {

@@ -1,5 +1,6 @@
 // Package store is specsync's Firestore storage: specs, instances,
-// registry status and the catalog revision. It is a concrete type tested
+// registry status, the catalog revision, the change feed and bootstrap
+// operations. It is a concrete type tested
 // against the Firestore emulator; every operation that must not race is a
 // transaction that re-reads what it depends on.
 //
@@ -13,6 +14,14 @@
 //	registries/{name}   status of a registry's last runs
 //	meta/catalog        the catalog revision (the last committed change)
 //	changes/{id}        the change feed (see Change)
+//	operations/{id}     a bootstrap operation (operations.go)
+//	meta/bootstrap      names the operation in progress
+//
+// It is the one package that reads and writes Firestore (the invariant
+// checker and test helpers aside): packages above it name no collection
+// and open no transaction. Where a write depends on rules of their own
+// (pkg/bootstrap's operations), they pass the decision in, and the store
+// runs it inside its transaction.
 package store
 
 import (
@@ -21,6 +30,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -43,12 +53,8 @@ type Ops struct {
 	Deletes atomic.Int64
 }
 
-// Counts is a snapshot of Ops.
-type Counts struct {
-	Reads   int64 `json:"reads" firestore:"reads"`
-	Writes  int64 `json:"writes" firestore:"writes"`
-	Deletes int64 `json:"deletes" firestore:"deletes"`
-}
+// Counts is a snapshot of Ops (the cost a run or a bootstrap reports).
+type Counts = api.Counts
 
 // Snapshot returns the current counts.
 func (o *Ops) Snapshot() Counts {
@@ -107,10 +113,6 @@ func (s *Store) WithClock(now func() time.Time) *Store {
 	c.now = now
 	return &c
 }
-
-// Client exposes the underlying client for packages that add their own
-// collections (operations, leases) next to these.
-func (s *Store) Client() *firestore.Client { return s.client }
 
 func (s *Store) specs() *firestore.CollectionRef { return s.client.Collection(SpecsCollection) }
 func (s *Store) instances() *firestore.CollectionRef {
