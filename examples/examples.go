@@ -1,5 +1,5 @@
 // Package examples holds the demo registry: a handful of APB-style service
-// specs (registry/*.yaml) that `specsync demo` pushes to a local OCI
+// specs (registry/*.yaml) that `specsync-local demo` pushes to a local OCI
 // registry as labelled images, and that a registry of type dir with
 // `embedded: true` serves straight from the binary.
 //

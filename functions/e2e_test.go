@@ -1,6 +1,6 @@
 package functions_test
 
-// End-to-end tests: each starts the local stack (`specsync run`) as its own
+// End-to-end tests: each starts the local stack (`specsync-local run`) as its own
 // process with its own project, so bootstrap publishes to the Pub/Sub
 // emulator, the emulator pushes to the reconcile function through
 // functions-framework-go, and the catalog reads the Firestore emulator —
@@ -25,34 +25,37 @@ import (
 	"time"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/api"
+	"github.com/specsync/specsync/pkg/catalog"
 )
 
 var (
 	binOnce sync.Once
-	binPath string
+	binDir  string
 	binErr  error
 )
 
-// specsyncBinary builds cmd/specsync once per test binary.
-func specsyncBinary(t *testing.T) string {
+// binary builds cmd/specsync (the operator CLI) and cmd/specsync-local
+// (the local stack) once per test binary and returns the path of name.
+func binary(t *testing.T, name string) string {
 	t.Helper()
 	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "specsync-e2e-")
-		if err != nil {
-			binErr = err
+		if binDir, binErr = os.MkdirTemp("", "specsync-e2e-"); binErr != nil {
 			return
 		}
-		binPath = filepath.Join(dir, "specsync")
-		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/specsync").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", binDir+string(filepath.Separator), "../cmd/specsync", "../cmd/specsync-local").CombinedOutput()
 		if err != nil {
-			binErr = fmt.Errorf("build specsync: %v\n%s", err, out)
+			binErr = fmt.Errorf("build specsync and specsync-local: %v\n%s", err, out)
 		}
 	})
 	if binErr != nil {
 		t.Fatal(binErr)
 	}
-	return binPath
+	return filepath.Join(binDir, name)
 }
+
+// specsyncBinary is the operator CLI.
+func specsyncBinary(t *testing.T) string { return binary(t, "specsync") }
 
 func requireEmulators(t *testing.T) {
 	t.Helper()
@@ -73,7 +76,7 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// stack is a running `specsync run` process.
+// stack is a running `specsync-local run` process.
 type stack struct {
 	t       *testing.T
 	url     string
@@ -94,7 +97,7 @@ const (
 func startStack(t *testing.T, registriesYAML string, extraEnv ...string) *stack {
 	t.Helper()
 	requireEmulators(t)
-	bin := specsyncBinary(t)
+	bin := binary(t, "specsync-local")
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "registries.yaml")
 	if err := os.WriteFile(cfg, []byte(registriesYAML), 0o644); err != nil {
@@ -211,36 +214,15 @@ func (s *stack) do(method, path, auth string, body io.Reader, headers ...string)
 	return response{status: resp.StatusCode, header: resp.Header, body: b}
 }
 
-type lastOp struct {
-	State  string `json:"state"`
-	DryRun bool   `json:"dry_run"`
-	// CatalogRevision is set once a real (not dry) bootstrap finished.
-	CatalogRevision *int64                     `json:"catalog_revision"`
-	Description     string                     `json:"description"`
-	Operation       string                     `json:"operation"`
-	Registries      map[string]json.RawMessage `json:"registries"`
-	Pending         []string                   `json:"pending"`
-}
+// lastOp is a bootstrap's last_operation answer, with the tests' helper.
+type lastOp struct{ api.LastOperation }
 
-type registryResult struct {
-	State  string `json:"state"`
-	Result string `json:"result"`
-	Error  string `json:"error"`
-	Counts struct {
-		Created, Updated, Unchanged, Marked, Deleted, Unmarked int
-		Kept                                                   int `json:"kept_referenced"`
-	} `json:"counts"`
-}
-
-func (o lastOp) result(t *testing.T, name string) registryResult {
+// result is registry name's result; the test fails without one.
+func (o lastOp) result(t *testing.T, name string) api.RegistryResult {
 	t.Helper()
-	var r registryResult
-	raw, ok := o.Registries[name]
+	r, ok := o.Registries[name]
 	if !ok {
 		t.Fatalf("operation has no result for %s: %+v", name, o)
-	}
-	if err := json.Unmarshal(raw, &r); err != nil {
-		t.Fatal(err)
 	}
 	return r
 }
@@ -257,7 +239,7 @@ func (s *stack) bootstrapAt(path string) lastOp {
 	if r.header.Get("Location") == "" || r.header.Get("Retry-After") == "" {
 		s.t.Fatalf("202 without Location/Retry-After: %v", r.header)
 	}
-	var start struct{ Operation string }
+	var start api.BootstrapAccepted
 	r.json(s.t, &start)
 	op := s.poll(start.Operation)
 	// Read-your-writes: a finished real bootstrap names the catalog
@@ -271,8 +253,8 @@ func (s *stack) bootstrapAt(path string) lastOp {
 		s.t.Fatalf("bootstrap %s finished (%s: %s) without a catalog revision", start.Operation, op.State, op.Description)
 	case !op.DryRun:
 		cat := s.do(http.MethodGet, "/v2/catalog", "broker", nil)
-		if got, err := strconv.ParseInt(cat.header.Get("X-Catalog-Revision"), 10, 64); err != nil || got < *op.CatalogRevision {
-			s.t.Fatalf("bootstrap %s finished at catalog revision %d; the catalog then served %q", start.Operation, *op.CatalogRevision, cat.header.Get("X-Catalog-Revision"))
+		if got, err := strconv.ParseInt(cat.header.Get(api.RevisionHeader), 10, 64); err != nil || got < *op.CatalogRevision {
+			s.t.Fatalf("bootstrap %s finished at catalog revision %d; the catalog then served %q", start.Operation, *op.CatalogRevision, cat.header.Get(api.RevisionHeader))
 		}
 	}
 	return op
@@ -288,7 +270,7 @@ func (s *stack) poll(id string) lastOp {
 		}
 		var op lastOp
 		r.json(s.t, &op)
-		if op.State != "in progress" {
+		if op.State != api.InProgress {
 			if r.header.Get("Retry-After") != "" {
 				s.t.Fatalf("finished operation still says Retry-After")
 			}
@@ -304,29 +286,18 @@ func (s *stack) poll(id string) lastOp {
 	}
 }
 
-type osbCatalog struct {
-	Services []struct {
-		ID    string `json:"id"`
-		Name  string `json:"name"`
-		Plans []struct {
-			ID   string `json:"id"`
-			Name string `json:"name"`
-		} `json:"plans"`
-	} `json:"services"`
-}
-
-func (s *stack) catalog() (osbCatalog, string) {
+func (s *stack) catalog() (catalog.Catalog, string) {
 	s.t.Helper()
 	r := s.do(http.MethodGet, "/v2/catalog", "broker", nil)
 	if r.status != http.StatusOK {
 		s.t.Fatalf("GET /v2/catalog: %d %s", r.status, r.body)
 	}
-	var c osbCatalog
+	var c catalog.Catalog
 	r.json(s.t, &c)
 	return c, r.header.Get("ETag")
 }
 
-func names(c osbCatalog) string {
+func names(c catalog.Catalog) string {
 	var out []string
 	for _, s := range c.Services {
 		out = append(out, s.Name)
@@ -426,7 +397,7 @@ func TestE2EFailingRegistryKeepsItsSpecs(t *testing.T) {
 	s := startStack(t, twoIndexes(urlA, urlB))
 
 	op := s.bootstrap()
-	if op.State != "succeeded" {
+	if op.State != api.Succeeded {
 		t.Fatalf("first bootstrap: %+v", op)
 	}
 	if c, _ := s.catalog(); names(c) != "alpha,beta,gamma" {
@@ -434,10 +405,10 @@ func TestE2EFailingRegistryKeepsItsSpecs(t *testing.T) {
 	}
 	a.set(true)
 	op = s.bootstrap()
-	if op.State != "failed" || !strings.Contains(op.Description, "team-a") || strings.Contains(op.Description, "team-b") {
+	if op.State != api.Failed || !strings.Contains(op.Description, "team-a") || strings.Contains(op.Description, "team-b") {
 		t.Fatalf("bootstrap with team-a down: %+v", op)
 	}
-	if r := op.result(t, "team-a"); r.Result != "fetch_failed" || !strings.Contains(r.Error, "502") {
+	if r := op.result(t, "team-a"); r.Result != api.ResultFetchFailed || !strings.Contains(r.Error, "502") {
 		t.Fatalf("team-a result %+v", r)
 	}
 	if c, _ := s.catalog(); names(c) != "alpha,beta,gamma" {
@@ -529,7 +500,7 @@ func TestE2ECoalesceAndETag(t *testing.T) {
 		t.Fatalf("If-None-Match with the current ETag: %d", r.status)
 	}
 	op := s.bootstrap()
-	if r := op.result(t, "team-a"); r.Result != "unchanged" {
+	if r := op.result(t, "team-a"); r.Result != api.ResultUnchanged {
 		t.Fatalf("unchanged world: %+v", r)
 	}
 	if _, again := s.catalog(); again != etag {
@@ -538,7 +509,7 @@ func TestE2ECoalesceAndETag(t *testing.T) {
 	a.set(false, "alpha", "omega")
 	// A dry run forecasts the change and changes nothing.
 	dry := s.bootstrapAt("/bootstrap?dry_run=true")
-	if r := dry.result(t, "team-a"); dry.State != "succeeded" || r.Result != "dry_run" || r.Counts.Created != 1 {
+	if r := dry.result(t, "team-a"); dry.State != api.Succeeded || r.Result != api.ResultDryRun || r.Counts.Created != 1 {
 		t.Fatalf("dry run: %+v %+v", dry, r)
 	}
 	if c, again := s.catalog(); again != etag || strings.Contains(names(c), "omega") {
@@ -587,7 +558,12 @@ func TestE2EBadInput(t *testing.T) {
 		{"get unknown instance", "GET", "/v2/service_instances/i1", "broker", "", nil, 404},
 		{"delete unknown instance", "DELETE", "/v2/service_instances/i1?service_id=a&plan_id=b", "broker", "", nil, 410},
 		{"delete without ids", "DELETE", "/v2/service_instances/i1", "broker", "", nil, 400},
-		{"instance wrong method", "PATCH", "/v2/service_instances/i1", "broker", "", nil, 405},
+		{"instance wrong method", "POST", "/v2/service_instances/i1", "broker", "", nil, 405},
+		{"update unknown instance", "PATCH", "/v2/service_instances/i1", "broker", `{"service_id":"nope"}`, nil, 400},
+		{"bind unknown instance", "PUT", "/v2/service_instances/i1/service_bindings/b1", "broker", `{"service_id":"a","plan_id":"b"}`, nil, 400},
+		{"unbind unknown", "DELETE", "/v2/service_instances/i1/service_bindings/b1?service_id=a&plan_id=b", "broker", "", nil, 410},
+		{"last_operation unknown instance", "GET", "/v2/service_instances/i1/last_operation", "broker", "", nil, 404},
+		{"bootstrap too big", "POST", "/bootstrap", "admin", strings.Repeat("x", 70<<10), nil, 413},
 	}
 	for _, c := range cases {
 		var body io.Reader

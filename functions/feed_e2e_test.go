@@ -15,20 +15,23 @@ import (
 
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+
+	"github.com/specsync/specsync/pkg/api"
+	"github.com/specsync/specsync/pkg/catalog"
 )
 
-// feedItem is the part of a change the watcher needs.
-type feedItem struct {
-	Revision  int64           `json:"revision"`
-	Kind      string          `json:"kind"`
-	ServiceID string          `json:"service_id"`
-	Service   json.RawMessage `json:"service"`
+// rawChange is a change with its service kept as served: the watcher
+// mirrors the JSON documents themselves and compares them with what
+// /v2/catalog lists.
+type rawChange struct {
+	api.Change
+	Service json.RawMessage `json:"service"`
 }
 
-type feedPage struct {
-	Changes  []feedItem `json:"changes"`
-	Next     int64      `json:"next"`
-	Revision int64      `json:"revision"`
+// rawPage is a page of the feed of rawChanges.
+type rawPage struct {
+	api.ChangePage
+	Changes []rawChange `json:"changes"`
 }
 
 // watcher mirrors the catalog the way the README tells clients to: list
@@ -69,9 +72,9 @@ func (w *watcher) list() error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("list: %d %s", resp.StatusCode, body)
 	}
-	rev, err := strconv.ParseInt(resp.Header.Get("X-Catalog-Revision"), 10, 64)
+	rev, err := strconv.ParseInt(resp.Header.Get(api.RevisionHeader), 10, 64)
 	if err != nil {
-		return fmt.Errorf("list: X-Catalog-Revision %q", resp.Header.Get("X-Catalog-Revision"))
+		return fmt.Errorf("list: %s %q", api.RevisionHeader, resp.Header.Get(api.RevisionHeader))
 	}
 	var c struct {
 		Services []json.RawMessage `json:"services"`
@@ -83,9 +86,9 @@ func (w *watcher) list() error {
 	defer w.mu.Unlock()
 	w.services = map[string]json.RawMessage{}
 	for _, s := range c.Services {
-		var id struct{ ID string }
-		_ = json.Unmarshal(s, &id)
-		w.services[id.ID] = s
+		var svc catalog.Service
+		_ = json.Unmarshal(s, &svc)
+		w.services[svc.ID] = s
 	}
 	w.since = rev
 	w.seen = nil
@@ -109,7 +112,7 @@ func (w *watcher) step(wait time.Duration) error {
 	default:
 		return fmt.Errorf("changes since %d: %d %s", since, resp.StatusCode, body)
 	}
-	var p feedPage
+	var p rawPage
 	if err := json.Unmarshal(body, &p); err != nil {
 		return err
 	}
@@ -209,7 +212,7 @@ func TestE2EListThenWatch(t *testing.T) {
 	s.bootstrap()
 
 	final := s.do(http.MethodGet, "/v2/catalog", "broker", nil)
-	rev, _ := strconv.ParseInt(final.header.Get("X-Catalog-Revision"), 10, 64)
+	rev, _ := strconv.ParseInt(final.header.Get(api.RevisionHeader), 10, 64)
 	if rev == 0 {
 		t.Fatalf("no X-Catalog-Revision on /v2/catalog: %v", final.header)
 	}
@@ -235,9 +238,9 @@ func TestE2EListThenWatch(t *testing.T) {
 	final.json(t, &c)
 	want := map[string]json.RawMessage{}
 	for _, svc := range c.Services {
-		var id struct{ ID string }
-		_ = json.Unmarshal(svc, &id)
-		want[id.ID] = svc
+		var one catalog.Service
+		_ = json.Unmarshal(svc, &one)
+		want[one.ID] = svc
 	}
 	got, _, seen := w.state()
 	if !reflect.DeepEqual(canonical(t, got), canonical(t, want)) {
@@ -258,13 +261,13 @@ func TestE2EListThenWatch(t *testing.T) {
 	// Pub/Sub: every revision from 1 to rev, each with its item.
 	sub := ps.Subscriber(subName)
 	var mu sync.Mutex
-	pushed := map[int64]string{}
+	pushed := map[int64]api.ChangeKind{}
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	go func() {
 		_ = sub.Receive(cctx, func(_ context.Context, m *pubsub.Message) {
 			r, _ := strconv.ParseInt(m.Attributes["revision"], 10, 64)
-			var it feedItem
+			var it api.Change
 			_ = json.Unmarshal(m.Data, &it)
 			mu.Lock()
 			if it.Revision == r {
@@ -300,10 +303,7 @@ func TestE2EFeedGone(t *testing.T) {
 	_, urlB := newIndex(t, "gamma")
 	s := startStack(t, twoIndexes(urlA, urlB), "SPECSYNC_CHANGE_RETENTION=1s", "SPECSYNC_PRUNE_INTERVAL=200ms")
 	s.bootstrap()
-	var gone struct {
-		Error    string `json:"error"`
-		Revision int64  `json:"revision"`
-	}
+	var gone api.Gone
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		r := s.do(http.MethodGet, "/v2/catalog/changes?since=0", "broker", nil)
@@ -320,11 +320,11 @@ func TestE2EFeedGone(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	cat := s.do(http.MethodGet, "/v2/catalog", "broker", nil)
-	if gone.Error != "Gone" || gone.Revision != 2 || cat.header.Get("X-Catalog-Revision") != "2" {
-		t.Fatalf("410 body %+v, catalog revision %q; want revision 2 (alpha and gamma created)", gone, cat.header.Get("X-Catalog-Revision"))
+	if gone.Error != "Gone" || gone.Revision != 2 || cat.header.Get(api.RevisionHeader) != "2" {
+		t.Fatalf("410 body %+v, catalog revision %q; want revision 2 (alpha and gamma created)", gone, cat.header.Get(api.RevisionHeader))
 	}
 	r := s.do(http.MethodGet, "/v2/catalog/changes?since=2&wait=0s", "broker", nil)
-	var p feedPage
+	var p api.ChangePage
 	r.json(t, &p)
 	if r.status != http.StatusOK || len(p.Changes) != 0 || p.Next != 2 {
 		t.Fatalf("resume from the listed revision: %d %s", r.status, r.body)

@@ -17,7 +17,7 @@ import (
 	"github.com/specsync/specsync/pkg/store"
 )
 
-// `specsync local reconcile` has no commit topic: it runs the committer in
+// `specsync-local reconcile` has no commit topic: it runs the committer in
 // process after its runs, so the feed it leaves is committed (dense, up
 // to the catalog revision, nothing pending), and says so.
 func TestE2ELocalReconcileCommits(t *testing.T) {
@@ -40,11 +40,11 @@ func TestE2ELocalReconcileCommits(t *testing.T) {
 	project := emulatortest.ProjectID(t)
 	run := func() string {
 		t.Helper()
-		cmd := exec.Command(specsyncBinary(t), "local", "reconcile", "-config", cfg, "-project", project)
+		cmd := exec.Command(binary(t, "specsync-local"), "reconcile", "-config", cfg, "-project", project)
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		if err := cmd.Run(); err != nil {
-			t.Fatalf("specsync local reconcile: %v\n%s\n%s", err, out.String(), errb.String())
+			t.Fatalf("specsync-local reconcile: %v\n%s\n%s", err, out.String(), errb.String())
 		}
 		return out.String()
 	}

@@ -16,10 +16,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/specsync/specsync/pkg/api"
+	"github.com/specsync/specsync/pkg/catalog"
+	"github.com/specsync/specsync/pkg/config"
 )
 
 // cliResult is one run of the specsync binary.
@@ -112,14 +117,9 @@ func TestE2EOperatorCLI(t *testing.T) {
 	if !regexp.MustCompile(`failed: .*team-b \(fetch_failed: .*502`).MatchString(r.stderr) || strings.Contains(r.stderr, "team-a (") {
 		t.Errorf("the failure must name team-b and why, and only team-b:\n%s", r.stderr)
 	}
-	var op struct {
-		State      string `json:"state"`
-		Registries map[string]struct {
-			State, Result string
-		} `json:"registries"`
-	}
+	var op api.LastOperation
 	r = s.cli(nil, "bootstrap", "--wait", poll, "--output", "json").must(t, 1, "bootstrap --wait -o json")
-	if err := json.Unmarshal([]byte(r.stdout), &op); err != nil || op.State != "failed" || op.Registries["team-b"].Result != "fetch_failed" || op.Registries["team-a"].State != "succeeded" {
+	if err := json.Unmarshal([]byte(r.stdout), &op); err != nil || op.State != api.Failed || op.Registries["team-b"].Result != api.ResultFetchFailed || op.Registries["team-a"].State != api.Succeeded {
 		t.Errorf("bootstrap JSON: %v %+v\n%s", err, op, r.stdout)
 	}
 
@@ -132,12 +132,7 @@ func TestE2EOperatorCLI(t *testing.T) {
 	r.contains(t, "status", "error: ", "502")
 	s.cli(nil, "status", "--check").must(t, 1, "status --check with a failing registry")
 	r = s.cli(nil, "status", "-o", "json").must(t, 0, "status -o json")
-	var st struct {
-		Registries []struct {
-			Name    string
-			LastRun struct{ Result string } `json:"last_run"`
-		}
-	}
+	var st api.RegistryList // status -o json's registries are GET /registries'
 	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || len(st.Registries) != 2 {
 		t.Errorf("status JSON: %v\n%s", err, r.stdout)
 	}
@@ -150,7 +145,7 @@ func TestE2EOperatorCLI(t *testing.T) {
 		}
 	}
 	r = s.cli(nil, "catalog", "--output=json").must(t, 0, "catalog json")
-	var cat osbCatalog
+	var cat catalog.Catalog
 	if err := json.Unmarshal([]byte(r.stdout), &cat); err != nil || names(cat) != "alpha,beta,gamma" {
 		t.Errorf("catalog JSON: %v %s", err, r.stdout)
 	}
@@ -185,15 +180,13 @@ func TestE2EOperatorCLI(t *testing.T) {
 		t.Errorf("specs --marked:\n%s", r.stdout)
 	}
 	r = s.cli(nil, "specs", "--registry", "team-a", "-o", "json").must(t, 0, "specs --registry json")
-	var specs struct {
-		Specs []struct{ Name, State, Registry string }
-	}
+	var specs api.SpecList
 	if err := json.Unmarshal([]byte(r.stdout), &specs); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
 	for _, sp := range specs.Specs {
-		got = append(got, sp.Name+"="+sp.State)
+		got = append(got, sp.Name+"="+string(sp.State))
 		if sp.Registry != "team-a" {
 			t.Errorf("specs --registry team-a listed %+v", sp)
 		}
@@ -218,6 +211,10 @@ func TestE2EOperatorCLI(t *testing.T) {
 	s.cli([]string{"SPECSYNC_URL=http://127.0.0.1:1"}, "status").must(t, 4, "unreachable")
 	s.cli(nil, "status", "--output", "yaml").must(t, 2, "bad --output")
 	s.cli(nil, "reconcile").must(t, 2, "the old server-side command name")
+	// The local tools are specsync-local's; the operator binary says so.
+	for _, tool := range []string{"run", "demo", "local"} {
+		s.cli(nil, tool).must(t, 2, "specsync "+tool).contains(t, "specsync "+tool, "specsync-local")
+	}
 
 	// Separate URLs per function, as production has: a wrong catalog URL
 	// fails status while the bootstrap URL still works.
@@ -271,17 +268,22 @@ func TestE2EConfigCheck(t *testing.T) {
 			t.Errorf("config check output lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	r = s.cli(nil, "config", "check", "-o", "json", "../examples/registries.yaml")
-	var res struct {
-		OK         bool     `json:"ok"`
-		Registries []string `json:"registries"`
-		Problems   []struct {
-			Line    int
-			Message string
-		} `json:"problems"`
-	}
+	r = s.cli(nil, "config", "check", "-o", "json", bad).must(t, 1, "config check -o json bad file")
+	var res config.Report
 	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
 		t.Fatalf("%v: %s", err, r.stdout)
+	}
+	var lines []int
+	for _, p := range res.Problems {
+		lines = append(lines, p.Line)
+	}
+	for _, want := range []int{6, 7, 9, 10, 13} {
+		if !slices.Contains(lines, want) {
+			t.Errorf("config check JSON has no problem on line %d: %+v", want, res)
+		}
+	}
+	if res.OK || res.File != bad {
+		t.Errorf("config check JSON: %+v", res)
 	}
 	// The demo file references ${SPECSYNC_DEMO_REGISTRY}: set, it is fine.
 	r = s.cli([]string{"SPECSYNC_DEMO_REGISTRY=127.0.0.1:5000"}, "config", "check", "../examples/registries.yaml").must(t, 0, "config check the demo file")
@@ -355,7 +357,7 @@ func TestE2EStatusPageInChromium(t *testing.T) {
 	s := startStack(t, twoIndexes(urlA, urlB))
 	s.bootstrap()
 	b.set(true)
-	if op := s.bootstrap(); op.State != "failed" {
+	if op := s.bootstrap(); op.State != api.Failed {
 		t.Fatalf("bootstrap with team-b down: %+v", op)
 	}
 
@@ -392,14 +394,9 @@ func TestE2EStatusPageInChromium(t *testing.T) {
 	if r := s.do(http.MethodPost, "/admin/specs", "admin", nil); r.status != http.StatusMethodNotAllowed {
 		t.Errorf("POST /admin/specs: %d", r.status)
 	}
-	var opsBody struct {
-		Operations []struct {
-			State string                `json:"state"`
-			Total struct{ Reads int64 } `json:"firestore_total"`
-		} `json:"operations"`
-	}
+	var opsBody api.OperationList
 	s.do(http.MethodGet, "/admin/operations?limit=1", "admin", nil).json(t, &opsBody)
-	if len(opsBody.Operations) != 1 || opsBody.Operations[0].State != "failed" || opsBody.Operations[0].Total.Reads == 0 {
+	if len(opsBody.Operations) != 1 || opsBody.Operations[0].State != api.Failed || opsBody.Operations[0].Total.Reads == 0 {
 		t.Errorf("the newest operation: %+v", opsBody)
 	}
 
@@ -489,10 +486,7 @@ func TestE2ECLIChangesFollow(t *testing.T) {
 	s.bootstrap()
 
 	r := s.cli(nil, "changes", "--since", "0", "-o", "json").must(t, 0, "changes --since 0")
-	var page struct {
-		Changes []struct{ Kind, Name, Registry string } `json:"changes"`
-		Next    int64                                   `json:"next"`
-	}
+	var page api.ChangePage
 	if err := json.Unmarshal([]byte(r.stdout), &page); err != nil || len(page.Changes) != 2 || page.Next != 2 {
 		t.Fatalf("changes since 0: %v %s", err, r.stdout)
 	}

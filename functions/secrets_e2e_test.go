@@ -22,12 +22,13 @@ import (
 	ggcr "github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/specsync/specsync/emulator"
+	"github.com/specsync/specsync/pkg/api"
 )
 
-// Invariant 8 with a canary: a registry password that appears nowhere —
-// not in Firestore, not in Pub/Sub messages, not in logs, not in any HTTP
-// response — through a successful bootstrap, a wrong password and an
-// outage.
+// Guarantee 8 (secrets never travel) with a canary: a registry password that
+// appears nowhere — not in Firestore, not in Pub/Sub messages, not in logs,
+// not in any HTTP response — through a successful bootstrap, a wrong password
+// and an outage.
 func TestE2ESecretCanary(t *testing.T) {
 	t.Parallel()
 	buf := make([]byte, 16)
@@ -104,19 +105,19 @@ func TestE2ESecretCanary(t *testing.T) {
 	}
 
 	op := s.bootstrap()
-	if op.State != "succeeded" {
+	if op.State != api.Succeeded {
 		t.Fatalf("bootstrap with the right password: %+v", op)
 	}
 	if err := os.WriteFile(pwFile, []byte(wrong), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	op = s.bootstrap()
-	if r := op.result(t, "private"); r.Result != "fetch_failed" {
+	if r := op.result(t, "private"); r.Result != api.ResultFetchFailed {
 		t.Fatalf("wrong password: %+v", r)
 	}
 	down.Store(true)
 	op = s.bootstrap()
-	if r := op.result(t, "private"); r.Result != "fetch_failed" {
+	if r := op.result(t, "private"); r.Result != api.ResultFetchFailed {
 		t.Fatalf("registry down: %+v", r)
 	}
 	for _, path := range []string{"/registries", "/bootstrap/last_operation?operation=" + op.Operation} {

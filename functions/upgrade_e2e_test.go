@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/specsync/specsync/pkg/api"
+	"github.com/specsync/specsync/pkg/catalog"
 )
 
 func dbIndex(plans ...string) string {
@@ -22,17 +25,7 @@ func dbIndex(plans ...string) string {
 // version, "plan@version".
 func planMaintenance(t *testing.T, body []byte, name string) []string {
 	t.Helper()
-	var c struct {
-		Services []struct {
-			Name  string `json:"name"`
-			Plans []struct {
-				Name            string `json:"name"`
-				MaintenanceInfo struct {
-					Version string `json:"version"`
-				} `json:"maintenance_info"`
-			} `json:"plans"`
-		} `json:"services"`
-	}
+	var c catalog.Catalog
 	if err := json.Unmarshal(body, &c); err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +33,11 @@ func planMaintenance(t *testing.T, body []byte, name string) []string {
 	for _, s := range c.Services {
 		if s.Name == name {
 			for _, p := range s.Plans {
-				out = append(out, p.Name+"@"+p.MaintenanceInfo.Version)
+				version := ""
+				if p.MaintenanceInfo != nil {
+					version = p.MaintenanceInfo.Version
+				}
+				out = append(out, p.Name+"@"+version)
 			}
 		}
 	}
@@ -80,7 +77,7 @@ func TestE2EHalfUpgradeHeldBack(t *testing.T) {
 	if put.status != http.StatusCreated {
 		t.Fatalf("provision: %d %s", put.status, put.body)
 	}
-	rev := cat.header.Get("X-Catalog-Revision")
+	rev := cat.header.Get(api.RevisionHeader)
 
 	a.setBody(dbIndex("small")) // drops "large"
 	s.bootstrap()
@@ -93,9 +90,9 @@ func TestE2EHalfUpgradeHeldBack(t *testing.T) {
 		t.Fatalf("/registries does not say what is held back and by which instance: %s", regs.body)
 	}
 	feed := s.do(http.MethodGet, "/v2/catalog/changes?since="+rev, "broker", nil)
-	var page feedPage
+	var page api.ChangePage
 	feed.json(t, &page)
-	if len(page.Changes) != 1 || page.Changes[0].Kind != "held_back" || !strings.Contains(string(feed.body), `"big-1"`) {
+	if len(page.Changes) != 1 || page.Changes[0].Kind != api.ChangeHeldBack || !strings.Contains(string(feed.body), `"big-1"`) {
 		t.Fatalf("the feed does not carry the hold: %s", feed.body)
 	}
 

@@ -11,7 +11,6 @@ import (
 	"google.golang.org/api/idtoken"
 
 	"github.com/specsync/specsync/pkg/bootstrap"
-	"github.com/specsync/specsync/pkg/config"
 	"github.com/specsync/specsync/pkg/feed"
 	"github.com/specsync/specsync/pkg/logging"
 	"github.com/specsync/specsync/pkg/osb"
@@ -26,7 +25,7 @@ import (
 
 // open is what every cold start shares: the logger and the store. The
 // functions that need the registries file (bootstrap, reconcile) load it
-// themselves with config.Load; the catalog never does.
+// themselves with reconcile.LoadRegistries; the catalog never does.
 func open(ctx context.Context, c settings.Common) (*slog.Logger, *store.Store, error) {
 	log := logging.New(os.Stderr, c.LogLevel)
 	st, err := store.Open(ctx, c.Project, c.Database)
@@ -42,7 +41,7 @@ func newBootstrap(ctx context.Context, env settings.Lookup) (http.Handler, error
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := config.Load(s.RegistriesFile)
+	regs, err := reconcile.LoadRegistries(s.RegistriesFile)
 	if err != nil {
 		return nil, err
 	}
@@ -55,13 +54,15 @@ func newBootstrap(ctx context.Context, env settings.Lookup) (http.Handler, error
 		return nil, fmt.Errorf("connect to Pub/Sub project %s: %w", s.Project, err)
 	}
 	svc := &bootstrap.Service{
-		Operations:  bootstrap.NewOperations(st.Client(), s.Deadline, s.Retention),
+		Operations:  bootstrap.NewOperations(st, s.Deadline, s.Retention),
 		Publisher:   queue.NewPublisher(ps, s.Topic),
-		Registries:  cfg.Names(),
+		Registries:  regs.Names(),
 		VerifyAdmin: verifyAdmin(s.Admin, log),
 		Logger:      log,
 	}
-	return svc.Handler(), nil
+	// The bootstrap takes no body: one whose Content-Length is over the
+	// broker's default limit is refused unread (413), as the catalog does.
+	return osb.LimitBody(osb.DefaultMaxBodyBytes, svc.Handler()), nil
 }
 
 type reconcileApp struct {
@@ -73,7 +74,7 @@ func newReconcile(ctx context.Context, env settings.Lookup) (*reconcileApp, erro
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := config.Load(s.RegistriesFile)
+	regs, err := reconcile.LoadRegistries(s.RegistriesFile)
 	if err != nil {
 		return nil, err
 	}
@@ -93,9 +94,9 @@ func newReconcile(ctx context.Context, env settings.Lookup) (*reconcileApp, erro
 	return &reconcileApp{worker: &bootstrap.Worker{
 		// The deadline only matters to Get's failing of stuck operations;
 		// the reconcile side uses the same retention as bootstrap.
-		Operations: bootstrap.NewOperations(st.Client(), 0, s.Retention),
+		Operations: bootstrap.NewOperations(st, 0, s.Retention),
 		Runner:     &reconcile.Runner{Store: st, Logger: log, LeaseTTL: s.LeaseTTL, Commits: commits},
-		Lookup:     cfg.Lookup,
+		Lookup:     regs.Lookup,
 		Commits:    commits,
 		Committer:  committer,
 		Logger:     log,

@@ -77,3 +77,19 @@ resource "google_firestore_field" "changes_expires_at" {
 
   ttl_config {}
 }
+
+# tombstones/{id}.expires_at (store.Tombstone.ExpiresAt): what a deprovision
+# or an unbind leaves, so OSB's last_operation can answer 410 Gone for a
+# deleted instance or binding instead of 404; kept store.TombstoneRetention
+# (7 days). Reads already treat an expired tombstone as absent, so a late
+# TTL delete is harmless. Only TTL reads the field: no single-field index.
+resource "google_firestore_field" "tombstones_expires_at" {
+  project    = var.project_id
+  database   = google_firestore_database.main.name
+  collection = "tombstones"
+  field      = "expires_at"
+
+  ttl_config {}
+
+  index_config {}
+}

@@ -3,7 +3,7 @@ package terraform_test
 // Checks of terraform/ against the code, without terraform: formatting,
 // the functions the code registers, the settings each function reads, the
 // store's queries and expiring fields, least privilege, the scheduler, the
-// reconcile trigger, secrets, variables, outputs and the README. Each one
+// reconcile trigger, secrets, variables, outputs and the docs. Each one
 // fails when the terraform and the code drift apart.
 
 import (
@@ -30,6 +30,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclwrite"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/config"
 	"github.com/specsync/specsync/pkg/queue"
@@ -222,7 +223,8 @@ func parseFunctions(t *testing.T) *functionsPackage {
 
 // reach walks the package-local calls from a handler and reports what the
 // function does at cold start: the settings loaders it calls, whether it
-// loads the registries file (config.Load) and whether it runs reconciles
+// loads the registries file (reconcile.LoadRegistries, or config.Load
+// itself) and whether it runs reconciles
 // (which fetch registries with their credentials).
 type reach struct {
 	Loaders           []string
@@ -253,7 +255,8 @@ func (p *functionsPackage) reach(handler string) reach {
 					if x, ok := fun.X.(*ast.Ident); ok && x.Name == "settings" && strings.HasPrefix(fun.Sel.Name, "Load") {
 						r.Loaders = append(r.Loaders, fun.Sel.Name)
 					}
-					if x, ok := fun.X.(*ast.Ident); ok && x.Name == "config" && strings.HasPrefix(fun.Sel.Name, "Load") {
+					if x, ok := fun.X.(*ast.Ident); ok && (x.Name == "config" && strings.HasPrefix(fun.Sel.Name, "Load") ||
+						x.Name == "reconcile" && fun.Sel.Name == "LoadRegistries") {
 						r.LoadsRegistries = true
 					}
 				}
@@ -1043,14 +1046,14 @@ func queriesOnlyInStore(t *testing.T) {
 // mapped here and its policy is added to firestore.tf (or it is listed as
 // nested, where a TTL would delete the enclosing document).
 var expiring = map[string]struct{ Collection, Field string }{
-	"bootstrap.Operation": {bootstrap.OperationsCollection, "expires_at"},
-	// The operator's read-only view of the same documents (pkg/store/admin.go).
-	"store.OperationRecord": {store.OperationsCollection, "expires_at"},
-	"store.Change":          {store.ChangesCollection, "expires_at"},
+	"api.Operation":   {store.OperationsCollection, "expires_at"},
+	"store.Change":    {store.ChangesCollection, "expires_at"},
+	"store.Tombstone": {store.TombstonesCollection, "expires_at"},
 }
 
 var nestedExpiry = map[string]string{
-	"store.Lease": "registries/{name}.lease: a TTL on it would delete the registry's status",
+	"api.Lease":   "registries/{name}.lease: a TTL on it would delete the registry's status",
+	"store.Lease": "registries/{name}.lease (the store's declaration of api.Lease's shape)",
 }
 
 func TestTTLPolicies(t *testing.T) {
@@ -1114,8 +1117,8 @@ func TestTTLPolicies(t *testing.T) {
 		}
 	}
 	// The field the code writes is the one mapped.
-	if f, ok := reflect.TypeOf(bootstrap.Operation{}).FieldByName("ExpiresAt"); !ok || f.Tag.Get("firestore") != expiring["bootstrap.Operation"].Field {
-		t.Error("bootstrap.Operation.ExpiresAt is not stored as expires_at")
+	if f, ok := reflect.TypeOf(api.Operation{}).FieldByName("ExpiresAt"); !ok || f.Tag.Get("firestore") != expiring["api.Operation"].Field {
+		t.Error("api.Operation.ExpiresAt is not stored as expires_at")
 	}
 	got := map[string]bool{}
 	for _, f := range m.ofType("google_firestore_field") {
@@ -1882,18 +1885,14 @@ func TestOutputs(t *testing.T) {
 	}
 }
 
-func TestReadmeDeploySection(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+// The deployment guide walks through what terraform needs, with the
+// variables and outputs it really has.
+func TestDeployGuide(t *testing.T) {
+	guide, err := os.ReadFile("../docs/deploy.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n## Deploy to Google Cloud\n")
-	if !ok {
-		t.Fatal(`README.md has no "## Deploy to Google Cloud" section`)
-	}
-	if next := strings.Index(section, "\n## "); next >= 0 {
-		section = section[:next]
-	}
+	section := string(guide)
 	m := evaluated(t, nil)
 	mustMention := []string{"terraform init", "terraform plan", "terraform apply", "gcloud secrets versions add", "registries_file", "registry_env", "/bootstrap", "last_operation", "Prerequisites", "Cost",
 		"Register the broker with a platform", "Add a registry", "Trigger a bootstrap by hand",
@@ -1905,26 +1904,27 @@ func TestReadmeDeploySection(t *testing.T) {
 	}
 	for _, s := range mustMention {
 		if !strings.Contains(section, s) {
-			t.Errorf("the Deploy to Google Cloud section does not mention %q", s)
+			t.Errorf("docs/deploy.md does not mention %q", s)
 		}
 	}
 	for _, v := range regexp.MustCompile("`([a-z_]+)\\s*=").FindAllStringSubmatch(section, -1) {
 		if _, ok := m.variables[v[1]]; !ok {
-			t.Errorf("the README sets %s, which is not a variable", v[1])
+			t.Errorf("docs/deploy.md sets %s, which is not a variable", v[1])
 		}
 	}
 }
 
-// The README's settings table lists every variable a function reads, with
-// exactly the functions that read it, and none that no function reads.
-func TestReadmeSettingsTable(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+// The settings table (docs/configuration.md) lists every variable a
+// function reads, with exactly the functions that read it, and none that
+// no function reads.
+func TestSettingsTable(t *testing.T) {
+	doc, err := os.ReadFile("../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n## Settings (environment)\n")
+	_, section, ok := strings.Cut(string(doc), "\n## Settings (environment)\n")
 	if !ok {
-		t.Fatal(`README.md has no "## Settings (environment)" section`)
+		t.Fatal(`docs/configuration.md has no "## Settings (environment)" section`)
 	}
 	if next := strings.Index(section, "\n## "); next >= 0 {
 		section = section[:next]
@@ -1962,25 +1962,25 @@ func TestReadmeSettingsTable(t *testing.T) {
 		sort.Strings(fns)
 		for _, m := range names.FindAllStringSubmatch(cells[1], -1) {
 			if _, dup := listed[m[1]]; dup {
-				t.Errorf("the README lists %s twice", m[1])
+				t.Errorf("the settings table lists %s twice", m[1])
 			}
 			listed[m[1]] = fns
 		}
 	}
 	if len(listed) == 0 {
-		t.Fatal("no rows parsed from the README's settings table: the check would be vacuous")
+		t.Fatal("no rows parsed from the settings table: the check would be vacuous")
 	}
 	for k, fns := range readBy {
 		sort.Strings(fns)
 		if got, ok := listed[k]; !ok {
-			t.Errorf("the README's settings table does not list %s (read by %s)", k, strings.Join(fns, ", "))
+			t.Errorf("the settings table does not list %s (read by %s)", k, strings.Join(fns, ", "))
 		} else if !reflect.DeepEqual(got, fns) {
-			t.Errorf("the README says %s is read by %s; it is read by %s", k, strings.Join(got, ", "), strings.Join(fns, ", "))
+			t.Errorf("the settings table says %s is read by %s; it is read by %s", k, strings.Join(got, ", "), strings.Join(fns, ", "))
 		}
 	}
 	for k := range listed {
 		if _, ok := readBy[k]; !ok {
-			t.Errorf("the README's settings table lists %s, which no function reads", k)
+			t.Errorf("the settings table lists %s, which no function reads", k)
 		}
 	}
 }

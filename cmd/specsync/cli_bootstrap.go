@@ -11,67 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/specsync/specsync/pkg/api"
 )
-
-// The bootstrap API's bodies, as the CLI reads them.
-type startAnswer struct {
-	Operation string `json:"operation"`
-	Coalesced bool   `json:"coalesced"`
-	DryRun    bool   `json:"dry_run"`
-}
-
-type runCounts struct {
-	Created     int `json:"created"`
-	Updated     int `json:"updated"`
-	Unchanged   int `json:"unchanged"`
-	Unmarked    int `json:"unmarked"`
-	Repaired    int `json:"repaired"`
-	Marked      int `json:"marked"`
-	Deleted     int `json:"deleted"`
-	Kept        int `json:"kept_referenced"`
-	EntryErrors int `json:"entry_errors"`
-	Conflicts   int `json:"conflicts"`
-	HeldBack    int `json:"held_back"`
-}
-
-type fsCounts struct {
-	Reads   int64 `json:"reads"`
-	Writes  int64 `json:"writes"`
-	Deletes int64 `json:"deletes"`
-}
-
-type plannedChange struct {
-	Change string `json:"change"`
-	SpecID string `json:"spec_id"`
-	Name   string `json:"name"`
-	Entry  string `json:"entry"`
-	Detail string `json:"detail"`
-}
-
-type registryResult struct {
-	Planned   []plannedChange `json:"planned"`
-	State     string          `json:"state"`
-	Result    string          `json:"result"`
-	Counts    runCounts       `json:"counts"`
-	Firestore fsCounts        `json:"firestore"`
-	Error     string          `json:"error"`
-}
-
-type lastOperation struct {
-	State       string                    `json:"state"`
-	DryRun      bool                      `json:"dry_run"`
-	Description string                    `json:"description"`
-	Operation   string                    `json:"operation"`
-	Registries  map[string]registryResult `json:"registries"`
-	Pending     []string                  `json:"pending"`
-	// CatalogRevision is the revision the bootstrap's changes reached
-	// (once finished; never for a dry run); Committing, while every
-	// registry has reported, how many changes it waits to see committed.
-	CatalogRevision *int64 `json:"catalog_revision"`
-	Committing      *int   `json:"committing"`
-}
-
-func (o *lastOperation) total() int { return len(o.Registries) + len(o.Pending) }
 
 func cmdBootstrap(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bootstrap", flag.ContinueOnError)
@@ -87,7 +29,7 @@ func cmdBootstrap(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := c.check(); err != nil {
 		return err
 	}
-	a := c.api(stderr)
+	a := c.client(stderr)
 	u := a.bootstrap + "/bootstrap"
 	if *dryRun {
 		u += "?dry_run=true"
@@ -96,7 +38,7 @@ func cmdBootstrap(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	var start startAnswer
+	var start api.BootstrapAccepted
 	if err := ans.decode(&start); err != nil {
 		return err
 	}
@@ -149,11 +91,11 @@ func cmdBootstrap(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return err
 		}
 	}
-	if op.State != "succeeded" {
+	if op.State != api.Succeeded {
 		var why []string
 		for _, name := range sortedNames(op.Registries) {
 			r := op.Registries[name]
-			if r.State != "succeeded" {
+			if r.State != api.Succeeded {
 				why = append(why, fmt.Sprintf("%s (%s: %s)", name, r.Result, r.Error))
 			}
 		}
@@ -177,7 +119,7 @@ func sortedNames[T any](m map[string]T) []string {
 // follow polls last_operation until the operation ends, printing each
 // registry's result as it lands and the progress (a bar on a terminal,
 // plain lines otherwise; nothing in JSON mode, which prints the end only).
-func follow(ctx context.Context, a *api, id string, poll time.Duration, quiet bool, stdout io.Writer) (*lastOperation, []byte, error) {
+func follow(ctx context.Context, a *client, id string, poll time.Duration, quiet bool, stdout io.Writer) (*api.LastOperation, []byte, error) {
 	u := a.bootstrap + "/bootstrap/last_operation?operation=" + url.QueryEscape(id)
 	seen := map[string]bool{}
 	bar := isTerminal(stdout) && !quiet
@@ -188,7 +130,7 @@ func follow(ctx context.Context, a *api, id string, poll time.Duration, quiet bo
 		if err != nil {
 			return nil, nil, err
 		}
-		var op lastOperation
+		var op api.LastOperation
 		if err := ans.decode(&op); err != nil {
 			return nil, nil, err
 		}
@@ -203,10 +145,10 @@ func follow(ctx context.Context, a *api, id string, poll time.Duration, quiet bo
 				seen[name] = true
 				fmt.Fprintln(stdout, resultLine(name, op.Registries[name]))
 			}
-			done, total := len(op.Registries), op.total()
+			done, total := len(op.Registries), op.Total()
 			switch {
 			case bar:
-				if op.State == "in progress" {
+				if op.State == api.InProgress {
 					fmt.Fprint(stdout, progressBar(done, total, op.Pending))
 				}
 			case done != lastDone:
@@ -221,7 +163,7 @@ func follow(ctx context.Context, a *api, id string, poll time.Duration, quiet bo
 				fmt.Fprintf(stdout, "committing: %s\n", op.Description)
 			}
 		}
-		if op.State != "in progress" {
+		if op.State != api.InProgress {
 			return &op, ans.body, nil
 		}
 		wait := poll
@@ -249,18 +191,18 @@ func follow(ctx context.Context, a *api, id string, poll time.Duration, quiet bo
 // behind it is reported, not an error: the bootstrap itself succeeded,
 // and the catalog shows it within its refresh window
 // (SPECSYNC_CATALOG_REFRESH).
-func checkCatalogRevision(ctx context.Context, a *api, want int64, quiet bool, stdout, stderr io.Writer) error {
+func checkCatalogRevision(ctx context.Context, a *client, want int64, quiet bool, stdout, stderr io.Writer) error {
 	fresh := *a
 	fresh.http = &http.Client{Timeout: a.http.Timeout, Transport: noCache{a.http.Transport}}
 	ans, err := fresh.do(ctx, http.MethodGet, a.catalog+"/v2/catalog", authBroker, http.StatusOK)
 	if err != nil {
 		return err
 	}
-	h := ans.header.Get("X-Catalog-Revision")
+	h := ans.header.Get(api.RevisionHeader)
 	got, perr := strconv.ParseInt(h, 10, 64)
 	switch {
 	case perr != nil:
-		fmt.Fprintf(stderr, "specsync: warning: GET /v2/catalog has no X-Catalog-Revision header (%q): cannot check that it reflects the bootstrap (catalog revision %d)\n", h, want)
+		fmt.Fprintf(stderr, "specsync: warning: GET /v2/catalog has no %s header (%q): cannot check that it reflects the bootstrap (catalog revision %d)\n", api.RevisionHeader, h, want)
 	case got < want:
 		fmt.Fprintf(stderr, "specsync: warning: the catalog serves revision %d, older than the bootstrap's %d: it does not show the bootstrap yet (this catalog may not honour Cache-Control: no-cache; it catches up within SPECSYNC_CATALOG_REFRESH)\n", got, want)
 	case !quiet:
@@ -298,10 +240,10 @@ func progressBar(done, total int, pending []string) string {
 	return fmt.Sprintf("[%s%s] %d/%d registries%s", strings.Repeat("#", filled), strings.Repeat("-", width-filled), done, total, p)
 }
 
-func resultLine(name string, r registryResult) string {
+func resultLine(name string, r api.RegistryResult) string {
 	c := r.Counts
 	line := fmt.Sprintf("  %-20s %-9s %-13s", name, r.State, r.Result)
-	if r.Result != "unchanged" {
+	if r.Result != api.ResultUnchanged {
 		line += fmt.Sprintf(" +%d ~%d -%d", c.Created+c.Unmarked, c.Updated, c.Marked+c.Deleted)
 	}
 	line += fmt.Sprintf("  firestore %dr/%dw/%dd", r.Firestore.Reads, r.Firestore.Writes, r.Firestore.Deletes)
@@ -313,19 +255,19 @@ func resultLine(name string, r registryResult) string {
 
 // printDryRunDiff prints a dry run's plan per registry as a diff of the
 // catalog: + enters it, ~ changes in it, - leaves it.
-func printDryRunDiff(w io.Writer, op *lastOperation) {
+func printDryRunDiff(w io.Writer, op *api.LastOperation) {
 	fmt.Fprintf(w, "--- catalog now\n+++ catalog after a real bootstrap (dry run %s)\n", op.Operation)
 	for _, name := range sortedNames(op.Registries) {
 		r := op.Registries[name]
 		fmt.Fprintf(w, "@@ registry %s @@\n", name)
-		if r.State != "succeeded" {
+		if r.State != api.Succeeded {
 			fmt.Fprintf(w, "! %s: %s (a real run would change nothing for this registry)\n", r.Result, r.Error)
 			continue
 		}
 		c := r.Counts
 		// By name when the server reports the plan (capped), then the
 		// counts of what the names do not cover.
-		named := map[string]int{}
+		named := map[api.PlannedKind]int{}
 		for _, pc := range r.Planned {
 			named[pc.Change]++
 			sign, what := diffSign(pc.Change)
@@ -334,19 +276,19 @@ func printDryRunDiff(w io.Writer, op *lastOperation) {
 				line += " entry " + pc.Entry
 			}
 			line += ": " + what
-			if pc.Detail != "" && pc.Change != "update" {
+			if pc.Detail != "" && pc.Change != api.PlannedUpdate {
 				line += ": " + pc.Detail
 			}
 			fmt.Fprintln(w, line)
 		}
-		c.Created -= named["create"]
-		c.Unmarked -= named["unmark"]
-		c.Updated -= named["update"]
-		c.Repaired -= named["repair"]
-		c.Marked -= named["mark"]
-		c.Deleted -= named["delete"]
-		c.Kept -= named["keep"]
-		c.HeldBack -= named["hold_back"]
+		c.Created -= named[api.PlannedCreate]
+		c.Unmarked -= named[api.PlannedUnmark]
+		c.Updated -= named[api.PlannedUpdate]
+		c.Repaired -= named[api.PlannedRepair]
+		c.Marked -= named[api.PlannedMark]
+		c.Deleted -= named[api.PlannedDelete]
+		c.Kept -= named[api.PlannedKeep]
+		c.HeldBack -= named[api.PlannedHoldBack]
 		lines := []struct {
 			sign string
 			n    int
@@ -380,25 +322,25 @@ func printDryRunDiff(w io.Writer, op *lastOperation) {
 }
 
 // diffSign is how a planned change shows in the diff.
-func diffSign(change string) (string, string) {
+func diffSign(change api.PlannedKind) (string, string) {
 	switch change {
-	case "create":
+	case api.PlannedCreate:
 		return "+", "would be created"
-	case "unmark":
+	case api.PlannedUnmark:
 		return "+", "would be offered again (unmarked)"
-	case "update":
+	case api.PlannedUpdate:
 		return "~", "would be updated to a new version"
-	case "repair":
+	case api.PlannedRepair:
 		return "~", "would have its entry error cleared"
-	case "mark":
+	case api.PlannedMark:
 		return "-", "would be marked for deletion (leaves the catalog)"
-	case "delete":
+	case api.PlannedDelete:
 		return "-", "would be deleted (no instance uses it)"
-	case "keep":
+	case api.PlannedKeep:
 		return " ", "stays marked: instances still use it"
-	case "hold_back":
+	case api.PlannedHoldBack:
 		return "!", "new version would be held back"
 	default:
-		return "?", change
+		return "?", string(change)
 	}
 }

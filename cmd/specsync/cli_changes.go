@@ -19,30 +19,20 @@ import (
 	"strings"
 	"time"
 
-	"github.com/specsync/specsync/pkg/store"
+	"github.com/specsync/specsync/pkg/api"
+	"github.com/specsync/specsync/pkg/catalog"
 )
 
-type feedChange struct {
-	Revision  int64           `json:"revision"`
-	Kind      string          `json:"kind"`
-	ServiceID string          `json:"service_id"`
-	Registry  string          `json:"registry"`
-	Name      string          `json:"name"`
-	At        time.Time       `json:"at"`
-	Service   json.RawMessage `json:"service,omitempty"`
-	// The service stays raw: the mirror holds exactly the bytes served.
-	HeldBack *store.HeldBackSpec `json:"held_back,omitempty"`
-}
-
-type feedPage struct {
-	Changes  []json.RawMessage `json:"changes"`
-	Next     int64             `json:"next"`
-	Revision int64             `json:"revision"`
+// rawPage is a page of the feed with each change kept as served: printed
+// as it came with --output json, decoded as an api.Change otherwise.
+type rawPage struct {
+	api.ChangePage
+	Changes []json.RawMessage `json:"changes"`
 }
 
 // watcher is the catalog as the changes rebuild it.
 type watcher struct {
-	a        *api
+	a        *client
 	services map[string]string // id -> name
 	json     bool
 	out      io.Writer
@@ -66,7 +56,7 @@ func cmdChanges(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *limit < 1 {
 		return usageError{"--limit must be at least 1"}
 	}
-	a := c.api(stderr)
+	a := c.client(stderr)
 	// A long poll must outlive its wait.
 	if min := *wait + 15*time.Second; a.http.Timeout < min {
 		a.http.Timeout = min
@@ -84,7 +74,7 @@ func cmdChanges(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if c.json() {
 			return printJSON(stdout, ans.body)
 		}
-		var page feedPage
+		var page rawPage
 		if err := ans.decode(&page); err != nil {
 			return err
 		}
@@ -126,12 +116,12 @@ func (w *watcher) relist(ctx context.Context, reason string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	h := ans.header.Get("X-Catalog-Revision")
+	h := ans.header.Get(api.RevisionHeader)
 	rev, err := strconv.ParseInt(h, 10, 64)
 	if err != nil {
-		return 0, withExit(ExitAPI, "GET /v2/catalog has no X-Catalog-Revision header (%q): this catalog has no change feed", h)
+		return 0, withExit(ExitAPI, "GET /v2/catalog has no %s header (%q): this catalog has no change feed", api.RevisionHeader, h)
 	}
-	var cat osbCatalog
+	var cat catalog.Catalog
 	if err := ans.decode(&cat); err != nil {
 		return 0, err
 	}
@@ -187,7 +177,7 @@ func (w *watcher) follow(ctx context.Context, since int64, wait time.Duration, l
 			since = rev
 			continue
 		}
-		var page feedPage
+		var page rawPage
 		if err := ans.decode(&page); err != nil {
 			return err
 		}
@@ -204,14 +194,14 @@ func (w *watcher) follow(ctx context.Context, since int64, wait time.Duration, l
 
 // apply prints one change and applies it to the watcher's catalog.
 func (w *watcher) apply(raw json.RawMessage, track bool) error {
-	var c feedChange
+	var c api.Change
 	if err := json.Unmarshal(raw, &c); err != nil {
 		return withExit(ExitAPI, "a change does not decode: %v", err)
 	}
 	if track {
-		if len(c.Service) > 0 && string(c.Service) != "null" {
+		if c.Service != nil {
 			w.services[c.ServiceID] = c.Name
-		} else if c.Kind != "held_back" {
+		} else if c.Kind != api.ChangeHeldBack {
 			delete(w.services, c.ServiceID)
 		}
 	}

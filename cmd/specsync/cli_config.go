@@ -39,7 +39,7 @@ func cmdConfig(_ context.Context, args []string, stdout, _ io.Writer) error {
 	file := pos[0]
 	res := config.CheckFile(file)
 	if *output == "json" {
-		if err := writeJSON(stdout, map[string]any{"file": file, "ok": res.OK(), "registries": res.Registries, "problems": res.Problems}); err != nil {
+		if err := writeJSON(stdout, res.Report(file)); err != nil {
 			return err
 		}
 	} else {

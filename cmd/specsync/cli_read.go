@@ -15,12 +15,13 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/specsync/specsync/pkg/osb"
+	"github.com/specsync/specsync/pkg/api"
+	"github.com/specsync/specsync/pkg/catalog"
 )
 
 func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
 
-func ago(t time.Time) string { return osb.Age(time.Now(), t) }
+func ago(t time.Time) string { return api.Age(time.Now(), t) }
 
 func orDash(s string) string {
 	if s == "" {
@@ -31,45 +32,9 @@ func orDash(s string) string {
 
 // --- status ---------------------------------------------------------------
 
-type statusRun struct {
-	Result      string    `json:"result"`
-	Error       string    `json:"error"`
-	Guard       string    `json:"guard"`
-	FinishedAt  time.Time `json:"finished_at"`
-	Counts      runCounts `json:"counts"`
-	Firestore   fsCounts  `json:"firestore"`
-	ErrorsTotal int       `json:"errors_total"`
-	Errors      []struct {
-		Entry   string `json:"entry"`
-		Message string `json:"message"`
-	} `json:"errors"`
-	Kept []struct {
-		SpecID    string `json:"spec_id"`
-		Name      string `json:"name"`
-		Instances int64  `json:"instances"`
-	} `json:"kept"`
-	HeldBack []struct {
-		SpecID   string   `json:"spec_id"`
-		Name     string   `json:"name"`
-		Digest   string   `json:"digest"`
-		Blockers []string `json:"blockers"`
-	} `json:"held_back"`
-	Conflicts []struct {
-		SpecID string `json:"spec_id"`
-		Entry  string `json:"entry"`
-		Owner  string `json:"owner"`
-	} `json:"conflicts"`
-}
-
-type registryStatus struct {
-	Name          string              `json:"name"`
-	LastSuccessAt time.Time           `json:"last_success_at"`
-	Marked        int                 `json:"marked"`
-	LastRun       statusRun           `json:"last_run"`
-	ContestedBy   map[string][]string `json:"contested_by"`
-}
-
-func failingResult(r string) bool { return r == "fetch_failed" || r == "error" || r == "guarded" }
+// failingResult is what status --check calls unhealthy: a run that could
+// not do its work, or one the mass-deletion guard held.
+func failingResult(r api.RunResult) bool { return r.Failed() || r == api.ResultGuarded }
 
 func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
@@ -82,14 +47,12 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := c.check(); err != nil {
 		return err
 	}
-	a := c.api(stderr)
+	a := c.client(stderr)
 	ans, err := a.do(ctx, http.MethodGet, a.catalog+"/registries", authAdmin, http.StatusOK)
 	if err != nil {
 		return err
 	}
-	var body struct {
-		Registries []registryStatus `json:"registries"`
-	}
+	var body api.RegistryList
 	if err := ans.decode(&body); err != nil {
 		return err
 	}
@@ -100,9 +63,7 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	var marked struct {
-		Specs []specRow `json:"specs"`
-	}
+	var marked api.SpecList
 	if err := mans.decode(&marked); err != nil {
 		return err
 	}
@@ -127,7 +88,7 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
-func printStatus(w io.Writer, regs []registryStatus, marked []specRow) {
+func printStatus(w io.Writer, regs []api.RegistryStatus, marked []api.SpecView) {
 	if len(regs) == 0 {
 		fmt.Fprintln(w, "no registry has run yet (start one with: specsync bootstrap --wait)")
 		return
@@ -141,8 +102,8 @@ func printStatus(w io.Writer, regs []registryStatus, marked []specRow) {
 		if l.Error != "" {
 			errs++
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d/%d/%d\n", r.Name, orDash(l.Result), ago(l.FinishedAt), ago(r.LastSuccessAt),
-			n.Created, n.Updated, n.Unchanged, n.Marked, n.Deleted, n.Kept, n.HeldBack, errs, l.Firestore.Reads, l.Firestore.Writes, l.Firestore.Deletes)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d/%d/%d\n", r.Name, orDash(string(l.Result)), ago(l.FinishedAt), ago(r.LastSuccessAt),
+			n.Created, n.Updated, n.Unchanged, n.Marked, n.Deleted, n.Kept, n.HeldBack, errs, l.Ops.Reads, l.Ops.Writes, l.Ops.Deletes)
 	}
 	tw.Flush()
 	for _, r := range regs {
@@ -190,23 +151,6 @@ func printStatus(w io.Writer, regs []registryStatus, marked []specRow) {
 
 // --- catalog --------------------------------------------------------------
 
-type osbCatalog struct {
-	Services []osbService `json:"services"`
-}
-
-type osbService struct {
-	ID          string   `json:"id"`
-	Name        string   `json:"name"`
-	Description string   `json:"description"`
-	Bindable    bool     `json:"bindable"`
-	Tags        []string `json:"tags"`
-	Plans       []struct {
-		ID   string `json:"id"`
-		Name string `json:"name"`
-		Free *bool  `json:"free"`
-	} `json:"plans"`
-}
-
 func cmdCatalog(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("catalog", flag.ContinueOnError)
 	var c clientFlags
@@ -217,8 +161,12 @@ func cmdCatalog(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := c.check(); err != nil {
 		return err
 	}
-	a := c.api(stderr)
-	ans, err := a.do(ctx, http.MethodGet, a.catalog+"/v2/catalog", authBroker, http.StatusOK)
+	a := c.client(stderr)
+	// no-cache: the catalog function reads the revision for this request
+	// instead of serving what a warm instance holds (up to
+	// SPECSYNC_CATALOG_REFRESH old), so right after a bootstrap the
+	// operator sees what it did.
+	ans, err := a.doWith(ctx, http.MethodGet, a.catalog+"/v2/catalog", authBroker, http.Header{"Cache-Control": {"no-cache"}}, http.StatusOK)
 	if err != nil {
 		return err
 	}
@@ -229,11 +177,11 @@ func cmdCatalog(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		return err
 	}
-	var cat osbCatalog
+	var cat catalog.Catalog
 	if err := ans.decode(&cat); err != nil {
 		return err
 	}
-	rev := ans.header.Get("X-Catalog-Revision")
+	rev := ans.header.Get(api.RevisionHeader)
 	fmt.Fprintf(stdout, "catalog revision %s, %d services (ETag %s)\n", orDash(rev), len(cat.Services), orDash(ans.header.Get("ETag")))
 	tw := table(stdout)
 	fmt.Fprintln(tw, "SERVICE\tID\tBINDABLE\tPLANS\tTAGS")
@@ -248,22 +196,6 @@ func cmdCatalog(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 // --- specs and instances --------------------------------------------------
-
-type specRow struct {
-	ID         string `json:"id"`
-	Name       string `json:"name"`
-	Registry   string `json:"registry"`
-	State      string `json:"state"`
-	Generation int64  `json:"generation"`
-	Instances  int64  `json:"instances"`
-	Plans      []struct {
-		Name string `json:"name"`
-	} `json:"plans"`
-	Platforms  []string   `json:"platforms"`
-	MarkedAt   *time.Time `json:"marked_at"`
-	EntryError string     `json:"entry_error"`
-	UpdatedAt  time.Time  `json:"updated_at"`
-}
 
 type filterFlags struct {
 	registry string
@@ -304,7 +236,7 @@ func cmdSpecs(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := c.check(); err != nil {
 		return err
 	}
-	a := c.api(stderr)
+	a := c.client(stderr)
 	ans, err := a.do(ctx, http.MethodGet, a.catalog+"/admin/specs"+f.query(nil), authAdmin, http.StatusOK)
 	if err != nil {
 		return err
@@ -312,9 +244,7 @@ func cmdSpecs(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if c.json() {
 		return printJSON(stdout, ans.body)
 	}
-	var body struct {
-		Specs []specRow `json:"specs"`
-	}
+	var body api.SpecList
 	if err := ans.decode(&body); err != nil {
 		return err
 	}
@@ -358,7 +288,7 @@ func cmdInstances(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *service != "" {
 		extra.Set("service_id", *service)
 	}
-	a := c.api(stderr)
+	a := c.client(stderr)
 	ans, err := a.do(ctx, http.MethodGet, a.catalog+"/admin/instances"+f.query(extra), authAdmin, http.StatusOK)
 	if err != nil {
 		return err
@@ -366,19 +296,7 @@ func cmdInstances(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if c.json() {
 		return printJSON(stdout, ans.body)
 	}
-	var body struct {
-		Instances []struct {
-			ID           string    `json:"id"`
-			ServiceID    string    `json:"service_id"`
-			ServiceName  string    `json:"service_name"`
-			ServiceState string    `json:"service_state"`
-			Registry     string    `json:"registry"`
-			PlanID       string    `json:"plan_id"`
-			PlanName     string    `json:"plan_name"`
-			Platform     string    `json:"platform"`
-			CreatedAt    time.Time `json:"created_at"`
-		} `json:"instances"`
-	}
+	var body api.InstanceList
 	if err := ans.decode(&body); err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/specsync/specsync/pkg/logging"
 )
 
-// DefaultURL is the local stack's (`specsync run`, `make run`).
+// DefaultURL is the local stack's (`specsync-local run`, `make run`).
 const DefaultURL = "http://127.0.0.1:8080"
 
 // clientFlags are the flags every operator command takes.
@@ -60,16 +60,16 @@ func (c *clientFlags) check() error {
 	return nil
 }
 
-// api is a client of the bootstrap and catalog functions.
-type api struct {
+// client is a client of the bootstrap and catalog functions.
+type client struct {
 	bootstrap, catalog string
 	http               *http.Client
 	log                *slog.Logger
 }
 
-func (c *clientFlags) api(stderr io.Writer) *api {
+func (c *clientFlags) client(stderr io.Writer) *client {
 	base := strings.TrimRight(c.url, "/")
-	a := &api{bootstrap: base, catalog: base, http: &http.Client{Timeout: c.timeout}, log: logging.New(stderr, c.logLevel)}
+	a := &client{bootstrap: base, catalog: base, http: &http.Client{Timeout: c.timeout}, log: logging.New(stderr, c.logLevel)}
 	if c.bootstrapURL != "" {
 		a.bootstrap = strings.TrimRight(c.bootstrapURL, "/")
 	}
@@ -118,10 +118,18 @@ type apiError struct {
 
 // do sends a request and returns the answer; statuses in ok are returned
 // as is, anything else becomes an error with the right exit code.
-func (a *api) do(ctx context.Context, method, rawURL string, auth authKind, ok ...int) (*answer, error) {
+func (a *client) do(ctx context.Context, method, rawURL string, auth authKind, ok ...int) (*answer, error) {
+	return a.doWith(ctx, method, rawURL, auth, nil, ok...)
+}
+
+// doWith is do with extra request headers.
+func (a *client) doWith(ctx context.Context, method, rawURL string, auth authKind, header http.Header, ok ...int) (*answer, error) {
 	req, err := http.NewRequestWithContext(ctx, method, rawURL, nil)
 	if err != nil {
 		return nil, withExit(ExitUsage, "%s %s: %v", method, rawURL, err)
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
 	}
 	switch auth {
 	case authAdmin:
@@ -218,7 +226,7 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				var b stringsBuilder
+				var b strings.Builder
 				fs.SetOutput(&b)
 				fs.PrintDefaults()
 				return nil, usageError{"flags of " + fs.Name() + ":\n" + b.String()}

@@ -1,16 +1,14 @@
 // Command specsync is the operator's command line: a client of the
 // bootstrap and catalog functions' HTTP APIs (bootstrap, status, catalog,
-// changes, specs, instances), an offline checker of registries files, and
-// the local tools (the local stack, the demo, and reconciles run straight
-// against a Firestore).
+// changes, specs, instances) and an offline checker of registries files.
+// It links the API's types (pkg/api) and the registries file's checker,
+// and none of the cloud SDKs, the functions or the emulators
+// (deps_test.go): the local tools that need those are specsync-local's.
 //
 //	specsync bootstrap [--wait] [--dry-run]
 //	specsync status | catalog | specs | instances   [--output json]
 //	specsync changes [--follow] [--since N]
 //	specsync config check FILE
-//	specsync local reconcile -config registries.yaml [-registry NAME]
-//	specsync local catalog
-//	specsync run | demo
 //
 // Exit codes (see exitcodes.go): 0 ok, 1 the thing asked about failed, 2
 // usage, 3 credentials refused, 4 the API failed or cannot be reached, 5
@@ -20,7 +18,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -60,13 +57,8 @@ operator commands (talk to the deployed functions' HTTP APIs):
   instances      the service instances (--marked, --registry, --service)
   config check   validate a registries file offline, every error with its line
 
-local tools:
-  local reconcile  reconcile a registries file straight into a Firestore
-  local catalog    print the specs a Firestore's catalog serves
-  run            serve the local stack (every function, emulators, local OCI
-                 registry, push subscription) until interrupted
-  demo           start the emulators and a local OCI registry, reconcile the
-                 example registry twice, print the catalog, stop everything
+The local tools (the local stack, the demo, reconciles straight into a
+Firestore) are specsync-local's: go run ./cmd/specsync-local help.
 
 Configuration: SPECSYNC_URL (or SPECSYNC_BOOTSTRAP_URL and
 SPECSYNC_CATALOG_URL), SPECSYNC_ADMIN_TOKEN (or SPECSYNC_ADMIN_TOKEN_FILE),
@@ -96,14 +88,12 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return cmdInstances(ctx, args[1:], stdout, stderr)
 	case "config":
 		return cmdConfig(ctx, args[1:], stdout, stderr)
+	case "run", "demo":
+		return usageError{fmt.Sprintf("specsync %[1]s moved to the local tools' own command: specsync-local %[1]s (make %[1]s, or go run ./cmd/specsync-local %[1]s)", args[0])}
 	case "local":
-		return cmdLocal(ctx, args[1:], stdout, stderr)
+		return usageError{"specsync local reconcile and specsync local catalog moved to the local tools' own command: specsync-local reconcile, specsync-local catalog (go run ./cmd/specsync-local help)"}
 	case "reconcile":
-		return usageError{"specsync reconcile is now \"specsync local reconcile\" (\"specsync catalog\" is the broker's catalog; the Firestore view is \"specsync local catalog\")"}
-	case "demo":
-		return cmdDemo(ctx, args[1:], stdout, stderr)
-	case "run":
-		return cmdRun(ctx, args[1:], stdout, stderr)
+		return usageError{"specsync reconcile is now \"specsync-local reconcile\" (\"specsync catalog\" is the broker's catalog; the Firestore view is \"specsync-local catalog\")"}
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintln(stdout, usage)
 		return nil
@@ -112,44 +102,9 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 }
 
-// commonFlags are the flags every command that talks to Firestore takes.
-type commonFlags struct {
-	project  string
-	database string
-	logLevel string
-}
-
-func (c *commonFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.project, "project", envOr("GOOGLE_CLOUD_PROJECT", ""), "Google Cloud project (env GOOGLE_CLOUD_PROJECT)")
-	fs.StringVar(&c.database, "database", envOr("FIRESTORE_DATABASE", ""), "Firestore database (env FIRESTORE_DATABASE; default the (default) database)")
-	fs.StringVar(&c.logLevel, "log-level", envOr("LOG_LEVEL", "warn"), "log level of the JSON logs on stderr (env LOG_LEVEL)")
-}
-
 func envOr(key, def string) string {
 	if v := os.Getenv(key); v != "" {
 		return v
 	}
 	return def
 }
-
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			var b stringsBuilder
-			fs.SetOutput(&b)
-			fs.PrintDefaults()
-			return usageError{"flags of " + fs.Name() + ":\n" + b.String()}
-		}
-		return usageError{fmt.Sprintf("%s: %v", fs.Name(), err)}
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("%s: unexpected arguments %v", fs.Name(), fs.Args())}
-	}
-	return nil
-}
-
-type stringsBuilder struct{ b []byte }
-
-func (s *stringsBuilder) Write(p []byte) (int, error) { s.b = append(s.b, p...); return len(p), nil }
-func (s *stringsBuilder) String() string              { return string(s.b) }

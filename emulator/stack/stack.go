@@ -7,7 +7,7 @@
 //
 // The functions build their clients from the environment once per
 // process, so a process runs one stack; tests start the stack as a
-// subprocess (specsync run) per scenario.
+// subprocess (specsync-local run) per scenario.
 package stack
 
 import (

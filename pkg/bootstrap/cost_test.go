@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/reconcile"
 	"github.com/specsync/specsync/pkg/registry"
@@ -43,7 +44,7 @@ func TestBootstrapCostModel(t *testing.T) {
 	st := store.New(client)
 	const n = 3
 	regs, names, files := dirRegistries(t, n, 4)
-	ops := bootstrap.NewOperations(client, 10*time.Minute, time.Hour)
+	ops := bootstrap.NewOperations(st, 10*time.Minute, time.Hour)
 	w := newWorker(st, ops, regs)
 	pub := &countingPublisher{}
 	svc := &bootstrap.Service{Operations: ops, Publisher: pub, Registries: names,
@@ -69,10 +70,10 @@ func TestBootstrapCostModel(t *testing.T) {
 		deliverCommits(t, w)
 		return msgs[0].Operation
 	}
-	finished := func(id string) *bootstrap.Operation {
+	finished := func(id string) *api.Operation {
 		t.Helper()
 		op, err := ops.Get(ctx, id)
-		if err != nil || op.State != bootstrap.Succeeded {
+		if err != nil || op.State != api.Succeeded {
 			t.Fatalf("operation %+v %v", op, err)
 		}
 		return op

@@ -12,6 +12,7 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/queue"
 	"github.com/specsync/specsync/pkg/reconcile"
@@ -64,7 +65,7 @@ func TestDryRunWritesOnlyTheOperation(t *testing.T) {
 	fsys["a.yaml"] = &fstest.MapFile{Data: []byte("name: a\ndescription: changed\nplans:\n  - name: p\n    description: p\n")}
 
 	before := snapshot(t, client)
-	ops := bootstrap.NewOperations(client, 10*time.Minute, time.Hour)
+	ops := bootstrap.NewOperations(store.New(client), 10*time.Minute, time.Hour)
 	commits := &queuedCommits{}
 	w := &bootstrap.Worker{Operations: ops, Runner: runner, Logger: quiet, Commits: commits,
 		Committer: &reconcile.Committer{Store: st, Logger: quiet},
@@ -81,13 +82,13 @@ func TestDryRunWritesOnlyTheOperation(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := got.Results["local"]
-	if got.State != bootstrap.Succeeded || !got.DryRun || r.Result != reconcile.ResultDryRun || got.Commit != nil || got.CatalogRevision != nil {
+	if got.State != api.Succeeded || !got.DryRun || r.Result != api.ResultDryRun || got.Commit != nil || got.CatalogRevision != nil {
 		t.Fatalf("dry run operation %+v", got)
 	}
 	if reqs := commits.take(); len(reqs) != 0 {
 		t.Fatalf("a dry run asked for commits: %+v", reqs)
 	}
-	want := store.RunCounts{Created: 1, Updated: 1, Unchanged: 1, Marked: 1}
+	want := api.RunCounts{Created: 1, Updated: 1, Unchanged: 1, Marked: 1}
 	if r.Counts != want {
 		t.Fatalf("dry run counts %+v, want %+v", r.Counts, want)
 	}

@@ -10,9 +10,10 @@ import (
 	"time"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/invariant"
-	"github.com/specsync/specsync/pkg/osb"
+	"github.com/specsync/specsync/pkg/store"
 )
 
 // FuzzBootstrapParams sends arbitrary query strings, bodies and operation
@@ -29,7 +30,7 @@ func FuzzBootstrapParams(f *testing.F) {
 		f.Add(s[0], s[1], s[2])
 	}
 	client := emulatortest.Firestore(f)
-	ops := bootstrap.NewOperations(client, 10*time.Minute, time.Hour)
+	ops := bootstrap.NewOperations(store.New(client), 10*time.Minute, time.Hour)
 	pub := &countingPublisher{}
 	svc := &bootstrap.Service{Operations: ops, Publisher: pub, Registries: rigRegistries,
 		VerifyAdmin: func(*http.Request, string) bool { return true }, Logger: quiet}
@@ -78,7 +79,7 @@ func FuzzBootstrapParams(f *testing.F) {
 
 func wantError(t *testing.T, w *httptest.ResponseRecorder) {
 	t.Helper()
-	var eb osb.ErrorBody
+	var eb api.ErrorBody
 	if err := json.Unmarshal(w.Body.Bytes(), &eb); err != nil || eb.Error == "" || eb.Description == "" {
 		t.Fatalf("%d with a body that is not an OSB error: %q", w.Code, w.Body.String())
 	}

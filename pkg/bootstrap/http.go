@@ -3,12 +3,14 @@ package bootstrap
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/osb"
 	"github.com/specsync/specsync/pkg/queue"
@@ -35,7 +37,7 @@ type Service struct {
 // Handler routes POST /bootstrap and GET /bootstrap/last_operation.
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
-	admin := func(h http.Handler) http.Handler { return osb.BearerAuth(s.VerifyAdmin, h) }
+	admin := func(h http.Handler) http.Handler { return osb.AdminAuth(s.VerifyAdmin, h) }
 	mux.Handle("/bootstrap", admin(osb.Methods(map[string]http.HandlerFunc{http.MethodPost: s.start})))
 	mux.Handle("/bootstrap/last_operation", admin(osb.Methods(map[string]http.HandlerFunc{http.MethodGet: s.lastOperation})))
 	mux.HandleFunc("/", osb.NotFound)
@@ -57,13 +59,6 @@ func (s *Service) logger() *slog.Logger {
 	return slog.Default()
 }
 
-// StartResponse is the body of 202 Accepted.
-type StartResponse struct {
-	Operation string `json:"operation"`
-	Coalesced bool   `json:"coalesced"`
-	DryRun    bool   `json:"dry_run"`
-}
-
 func (s *Service) start(w http.ResponseWriter, r *http.Request) {
 	dryRun := false
 	for k, v := range r.URL.Query() {
@@ -78,7 +73,7 @@ func (s *Service) start(w http.ResponseWriter, r *http.Request) {
 		}
 		dryRun = b
 	}
-	if r.ContentLength > 0 {
+	if hasBody(r) {
 		osb.WriteError(w, http.StatusBadRequest, "BadRequest", "POST /bootstrap takes no body")
 		return
 	}
@@ -105,27 +100,7 @@ func (s *Service) start(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", "/bootstrap/last_operation?operation="+url.QueryEscape(op.ID))
 	w.Header().Set("Retry-After", s.retryAfter())
-	osb.WriteJSON(w, http.StatusAccepted, StartResponse{Operation: op.ID, Coalesced: !started, DryRun: op.DryRun})
-}
-
-// LastOperation is the body of GET /bootstrap/last_operation.
-type LastOperation struct {
-	State       string                    `json:"state"`
-	DryRun      bool                      `json:"dry_run"`
-	Description string                    `json:"description"`
-	Operation   string                    `json:"operation"`
-	Registries  map[string]RegistryResult `json:"registries"`
-	Pending     []string                  `json:"pending,omitempty"`
-	// CatalogRevision is the catalog revision the operation's changes
-	// reached, once it finished (the current one if it changed nothing;
-	// absent while in progress and for a dry run): a catalog that serves
-	// at least this revision reflects the bootstrap.
-	CatalogRevision *int64 `json:"catalog_revision,omitempty"`
-	// Committing is how many changes the operation waits to see
-	// committed, once every registry reported.
-	Committing *int      `json:"committing,omitempty"`
-	StartedAt  time.Time `json:"started_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
+	osb.WriteJSON(w, http.StatusAccepted, api.BootstrapAccepted{Operation: op.ID, Coalesced: !started, DryRun: op.DryRun})
 }
 
 func (s *Service) lastOperation(w http.ResponseWriter, r *http.Request) {
@@ -143,21 +118,28 @@ func (s *Service) lastOperation(w http.ResponseWriter, r *http.Request) {
 		osb.WriteFailure(w, err)
 		return
 	}
-	body := LastOperation{State: op.State, DryRun: op.DryRun, Description: op.Description, Operation: op.ID, Registries: op.Results,
-		CatalogRevision: op.CatalogRevision, StartedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}
+	body := api.LastOperation{State: op.State, DryRun: op.DryRun, Description: op.Description, Operation: op.ID, Registries: op.Results,
+		Pending: op.Pending(), CatalogRevision: op.CatalogRevision, StartedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}
 	if op.AwaitsCommit() {
 		body.Committing = &op.Commit.Changes
 	}
 	if body.Registries == nil {
-		body.Registries = map[string]RegistryResult{}
+		body.Registries = map[string]api.RegistryResult{}
 	}
-	for _, name := range op.Registries {
-		if _, ok := op.Results[name]; !ok {
-			body.Pending = append(body.Pending, name)
-		}
-	}
-	if op.State == InProgress {
+	if op.State == api.InProgress {
 		w.Header().Set("Retry-After", s.retryAfter())
 	}
 	osb.WriteJSON(w, http.StatusOK, body)
+}
+
+// hasBody reports whether a request carries a body: a positive
+// Content-Length, or, for a body of unknown length (chunked), a first
+// byte. An empty chunked body is no body.
+func hasBody(r *http.Request) bool {
+	if r.ContentLength >= 0 || r.Body == nil {
+		return r.ContentLength > 0
+	}
+	var b [1]byte
+	n, _ := io.ReadFull(r.Body, b[:])
+	return n > 0
 }

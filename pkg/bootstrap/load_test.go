@@ -15,9 +15,11 @@ import (
 	"time"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/invariant"
 	"github.com/specsync/specsync/pkg/loadstat"
+	"github.com/specsync/specsync/pkg/store"
 )
 
 // 100 bootstrap requests a second for 10 seconds on loopback TCP: every
@@ -33,7 +35,7 @@ func TestLoadBootstrap100PerSecond(t *testing.T) {
 		dur = time.Duration(min(n, 10)) * time.Second
 	}
 	client := emulatortest.Firestore(t)
-	ops := bootstrap.NewOperations(client, 10*time.Minute, time.Hour)
+	ops := bootstrap.NewOperations(store.New(client), 10*time.Minute, time.Hour)
 	pub := &countingPublisher{}
 	svc := &bootstrap.Service{Operations: ops, Publisher: pub, Registries: rigRegistries,
 		VerifyAdmin: func(*http.Request, string) bool { return true }, Logger: quiet}
@@ -54,7 +56,7 @@ func TestLoadBootstrap100PerSecond(t *testing.T) {
 			t0 := time.Now()
 			resp, err := http.DefaultClient.Do(req)
 			if err == nil {
-				var out bootstrap.StartResponse
+				var out api.BootstrapAccepted
 				body, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
 				if resp.StatusCode != http.StatusAccepted || json.Unmarshal(body, &out) != nil {

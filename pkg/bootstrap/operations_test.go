@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/store"
@@ -27,7 +28,7 @@ func (c *clock) add(d time.Duration) {
 
 func newOps(t *testing.T) (*bootstrap.Operations, *clock) {
 	c := &clock{t: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}
-	ops := bootstrap.NewOperations(emulatortest.Firestore(t), 10*time.Minute, time.Hour)
+	ops := bootstrap.NewOperations(store.New(emulatortest.Firestore(t)), 10*time.Minute, time.Hour)
 	ops.Now = c.now
 	return ops, c
 }
@@ -36,26 +37,26 @@ func TestOperationLifecycle(t *testing.T) {
 	ctx := context.Background()
 	ops, _ := newOps(t)
 	op, started, err := ops.Start(ctx, []string{"b", "a"}, false)
-	if err != nil || !started || op.State != bootstrap.InProgress {
+	if err != nil || !started || op.State != api.InProgress {
 		t.Fatalf("start: %+v %v %v", op, started, err)
 	}
 	again, started, err := ops.Start(ctx, []string{"a", "b"}, false)
 	if err != nil || started || again.ID != op.ID {
 		t.Fatalf("a second bootstrap in progress must coalesce: %+v started=%v %v", again, started, err)
 	}
-	if _, err := ops.Report(ctx, op.ID, "a", bootstrap.RegistryResult{State: bootstrap.Succeeded, Result: "succeeded"}); err != nil {
+	if _, err := ops.Report(ctx, op.ID, "a", api.RegistryResult{State: api.Succeeded, Result: api.ResultSucceeded}); err != nil {
 		t.Fatal(err)
 	}
 	// Redelivery of a's report with another outcome changes nothing.
-	got, err := ops.Report(ctx, op.ID, "a", bootstrap.RegistryResult{State: bootstrap.Failed, Error: "late duplicate"})
-	if err != nil || got.Results["a"].State != bootstrap.Succeeded || got.State != bootstrap.InProgress {
+	got, err := ops.Report(ctx, op.ID, "a", api.RegistryResult{State: api.Failed, Error: "late duplicate"})
+	if err != nil || got.Results["a"].State != api.Succeeded || got.State != api.InProgress {
 		t.Fatalf("duplicate report: %+v %v", got, err)
 	}
-	if _, err := ops.Report(ctx, op.ID, "zzz", bootstrap.RegistryResult{State: bootstrap.Succeeded}); !failure.Is(err, failure.Invalid) {
+	if _, err := ops.Report(ctx, op.ID, "zzz", api.RegistryResult{State: api.Succeeded}); !failure.Is(err, failure.Invalid) {
 		t.Fatalf("report for a registry not in the operation: %v", err)
 	}
-	got, err = ops.Report(ctx, op.ID, "b", bootstrap.RegistryResult{State: bootstrap.Failed, Result: "fetch_failed", Error: "503"})
-	if err != nil || got.State != bootstrap.InProgress || !got.AwaitsCommit() || got.Commit.State != bootstrap.Failed || !strings.Contains(got.Commit.Description, "b") {
+	got, err = ops.Report(ctx, op.ID, "b", api.RegistryResult{State: api.Failed, Result: api.ResultFetchFailed, Error: "503"})
+	if err != nil || got.State != api.InProgress || !got.AwaitsCommit() || got.Commit.State != api.Failed || !strings.Contains(got.Commit.Description, "b") {
 		t.Fatalf("final report: %+v %v", got, err)
 	}
 	if got.Description != "all 2 registries reported; no change to commit, reading the catalog revision" || got.CatalogRevision != nil {
@@ -63,22 +64,22 @@ func TestOperationLifecycle(t *testing.T) {
 	}
 	// Still in progress until the committer finishes it; then it takes
 	// its runs' outcome, with the revision the commit reached.
-	if read, err := ops.Get(ctx, op.ID); err != nil || read.State != bootstrap.InProgress {
+	if read, err := ops.Get(ctx, op.ID); err != nil || read.State != api.InProgress {
 		t.Fatalf("get before the commit: %+v %v", read, err)
 	}
 	if again, started, err := ops.Start(ctx, []string{"a", "b"}, false); err != nil || started || again.ID != op.ID {
 		t.Fatalf("a bootstrap waiting for its commit must coalesce: %+v started=%v %v", again, started, err)
 	}
 	done, err := ops.Committed(ctx, op.ID, 7)
-	if err != nil || done.State != bootstrap.Failed || done.CatalogRevision == nil || *done.CatalogRevision != 7 {
+	if err != nil || done.State != api.Failed || done.CatalogRevision == nil || *done.CatalogRevision != 7 {
 		t.Fatalf("committed: %+v %v", done, err)
 	}
 	// A second commit request for it changes nothing.
-	if again, err := ops.Committed(ctx, op.ID, 9); err != nil || *again.CatalogRevision != 7 || again.State != bootstrap.Failed {
+	if again, err := ops.Committed(ctx, op.ID, 9); err != nil || *again.CatalogRevision != 7 || again.State != api.Failed {
 		t.Fatalf("committed again: %+v %v", again, err)
 	}
 	read, err := ops.Get(ctx, op.ID)
-	if err != nil || read.State != bootstrap.Failed || len(read.Results) != 2 || read.Results["b"].Error != "503" || *read.CatalogRevision != 7 {
+	if err != nil || read.State != api.Failed || len(read.Results) != 2 || read.Results["b"].Error != "503" || *read.CatalogRevision != 7 {
 		t.Fatalf("get: %+v %v", read, err)
 	}
 	if want := "1 of 2 registries failed: b; no catalog change, catalog at revision 7"; read.Description != want {
@@ -98,12 +99,12 @@ func TestOperationDeadlineAndRetention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ops.Report(ctx, op.ID, "a", bootstrap.RegistryResult{State: bootstrap.Succeeded}); err != nil {
+	if _, err := ops.Report(ctx, op.ID, "a", api.RegistryResult{State: api.Succeeded}); err != nil {
 		t.Fatal(err)
 	}
 	c.add(11 * time.Minute)
 	got, err := ops.Get(ctx, op.ID)
-	if err != nil || got.State != bootstrap.Failed || !strings.Contains(got.Description, "registries b did not report") {
+	if err != nil || got.State != api.Failed || !strings.Contains(got.Description, "registries b did not report") {
 		t.Fatalf("past deadline: %+v %v", got, err)
 	}
 	// A bootstrap past its deadline does not block the next one.
@@ -117,24 +118,24 @@ func TestOperationDeadlineAndRetention(t *testing.T) {
 	}
 	// Every registry reported but the commit never came: the deadline
 	// fails it, saying so.
-	if _, err := ops.Report(ctx, next.ID, "a", bootstrap.RegistryResult{State: bootstrap.Succeeded, Counts: store.RunCounts{Changes: 2}}); err != nil {
+	if _, err := ops.Report(ctx, next.ID, "a", api.RegistryResult{State: api.Succeeded, Counts: api.RunCounts{Changes: 2}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ops.Report(ctx, next.ID, "b", bootstrap.RegistryResult{State: bootstrap.Succeeded, Counts: store.RunCounts{Changes: 1}}); err != nil {
+	if _, err := ops.Report(ctx, next.ID, "b", api.RegistryResult{State: api.Succeeded, Counts: api.RunCounts{Changes: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	c.add(11 * time.Minute)
 	got, err = ops.Get(ctx, next.ID)
-	if err != nil || got.State != bootstrap.Failed || !strings.Contains(got.Description, "the 3 changes their runs wrote were not committed within 10m0s") || got.CatalogRevision != nil {
+	if err != nil || got.State != api.Failed || !strings.Contains(got.Description, "the 3 changes their runs wrote were not committed within 10m0s") || got.CatalogRevision != nil {
 		t.Fatalf("past the deadline without its commit: %+v %v", got, err)
 	}
-	if late, err := ops.Committed(ctx, next.ID, 3); err != nil || late.State != bootstrap.Failed || late.CatalogRevision != nil {
+	if late, err := ops.Committed(ctx, next.ID, 3); err != nil || late.State != api.Failed || late.CatalogRevision != nil {
 		t.Fatalf("a commit after the deadline changed the failed operation: %+v %v", late, err)
 	}
 	if _, err := ops.Get(ctx, "no-such-op"); !failure.Is(err, failure.NotFound) {
 		t.Fatalf("unknown operation: %v", err)
 	}
-	if _, err := ops.Report(ctx, "no-such-op", "a", bootstrap.RegistryResult{}); !failure.Is(err, failure.NotFound) {
+	if _, err := ops.Report(ctx, "no-such-op", "a", api.RegistryResult{}); !failure.Is(err, failure.NotFound) {
 		t.Fatalf("report to unknown operation: %v", err)
 	}
 }
@@ -176,7 +177,7 @@ func TestFail(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := ops.Get(ctx, op.ID)
-	if err != nil || got.State != bootstrap.Failed || got.Description != "publishing failed: topic not found" {
+	if err != nil || got.State != api.Failed || got.Description != "publishing failed: topic not found" {
 		t.Fatalf("%+v %v", got, err)
 	}
 	if _, _, err := ops.Start(ctx, nil, false); !failure.Is(err, failure.Invalid) {

@@ -3,42 +3,14 @@ package bootstrap_test
 import (
 	"context"
 	"reflect"
-	"sort"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/store"
 )
-
-func firestoreTags(t reflect.Type) []string {
-	var out []string
-	for i := 0; i < t.NumField(); i++ {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("firestore"), ",")
-		out = append(out, name)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// The operator's view of operations (store.OperationRecord, read by the
-// catalog's admin endpoints and status page) must keep up with what this
-// package writes: the same document fields, the same collection.
-func TestOperatorViewHasEveryField(t *testing.T) {
-	if bootstrap.OperationsCollection != store.OperationsCollection {
-		t.Fatalf("collections differ: %q vs %q", bootstrap.OperationsCollection, store.OperationsCollection)
-	}
-	for _, pair := range [][2]reflect.Type{
-		{reflect.TypeOf(bootstrap.Operation{}), reflect.TypeOf(store.OperationRecord{})},
-		{reflect.TypeOf(bootstrap.RegistryResult{}), reflect.TypeOf(store.OperationResult{})},
-	} {
-		if a, b := firestoreTags(pair[0]), firestoreTags(pair[1]); !reflect.DeepEqual(a, b) {
-			t.Errorf("%s fields %v, %s fields %v", pair[0], a, pair[1], b)
-		}
-	}
-}
 
 // What Start and Report write reads back through store.RecentOperations,
 // newest first, with the Firestore cost summed, and an operation past its
@@ -46,7 +18,7 @@ func TestOperatorViewHasEveryField(t *testing.T) {
 func TestRecentOperationsReadsWhatBootstrapWrites(t *testing.T) {
 	ctx := context.Background()
 	client := emulatortest.Firestore(t)
-	ops := bootstrap.NewOperations(client, 10*time.Minute, time.Hour)
+	ops := bootstrap.NewOperations(store.New(client), 10*time.Minute, time.Hour)
 	now := time.Now().UTC()
 
 	at := now.Add(-3 * time.Hour) // finished and expired by now
@@ -55,7 +27,7 @@ func TestRecentOperationsReadsWhatBootstrapWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ops.Report(ctx, old.ID, "a", bootstrap.RegistryResult{State: bootstrap.Succeeded, Result: "succeeded"}); err != nil {
+	if _, err := ops.Report(ctx, old.ID, "a", api.RegistryResult{State: api.Succeeded, Result: api.ResultSucceeded}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ops.Committed(ctx, old.ID, 0); err != nil {
@@ -67,9 +39,9 @@ func TestRecentOperationsReadsWhatBootstrapWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, res := range map[string]bootstrap.RegistryResult{
-		"a": {State: bootstrap.Succeeded, Result: "succeeded", Counts: store.RunCounts{Created: 2}, Firestore: store.Counts{Reads: 7, Writes: 6}},
-		"b": {State: bootstrap.Failed, Result: "fetch_failed", Error: "status 502", Firestore: store.Counts{Reads: 1, Deletes: 1}},
+	for name, res := range map[string]api.RegistryResult{
+		"a": {State: api.Succeeded, Result: api.ResultSucceeded, Counts: api.RunCounts{Created: 2}, Firestore: api.Counts{Reads: 7, Writes: 6}},
+		"b": {State: api.Failed, Result: api.ResultFetchFailed, Error: "status 502", Firestore: api.Counts{Reads: 1, Deletes: 1}},
 	} {
 		if _, err := ops.Report(ctx, done.ID, name, res); err != nil {
 			t.Fatal(err)
@@ -95,11 +67,11 @@ func TestRecentOperationsReadsWhatBootstrapWrites(t *testing.T) {
 		}
 		t.Fatalf("recent operations %v, want [%s %s] (the expired %s left out)", ids, running.ID, done.ID, old.ID)
 	}
-	if r := got[0]; r.State != bootstrap.InProgress || !r.DryRun || len(r.Results) != 0 || !reflect.DeepEqual(r.Registries, []string{"a", "b"}) {
+	if r := got[0]; r.State != api.InProgress || !r.DryRun || len(r.Results) != 0 || !reflect.DeepEqual(r.Registries, []string{"a", "b"}) {
 		t.Errorf("in-progress dry run read back as %+v", r)
 	}
 	d := got[1]
-	if d.State != bootstrap.Failed || d.Results["b"].Result != "fetch_failed" || d.Results["b"].Error != "status 502" || d.Results["a"].Counts.Created != 2 ||
+	if d.State != api.Failed || d.Results["b"].Result != api.ResultFetchFailed || d.Results["b"].Error != "status 502" || d.Results["a"].Counts.Created != 2 ||
 		d.CatalogRevision == nil || *d.CatalogRevision != 2 || d.Commit == nil || d.Commit.CommittedAt.IsZero() {
 		t.Errorf("finished operation read back as %+v", d)
 	}

@@ -24,6 +24,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/invariant"
@@ -89,7 +90,7 @@ func newRig(t *testing.T) *rig {
 		}
 		regs[name] = reconcile.Registry{Name: name, Source: src, Policy: reconcile.Policy{MaxMarkShare: 0.5}}
 	}
-	ops := bootstrap.NewOperations(client, 10*time.Minute, time.Hour)
+	ops := bootstrap.NewOperations(store.New(client), 10*time.Minute, time.Hour)
 	r := &rig{t: t, client: client, st: st, ops: ops}
 	ps, project := emulatortest.PubSub(t)
 	commitTopic := "projects/" + project + "/topics/commit"
@@ -168,7 +169,7 @@ func (r *rig) waitCommits() {
 }
 
 // bootstrap POSTs /bootstrap and returns the answer.
-func (r *rig) bootstrap() bootstrap.StartResponse {
+func (r *rig) bootstrap() api.BootstrapAccepted {
 	r.t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, r.srv.URL+"/bootstrap", nil)
 	req.Header.Set("Authorization", "Bearer admin")
@@ -177,7 +178,7 @@ func (r *rig) bootstrap() bootstrap.StartResponse {
 		r.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var out bootstrap.StartResponse
+	var out api.BootstrapAccepted
 	if resp.StatusCode != http.StatusAccepted || json.NewDecoder(resp.Body).Decode(&out) != nil {
 		r.t.Fatalf("POST /bootstrap: %d", resp.StatusCode)
 	}
@@ -265,7 +266,7 @@ func (r *rig) consume(timeout time.Duration, done func() bool) {
 	}
 }
 
-func (r *rig) op(id string) *bootstrap.Operation {
+func (r *rig) op(id string) *api.Operation {
 	r.t.Helper()
 	op, err := r.ops.Get(context.Background(), id)
 	if err != nil {
@@ -308,7 +309,7 @@ func TestPubSubDuplicateAndOutOfOrderDeliveries(t *testing.T) {
 	r.consume(90*time.Second, func() bool { return r.acked.Load() >= total })
 	r.waitCommits()
 	op1 := r.op(first.Operation)
-	if op1.State != bootstrap.Succeeded || len(op1.Results) != len(rigRegistries) {
+	if op1.State != api.Succeeded || len(op1.Results) != len(rigRegistries) {
 		t.Fatalf("first operation %s: %s, %d results", op1.State, op1.Description, len(op1.Results))
 	}
 	if r.dropped.Load() != 1 {
@@ -334,7 +335,7 @@ func TestPubSubDuplicateAndOutOfOrderDeliveries(t *testing.T) {
 	r.consume(90*time.Second, func() bool { return r.acked.Load() >= total })
 	r.waitCommits()
 	op2 := r.op(second.Operation)
-	if op2.State != bootstrap.Succeeded || len(op2.Results) != len(rigRegistries) {
+	if op2.State != api.Succeeded || len(op2.Results) != len(rigRegistries) {
 		t.Fatalf("second operation %s: %s", op2.State, op2.Description)
 	}
 	for _, reg := range rigRegistries {
@@ -367,10 +368,10 @@ func TestPubSubRedeliveryAfterLeaseExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := r.bootstrap()
-	r.consume(90*time.Second, func() bool { return r.op(start.Operation).State != bootstrap.InProgress })
+	r.consume(90*time.Second, func() bool { return r.op(start.Operation).State != api.InProgress })
 	r.waitCommits()
 	op := r.op(start.Operation)
-	if op.State != bootstrap.Succeeded {
+	if op.State != api.Succeeded {
 		t.Fatalf("operation %s: %s", op.State, op.Description)
 	}
 	if r.nacked.Load() == 0 {
@@ -407,14 +408,14 @@ func TestPubSubPoisonMessageFailsTheOperationWithAReason(t *testing.T) {
 	if r.dropped.Load() != 1 || r.nacked.Load() != 0 {
 		t.Fatalf("dropped %d, nacked %d: the poison message must be dropped once, never retried", r.dropped.Load(), r.nacked.Load())
 	}
-	if got := r.op(op.ID); got.State != bootstrap.InProgress || len(got.Results) != 2 {
+	if got := r.op(op.ID); got.State != api.InProgress || len(got.Results) != 2 {
 		t.Fatalf("before the deadline: %s %s", got.State, got.Description)
 	}
 	mu.Lock()
 	clock = clock.Add(11 * time.Minute)
 	mu.Unlock()
 	got := r.op(op.ID)
-	if got.State != bootstrap.Failed || !strings.Contains(got.Description, "beta") || strings.Contains(got.Description, "alpha") {
+	if got.State != api.Failed || !strings.Contains(got.Description, "beta") || strings.Contains(got.Description, "alpha") {
 		t.Fatalf("after the deadline: %s %q, want failed naming beta only", got.State, got.Description)
 	}
 	invariant.Require(t, r.client, invariant.Options{Settled: true, Feed: true})
@@ -438,7 +439,7 @@ func (c *countingPublisher) Publish(_ context.Context, m []queue.Message) error 
 func TestTenConcurrentBootstrapsOneOperation(t *testing.T) {
 	t.Parallel()
 	client := emulatortest.Firestore(t)
-	ops := bootstrap.NewOperations(client, 10*time.Minute, time.Hour)
+	ops := bootstrap.NewOperations(store.New(client), 10*time.Minute, time.Hour)
 	pub := &countingPublisher{}
 	svc := &bootstrap.Service{Operations: ops, Publisher: pub, Registries: rigRegistries,
 		VerifyAdmin: func(*http.Request, string) bool { return true }, Logger: quiet}
@@ -462,7 +463,7 @@ func TestTenConcurrentBootstrapsOneOperation(t *testing.T) {
 			}
 			defer resp.Body.Close()
 			codes[i] = resp.StatusCode
-			var out bootstrap.StartResponse
+			var out api.BootstrapAccepted
 			_ = json.NewDecoder(resp.Body).Decode(&out)
 			ids[i], coalesced[i] = out.Operation, out.Coalesced
 		})

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/queue"
 	"github.com/specsync/specsync/pkg/reconcile"
@@ -54,7 +55,7 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 	case err != nil:
 		return err
 	}
-	if _, done := op.Results[m.Registry]; done || op.State != InProgress {
+	if _, done := op.Results[m.Registry]; done || op.State != api.InProgress {
 		// A redelivery or duplicate: this registry already counted. If
 		// the operation still waits for its commit, the request may be
 		// what failed (the report that made it wait returned that error):
@@ -67,7 +68,7 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 	}
 	reg, ok := w.Lookup(m.Registry)
 	if !ok {
-		return w.report(ctx, log, m, RegistryResult{State: Failed, Result: "unknown_registry",
+		return w.report(ctx, log, m, api.RegistryResult{State: api.Failed, Result: api.ResultUnknownRegistry,
 			Error: fmt.Sprintf("registry %q is not in this deployment's registries file", m.Registry)})
 	}
 	reconcileOrPlan := w.Runner.Reconcile
@@ -80,15 +81,14 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 			log.Warn("reconcile will be retried", "error", err, "result", run.Result)
 			return err
 		}
-		return w.report(ctx, log, m, RegistryResult{State: Failed, Result: run.Result, Counts: run.Counts, Error: err.Error(), RunID: run.ID})
+		return w.report(ctx, log, m, api.RegistryResult{State: api.Failed, Result: api.RunResult(run.Result), Counts: api.RunCounts(run.Counts), Error: err.Error(), RunID: run.ID})
 	}
-	state := Succeeded
-	switch run.Result {
-	case reconcile.ResultSucceeded, reconcile.ResultUnchanged, reconcile.ResultDryRun:
-	default:
-		state = Failed
+	result := api.RunResult(run.Result)
+	state := api.Succeeded
+	if !result.OK() {
+		state = api.Failed
 	}
-	res := RegistryResult{State: state, Result: run.Result, Counts: run.Counts, Firestore: run.Ops, Error: run.Error, RunID: run.ID, Planned: run.Planned}
+	res := api.RegistryResult{State: state, Result: result, Counts: api.RunCounts(run.Counts), Firestore: run.Ops, Error: run.Error, RunID: run.ID, Planned: run.Planned}
 	if run.Guard != "" && res.Error == "" {
 		res.Error = run.Guard
 	}
@@ -101,8 +101,8 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 // waiting out here first.
 var reportAttempts = []time.Duration{0, 200 * time.Millisecond, time.Second}
 
-func (w *Worker) report(ctx context.Context, log *slog.Logger, m queue.Message, res RegistryResult) error {
-	var op *Operation
+func (w *Worker) report(ctx context.Context, log *slog.Logger, m queue.Message, res api.RegistryResult) error {
+	var op *api.Operation
 	var err error
 	for _, wait := range reportAttempts {
 		if wait > 0 {
@@ -140,7 +140,7 @@ func (w *Worker) report(ctx context.Context, log *slog.Logger, m queue.Message, 
 // returned, so Pub/Sub redelivers the reconcile message, which asks again
 // (Handle); meanwhile the operation stays in progress, and fails at its
 // deadline if no commit ever finishes it.
-func (w *Worker) requestCommit(ctx context.Context, log *slog.Logger, op *Operation, registry string) error {
+func (w *Worker) requestCommit(ctx context.Context, log *slog.Logger, op *api.Operation, registry string) error {
 	if w.Commits == nil {
 		return failure.New(failure.Invalid, "operation %s: this deployment has no commit topic to finish it through", op.ID)
 	}

@@ -21,6 +21,7 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/queue"
@@ -51,7 +52,7 @@ func workerOn(t *testing.T, client, opsClient *firestore.Client) (*bootstrap.Wor
 		t.Fatal(err)
 	}
 	regs := map[string]reconcile.Registry{"local": {Name: "local", Source: src, Policy: reconcile.Policy{MaxMarkShare: 0.5}}}
-	ops := bootstrap.NewOperations(opsClient, 10*time.Minute, time.Hour)
+	ops := bootstrap.NewOperations(store.New(opsClient), 10*time.Minute, time.Hour)
 	return newWorker(st, ops, regs), ops, st
 }
 
@@ -132,7 +133,7 @@ func TestWorkerRedeliveryCountsOnce(t *testing.T) {
 	}
 	deliverCommits(t, w)
 	got, _ := ops.Get(ctx, op.ID)
-	if got.State != bootstrap.Succeeded || got.Results["local"].Counts.Created != 1 || got.Description != "the registry reconciled; 1 change committed, catalog at revision 1" {
+	if got.State != api.Succeeded || got.Results["local"].Counts.Created != 1 || got.Description != "the registry reconciled; 1 change committed, catalog at revision 1" {
 		t.Fatalf("after one delivery: %+v", got)
 	}
 	status, _ := st.RegistryStatus(ctx, "local")
@@ -217,7 +218,7 @@ func TestWorkerRetriesAFailedReport(t *testing.T) {
 				if !failure.Retryable(err) {
 					t.Fatalf("store down past the attempts: %v, want a retryable error (redelivery)", err)
 				}
-				if len(got.Results) != 0 || got.State != bootstrap.InProgress {
+				if len(got.Results) != 0 || got.State != api.InProgress {
 					t.Fatalf("nothing should be recorded yet: %+v", got)
 				}
 				// The redelivery re-runs (one read: the listing is
@@ -227,7 +228,7 @@ func TestWorkerRetriesAFailedReport(t *testing.T) {
 				}
 				deliverCommits(t, w)
 				got, _ = ops.Get(ctx, op.ID)
-				if r := got.Results["local"]; got.State != bootstrap.Succeeded || r.Result != reconcile.ResultUnchanged {
+				if r := got.Results["local"]; got.State != api.Succeeded || r.Result != api.ResultUnchanged {
 					t.Fatalf("after the redelivery: %s %+v", got.State, r)
 				}
 				return
@@ -236,7 +237,7 @@ func TestWorkerRetriesAFailedReport(t *testing.T) {
 				t.Fatalf("a report that landed on attempt %d: %v", tc.failures+1, err)
 			}
 			r := got.Results["local"]
-			if got.State != bootstrap.Succeeded || r.Result != reconcile.ResultSucceeded || r.Counts.Created != 1 || r.RunID != status.LastRun.ID {
+			if got.State != api.Succeeded || r.Result != api.ResultSucceeded || r.Counts.Created != 1 || r.RunID != status.LastRun.ID {
 				t.Fatalf("the operation must record the run that wrote: %s %+v (run %s)", got.State, r, status.LastRun.ID)
 			}
 		})
@@ -255,7 +256,7 @@ func TestWorkerPermanentFailuresAreAcknowledged(t *testing.T) {
 		t.Fatalf("unknown registry must be acknowledged: %v", err)
 	}
 	got, _ := ops.Get(ctx, op.ID)
-	if r := got.Results["gone"]; r.State != bootstrap.Failed || !strings.Contains(r.Error, "not in this deployment") {
+	if r := got.Results["gone"]; r.State != api.Failed || !strings.Contains(r.Error, "not in this deployment") {
 		t.Fatalf("unknown registry result %+v", r)
 	}
 	for _, m := range []queue.Message{
@@ -292,7 +293,7 @@ func TestWorkerBusyLeaseIsRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	deliverCommits(t, w)
-	if got, _ := ops.Get(ctx, op.ID); got.State != bootstrap.Succeeded {
+	if got, _ := ops.Get(ctx, op.ID); got.State != api.Succeeded {
 		t.Fatalf("after the lease was freed: %+v", got)
 	}
 }
@@ -404,7 +405,7 @@ func TestWorkerOperationWaitsForItsCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	waiting, _ := ops.Get(ctx, op.ID)
-	if waiting.State != bootstrap.InProgress || waiting.Description != "the registry reported; committing 1 change" || waiting.CatalogRevision != nil {
+	if waiting.State != api.InProgress || waiting.Description != "the registry reported; committing 1 change" || waiting.CatalogRevision != nil {
 		t.Fatalf("before the commit: %s %q %v", waiting.State, waiting.Description, waiting.CatalogRevision)
 	}
 	if rev, _ := st.Revision(ctx); rev != 0 {
@@ -416,7 +417,7 @@ func TestWorkerOperationWaitsForItsCommit(t *testing.T) {
 	}
 	done, _ := ops.Get(ctx, op.ID)
 	rev, _ := st.Revision(ctx)
-	if done.State != bootstrap.Succeeded || done.CatalogRevision == nil || *done.CatalogRevision != 1 || rev != 1 {
+	if done.State != api.Succeeded || done.CatalogRevision == nil || *done.CatalogRevision != 1 || rev != 1 {
 		t.Fatalf("after the commit: %s %q revision %v, catalog at %d", done.State, done.Description, done.CatalogRevision, rev)
 	}
 
@@ -433,7 +434,7 @@ func TestWorkerOperationWaitsForItsCommit(t *testing.T) {
 		t.Fatalf("an unchanged bootstrap asked for %+v, want the operation's request only", reqs)
 	}
 	done2, _ := ops.Get(ctx, op2.ID)
-	if done2.State != bootstrap.Succeeded || *done2.CatalogRevision != 1 || done2.Description != "the registry reconciled; no catalog change, catalog at revision 1" {
+	if done2.State != api.Succeeded || *done2.CatalogRevision != 1 || done2.Description != "the registry reconciled; no catalog change, catalog at revision 1" {
 		t.Fatalf("unchanged bootstrap: %s %q %v", done2.State, done2.Description, *done2.CatalogRevision)
 	}
 
@@ -458,7 +459,7 @@ func TestWorkerOperationWaitsForItsCommit(t *testing.T) {
 		t.Fatalf("the redelivery asked for %+v, want one request for the operation", reqs)
 	}
 	done3, _ := ops.Get(ctx, op3.ID)
-	if done3.State != bootstrap.Succeeded || *done3.CatalogRevision != 1 || done3.Results["local"].RunID != stuck.Results["local"].RunID {
+	if done3.State != api.Succeeded || *done3.CatalogRevision != 1 || done3.Results["local"].RunID != stuck.Results["local"].RunID {
 		t.Fatalf("after the redelivery: %s %q, run %s (was %s)", done3.State, done3.Description, done3.Results["local"].RunID, stuck.Results["local"].RunID)
 	}
 	// Duplicate commit requests change nothing more.

@@ -21,12 +21,15 @@
 //     OSB default); plan bindable inherits the spec's bindable. Both are
 //     always written out, so a consumer never has to re-implement the
 //     inheritance rule.
-//   - Service plan_updateable is true when any plan has updates_to. OSB
+//   - Service plan_updateable is the spec's plan_updateable when it has
+//     one, else true when any plan is updateable (see spec.Spec.Updateable:
+//     a plan's own plan_updateable, else updates_to, else the spec's). OSB
 //     only has a boolean, APB lists the plans a plan may move to; "some
 //     plan can move somewhere" is the only honest service-wide answer.
-//     When it is true, plans without updates_to say plan_updateable false,
-//     so platforms do not offer a plan change that the spec rules out. The
-//     target list itself stays the update handler's check.
+//     A plan whose answer differs from the service's says so itself, so
+//     platforms do not offer a plan change that the spec rules out. The
+//     target list itself stays the update handler's check
+//     (spec.Spec.PlanChange).
 //   - Plan metadata is passed through unchanged.
 //   - Plan schemas come from parameters (see ParametersSchema): create from
 //     parameters, update from the updatable ones, binding create from
@@ -35,9 +38,13 @@
 //     in it is left out, and so is the schemas object when all three are.
 //   - Nothing is rendered for the spec's async or version (OSB's catalog
 //     has no field for either; async is the provisioning handler's
-//     business), nor for instances_retrievable, bindings_retrievable or
-//     allow_context_updates: those describe the HTTP handlers, not a spec,
-//     so the handler sets them on the rendered services if it serves them.
+//     business).
+//   - instances_retrievable and allow_context_updates are true and
+//     bindings_retrievable is true for a service with a bindable plan:
+//     they describe the broker (pkg/osb serves GET of instances and
+//     bindings and context-only updates for every service), not a spec,
+//     but they are set here because this one rendering is what both the
+//     catalog and the change feed serve, which must agree.
 //
 // # Problems
 //
@@ -193,16 +200,15 @@ func Render(specs []*spec.Spec) (*Catalog, error) {
 func RenderOfferings(offs []Offering) (*Catalog, error) {
 	c := &Catalog{Services: make([]Service, 0, len(offs))}
 	var problems []Problem
-	names := make(map[string]string, len(offs))   // service name -> spec id
-	ids := make(map[string]string, len(offs))     // service id -> name
-	planIDs := make(map[string]string, len(offs)) // plan id -> spec id
+	taken := newClaims(len(offs))
 	for i, o := range offs {
 		s := o.Spec
 		if s == nil {
 			problems = append(problems, Problem{Reason: fmt.Sprintf("specs[%d] is nil", i)})
 			continue
 		}
-		if p, bad := conflict(s, names, ids, planIDs); bad {
+		cl := claimOf(s)
+		if p, bad := taken.conflict(cl); bad {
 			problems = append(problems, p)
 			continue
 		}
@@ -211,11 +217,7 @@ func RenderOfferings(offs []Offering) (*Catalog, error) {
 			problems = append(problems, Problem{SpecID: s.ID, Name: s.Name, Reason: err.Error()})
 			continue
 		}
-		names[s.Name] = s.ID
-		ids[s.ID] = s.Name
-		for _, p := range s.Plans {
-			planIDs[p.ID] = s.ID
-		}
+		taken.take(cl)
 		c.Services = append(c.Services, svc)
 	}
 	slices.SortFunc(c.Services, func(a, b Service) int {
@@ -227,32 +229,68 @@ func RenderOfferings(offs []Offering) (*Catalog, error) {
 	return c, nil
 }
 
+// claim is what a service takes in the catalog: its name and id, and its
+// plans' ids (with their names, for the messages).
+type claim struct {
+	id, name string
+	plans    []planClaim
+}
+
+type planClaim struct{ id, name string }
+
+func claimOf(s *spec.Spec) claim {
+	cl := claim{id: s.ID, name: s.Name, plans: make([]planClaim, len(s.Plans))}
+	for i, p := range s.Plans {
+		cl.plans[i] = planClaim{id: p.ID, name: p.Name}
+	}
+	return cl
+}
+
+// claims are the names and ids the services admitted so far hold.
+type claims struct {
+	names   map[string]string // service name -> spec id
+	ids     map[string]string // service id -> name
+	planIDs map[string]string // plan id -> spec id
+}
+
+func newClaims(n int) *claims {
+	return &claims{names: make(map[string]string, n), ids: make(map[string]string, n), planIDs: make(map[string]string, n)}
+}
+
+func (c *claims) take(cl claim) {
+	c.names[cl.name] = cl.id
+	c.ids[cl.id] = cl.name
+	for _, p := range cl.plans {
+		c.planIDs[p.id] = cl.id
+	}
+}
+
 // conflict checks what a single spec's validation cannot: uniqueness across
 // the catalog. OSB wants service names unique in the catalog and ids
 // (service and plan) globally unique; ids missing would be a caller bug,
 // but one that must not take the other services down.
-func conflict(s *spec.Spec, names, ids, planIDs map[string]string) (Problem, bool) {
-	p := Problem{SpecID: s.ID, Name: s.Name}
+func (c *claims) conflict(cl claim) (Problem, bool) {
+	p := Problem{SpecID: cl.id, Name: cl.name}
 	switch {
-	case s.ID == "":
+	case cl.id == "":
 		p.Reason = "spec has no id"
-	case len(s.Plans) == 0:
+	case len(cl.plans) == 0:
 		p.Reason = "spec has no plans (OSB requires at least one)"
-	case names[s.Name] != "":
-		p.ConflictsWith = names[s.Name]
-		p.Reason = fmt.Sprintf("service name %q is already used by spec %q", s.Name, names[s.Name])
-	case ids[s.ID] != "":
-		p.ConflictsWith = s.ID
-		p.Reason = fmt.Sprintf("service id %q is already used by service %q", s.ID, ids[s.ID])
+	case c.names[cl.name] != "":
+		p.ConflictsWith = c.names[cl.name]
+		p.Reason = fmt.Sprintf("service name %q is already used by spec %q", cl.name, c.names[cl.name])
+	case c.ids[cl.id] != "":
+		p.ConflictsWith = cl.id
+		p.Reason = fmt.Sprintf("service id %q is already used by service %q", cl.id, c.ids[cl.id])
 	default:
-		for i, pl := range s.Plans {
-			if pl.ID == "" {
-				p.Reason = fmt.Sprintf("plans[%d] (%q) has no id", i, pl.Name)
+		for i, pl := range cl.plans {
+			if pl.id == "" {
+				p.Reason = fmt.Sprintf("plans[%d] (%q) has no id", i, pl.name)
 				return p, true
 			}
-			if owner := planIDs[pl.ID]; owner != "" {
+			if owner := c.planIDs[pl.id]; owner != "" {
 				p.ConflictsWith = owner
-				p.Reason = fmt.Sprintf("plan id %q (plan %q) is already used by spec %q", pl.ID, pl.Name, owner)
+				p.Reason = fmt.Sprintf("plan id %q (plan %q) is already used by spec %q", pl.id, pl.name, owner)
 				return p, true
 			}
 		}
@@ -282,12 +320,8 @@ func RenderService(o Offering) (Service, error) {
 		Metadata:    serviceMetadata(s),
 		Plans:       make([]Plan, len(s.Plans)),
 	}
-	for _, p := range s.Plans {
-		if len(p.UpdatesTo) > 0 {
-			svc.PlanUpdateable = true
-			break
-		}
-	}
+	svc.PlanUpdateable = s.ServiceUpdateable()
+	svc.InstancesRetrievable, svc.AllowContextUpdates = true, true
 	for i, p := range s.Plans {
 		out := Plan{
 			ID:          p.ID,
@@ -295,14 +329,12 @@ func RenderService(o Offering) (Service, error) {
 			Description: p.Description,
 			Metadata:    p.Metadata,
 			Free:        p.Free == nil || *p.Free,
-			Bindable:    s.Bindable,
+			Bindable:    s.PlanBindable(p),
 		}
-		if p.Bindable != nil {
-			out.Bindable = *p.Bindable
+		if u := s.Updateable(p); u != svc.PlanUpdateable {
+			out.PlanUpdateable = new(u)
 		}
-		if svc.PlanUpdateable && len(p.UpdatesTo) == 0 {
-			out.PlanUpdateable = new(false)
-		}
+		svc.BindingsRetrievable = svc.BindingsRetrievable || out.Bindable
 		schemas, err := planSchemas(p, out.Bindable)
 		if err != nil {
 			return Service{}, fmt.Errorf("plan %q: %w", p.Name, err)

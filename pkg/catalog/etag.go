@@ -39,6 +39,22 @@ func ETag(revision int64, variant string) string {
 	return `"` + tag + `"`
 }
 
+// BodyETag is ETag(revision, string(body)) without copying the body
+// twice: a catalog body is megabytes, and the tag is computed on every
+// refresh.
+func BodyETag(revision int64, body []byte) string {
+	tag := "c" + strconv.Itoa(FormatVersion) + "-" + strconv.FormatInt(revision, 10)
+	if len(body) > 0 {
+		if plainVariant.Match(body) {
+			tag += "-" + string(body)
+		} else {
+			sum := sha256.Sum256(body)
+			tag += "-" + hex.EncodeToString(sum[:8])
+		}
+	}
+	return `"` + tag + `"`
+}
+
 // Digest is the SHA-256 of the catalog's JSON encoding, "sha256:<hex>",
 // for callers that prefer a content ETag (quote it) to a revision one.
 // encoding/json writes struct fields in order and map keys sorted, and

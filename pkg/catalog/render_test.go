@@ -124,13 +124,14 @@ func TestServiceMapping(t *testing.T) {
 	// The JSON uses OSB's names, and leaves out what specsync never sets.
 	b := string(mustJSON(t, c))
 	for _, want := range []string{`"services":`, `"plan_updateable":true`, `"free":false`, `"bindable":false`,
+		`"instances_retrievable":true`, `"allow_context_updates":true`, `"bindings_retrievable":true`,
 		`"service_instance":{"create":{"parameters":{"$schema":"http://json-schema.org/draft-04/schema#"`, `"service_binding":{"create":`} {
 		if !strings.Contains(b, want) {
 			t.Errorf("JSON lacks %s", want)
 		}
 	}
 	for _, absent := range []string{"dashboard_client", "maintenance_info", "maximum_polling_duration", "requires", "async",
-		"instances_retrievable", "display_type", "display_group", `"s3cret`} {
+		"display_type", "display_group", `"s3cret`} {
 		if strings.Contains(b, absent) {
 			t.Errorf("JSON contains %s", absent)
 		}
@@ -178,24 +179,28 @@ func TestDeterministic(t *testing.T) {
 	}
 }
 
-func TestProblems(t *testing.T) {
-	mk := func(name, id string, planIDs ...string) *spec.Spec {
-		s := &spec.Spec{Name: name, ID: id, Description: "d"}
-		for i, pid := range planIDs {
-			s.Plans = append(s.Plans, spec.Plan{Name: fmt.Sprintf("p%d", i), ID: pid, Description: "d"})
-		}
-		return s
+// problemCase is a catalog with specs Render must leave out.
+type problemCase struct {
+	name     string
+	specs    []*spec.Spec
+	kept     string // service ids in the catalog
+	dropped  string // spec ids reported
+	conflict string // ConflictsWith of the problems
+}
+
+func problemSpec(name, id string, planIDs ...string) *spec.Spec {
+	s := &spec.Spec{Name: name, ID: id, Description: "d"}
+	for i, pid := range planIDs {
+		s.Plans = append(s.Plans, spec.Plan{Name: fmt.Sprintf("p%d", i), ID: pid, Description: "d"})
 	}
+	return s
+}
+
+func problemCases() []problemCase {
+	mk := problemSpec
 	huge := mk("huge", "huge-id", "huge-plan")
 	huge.Plans[0].Parameters = []spec.Parameter{{Name: "x", Type: "string", Description: strings.Repeat("x", MaxSchemaBytes)}}
-
-	cases := []struct {
-		name     string
-		specs    []*spec.Spec
-		kept     string // service ids in the catalog
-		dropped  string // spec ids reported
-		conflict string // ConflictsWith of the problems
-	}{
+	return []problemCase{
 		{"duplicate name: first in input wins", []*spec.Spec{mk("pg", "b-id", "b1"), mk("pg", "a-id", "a1"), mk("mq", "c-id", "c1")},
 			"c-id,b-id", "a-id", "b-id"},
 		{"duplicate service id", []*spec.Spec{mk("one", "same", "p1"), mk("two", "same", "p2")}, "same", "same", "same"},
@@ -209,6 +214,11 @@ func TestProblems(t *testing.T) {
 		// A dropped spec claims nothing: a later spec may use its name.
 		{"dropped spec frees its name", []*spec.Spec{mk("x", "x1", ""), mk("x", "x2", "p")}, "x2", "x1", ""},
 	}
+}
+
+func TestProblems(t *testing.T) {
+	mk := problemSpec
+	cases := problemCases()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Render(tc.specs)
@@ -310,5 +320,56 @@ func BenchmarkRender(b *testing.B) {
 		if _, err := Render(specs); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// OSB's plan_updateable, from the spec's own field (service default, plan
+// override) and from APB's updates_to: the service says the default, a plan
+// only where it differs, and bindings_retrievable follows bindability.
+func TestPlanUpdateableAndSurfaceFlags(t *testing.T) {
+	plan := func(name string, updatesTo []string, updateable *bool) spec.Plan {
+		return spec.Plan{Name: name, ID: name + "-id", Description: name, UpdatesTo: updatesTo, PlanUpdateable: updateable}
+	}
+	cases := []struct {
+		name     string
+		service  *bool
+		plans    []spec.Plan
+		bindable bool
+		want     bool             // the service's plan_updateable
+		plan     map[string]*bool // rendered per plan (nil: inherits)
+	}{
+		{name: "nothing said", plans: []spec.Plan{plan("a", nil, nil), plan("b", nil, nil)},
+			want: false, plan: map[string]*bool{"a": nil, "b": nil}},
+		{name: "updates_to on one plan", plans: []spec.Plan{plan("a", []string{"b"}, nil), plan("b", nil, nil)},
+			want: true, plan: map[string]*bool{"a": nil, "b": new(false)}},
+		{name: "service true", service: new(true), plans: []spec.Plan{plan("a", nil, nil), plan("b", nil, nil)}, bindable: true,
+			want: true, plan: map[string]*bool{"a": nil, "b": nil}},
+		{name: "service true, one plan false", service: new(true), plans: []spec.Plan{plan("a", nil, new(false)), plan("b", nil, nil)},
+			want: true, plan: map[string]*bool{"a": new(false), "b": nil}},
+		{name: "service false, one plan true", service: new(false), plans: []spec.Plan{plan("a", nil, new(true)), plan("b", nil, nil)},
+			want: false, plan: map[string]*bool{"a": new(true), "b": nil}},
+		{name: "service false, updates_to overrides", service: new(false), plans: []spec.Plan{plan("a", []string{"b"}, nil), plan("b", nil, nil)},
+			want: false, plan: map[string]*bool{"a": new(true), "b": nil}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &spec.Spec{Name: "s", ID: "s-id", Description: "s", Bindable: tc.bindable, PlanUpdateable: tc.service, Plans: tc.plans}
+			svc, err := RenderService(Offering{Spec: s, Generation: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if svc.PlanUpdateable != tc.want {
+				t.Errorf("service plan_updateable %v, want %v", svc.PlanUpdateable, tc.want)
+			}
+			for _, p := range svc.Plans {
+				if fmt.Sprint(deref(p.PlanUpdateable)) != fmt.Sprint(deref(tc.plan[p.Name])) {
+					t.Errorf("plan %s plan_updateable %v, want %v", p.Name, deref(p.PlanUpdateable), deref(tc.plan[p.Name]))
+				}
+			}
+			if !svc.InstancesRetrievable || !svc.AllowContextUpdates || svc.BindingsRetrievable != tc.bindable {
+				t.Errorf("instances_retrievable %v allow_context_updates %v bindings_retrievable %v (bindable %v)",
+					svc.InstancesRetrievable, svc.AllowContextUpdates, svc.BindingsRetrievable, tc.bindable)
+			}
+		})
 	}
 }

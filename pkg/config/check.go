@@ -43,6 +43,20 @@ type CheckResult struct {
 // OK reports whether the file has no problem.
 func (r *CheckResult) OK() bool { return len(r.Problems) == 0 }
 
+// Report is a check of file as `specsync config check --output json`
+// prints it.
+type Report struct {
+	File       string    `json:"file"`
+	OK         bool      `json:"ok"`
+	Problems   []Problem `json:"problems"`
+	Registries []string  `json:"registries"`
+}
+
+// Report returns the check of file as printed.
+func (r *CheckResult) Report(file string) Report {
+	return Report{File: file, OK: r.OK(), Problems: r.Problems, Registries: r.Registries}
+}
+
 // CheckFile reads and checks a registries file.
 func CheckFile(path string) *CheckResult {
 	data, err := os.ReadFile(path)

@@ -1,6 +1,11 @@
 // Package config loads the registries file: which registries specsync
 // reconciles, how to reach them and how carefully to delete. Everything is
 // checked at load time; a config that loads builds every source.
+//
+// It knows the file and the sources (pkg/registry), nothing of the store
+// or the cloud, so the operator CLI's `config check` runs it offline;
+// pkg/reconcile turns a loaded file into the registries a run reconciles
+// (reconcile.LoadRegistries, which classifies a bad file as invalid).
 package config
 
 import (
@@ -17,8 +22,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/specsync/specsync/examples"
-	"github.com/specsync/specsync/pkg/failure"
-	"github.com/specsync/specsync/pkg/reconcile"
 	"github.com/specsync/specsync/pkg/registry"
 )
 
@@ -41,7 +44,8 @@ type Registry struct {
 	Allow []string `json:"allow,omitempty"`
 	Deny  []string `json:"deny,omitempty"`
 	// MaxMarkShare is the largest share of the registry's active specs one
-	// run may mark for deletion (default 0.5); a run that would mark more
+	// run may mark for deletion (unset: the reconcile's default, 0.5,
+	// reconcile.DefaultMaxMarkShare); a run that would mark more
 	// marks nothing. AllowMassDeletion turns the guard off, including the
 	// always-on guard against an empty listing.
 	MaxMarkShare      *float64 `json:"max_mark_share,omitempty"`
@@ -112,7 +116,7 @@ var (
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, failure.Wrap(failure.Invalid, fmt.Errorf("registries file: %w", err))
+		return nil, fmt.Errorf("registries file: %w", err)
 	}
 	return Parse(data, path, filepath.Dir(path))
 }
@@ -121,17 +125,24 @@ func Load(path string) (*Config, error) {
 // every registry.
 type Config struct {
 	File       File
-	Registries []reconcile.Registry
+	Registries []Built
+}
+
+// Built is one registry of a loaded file: its entry, and the source built
+// from it.
+type Built struct {
+	Registry
+	Source registry.Source
 }
 
 // Lookup returns the registry with that name.
-func (c *Config) Lookup(name string) (reconcile.Registry, bool) {
+func (c *Config) Lookup(name string) (Built, bool) {
 	for _, r := range c.Registries {
 		if r.Name == name {
 			return r, true
 		}
 	}
-	return reconcile.Registry{}, false
+	return Built{}, false
 }
 
 // Names lists the registry names in file order.
@@ -149,7 +160,7 @@ func (c *Config) Names() []string {
 // secrets, which are read only when a registry is fetched.
 func Parse(data []byte, source, baseDir string) (*Config, error) {
 	fail := func(err error) (*Config, error) {
-		return nil, failure.Wrap(failure.Invalid, fmt.Errorf("registries file %s: %w", source, err))
+		return nil, fmt.Errorf("registries file %s: %w", source, err)
 	}
 	expanded, err := expandEnv(string(data))
 	if err != nil {
@@ -176,11 +187,11 @@ func Parse(data []byte, source, baseDir string) (*Config, error) {
 			return fail(fmt.Errorf("%s: name %q is already used by registries[%d]", where, r.Name, j))
 		}
 		seen[r.Name] = i
-		built, err := build(r, baseDir)
+		src, err := build(r, baseDir)
 		if err != nil {
 			return fail(fmt.Errorf("%s: %w", where, err))
 		}
-		cfg.Registries = append(cfg.Registries, built)
+		cfg.Registries = append(cfg.Registries, Built{Registry: r, Source: src})
 	}
 	return cfg, nil
 }
@@ -201,18 +212,16 @@ func expandEnv(s string) (string, error) {
 	return out, nil
 }
 
-func build(r Registry, baseDir string) (reconcile.Registry, error) {
-	out := reconcile.Registry{Name: r.Name, Policy: reconcile.Policy{MaxMarkShare: reconcile.DefaultMaxMarkShare, AllowMassDeletion: r.AllowMassDeletion}}
-	if r.MaxMarkShare != nil {
-		if *r.MaxMarkShare <= 0 || *r.MaxMarkShare > 1 {
-			return out, fmt.Errorf("max_mark_share %v must be in (0, 1]", *r.MaxMarkShare)
-		}
-		out.Policy.MaxMarkShare = *r.MaxMarkShare
+// build checks one registry's own settings and builds its source.
+func build(r Registry, baseDir string) (registry.Source, error) {
+	if r.MaxMarkShare != nil && (*r.MaxMarkShare <= 0 || *r.MaxMarkShare > 1) {
+		return nil, fmt.Errorf("max_mark_share %v must be in (0, 1]", *r.MaxMarkShare)
 	}
 	filter, err := registry.NewFilter(r.Allow, r.Deny)
 	if err != nil {
-		return out, err
+		return nil, err
 	}
+	var out registry.Source
 	blocks := 0
 	for _, present := range []bool{r.OCI != nil, r.HTTP != nil, r.Dir != nil} {
 		if present {
@@ -220,44 +229,44 @@ func build(r Registry, baseDir string) (reconcile.Registry, error) {
 		}
 	}
 	if blocks != 1 {
-		return out, fmt.Errorf("exactly one of the oci, http and dir blocks is required, found %d", blocks)
+		return nil, fmt.Errorf("exactly one of the oci, http and dir blocks is required, found %d", blocks)
 	}
 	switch r.Type {
 	case "oci":
 		if r.OCI == nil {
-			return out, errors.New("type oci needs an oci block")
+			return nil, errors.New("type oci needs an oci block")
 		}
 		if err := r.OCI.Auth.Validate(); err != nil {
-			return out, fmt.Errorf("oci.auth: %w", err)
+			return nil, fmt.Errorf("oci.auth: %w", err)
 		}
-		out.Source, err = registry.NewOCI(registry.OCIConfig{
+		out, err = registry.NewOCI(registry.OCIConfig{
 			Host: r.OCI.Host, Insecure: r.OCI.Insecure, Repositories: r.OCI.Repositories, Tag: r.OCI.Tag,
 			Filter: filter, Auth: r.OCI.Auth, PageSize: r.OCI.PageSize, Concurrency: r.OCI.Concurrency,
 			Timeout: time.Duration(r.OCI.Timeout),
 		})
 	case "http":
 		if r.HTTP == nil {
-			return out, errors.New("type http needs an http block")
+			return nil, errors.New("type http needs an http block")
 		}
 		if err := r.HTTP.Auth.Validate(); err != nil {
-			return out, fmt.Errorf("http.auth: %w", err)
+			return nil, fmt.Errorf("http.auth: %w", err)
 		}
-		out.Source, err = registry.NewHTTP(registry.HTTPConfig{
+		out, err = registry.NewHTTP(registry.HTTPConfig{
 			URL: r.HTTP.URL, Filter: filter, Auth: r.HTTP.Auth, Timeout: time.Duration(r.HTTP.Timeout), MaxBytes: r.HTTP.MaxBytes,
 		})
 	case "dir":
 		if r.Dir == nil {
-			return out, errors.New("type dir needs a dir block")
+			return nil, errors.New("type dir needs a dir block")
 		}
 		var fsys fs.FS
 		var root string
 		switch {
 		case r.Dir.Embedded && r.Dir.Path != "":
-			return out, errors.New("dir: set either path or embedded, not both")
+			return nil, errors.New("dir: set either path or embedded, not both")
 		case r.Dir.Embedded:
 			sub, serr := fs.Sub(examples.Registry, examples.RegistryDir)
 			if serr != nil {
-				return out, serr
+				return nil, serr
 			}
 			fsys, root = sub, "embedded:examples"
 		case r.Dir.Path != "":
@@ -266,20 +275,20 @@ func build(r Registry, baseDir string) (reconcile.Registry, error) {
 				p = filepath.Join(baseDir, p)
 			}
 			if info, serr := os.Stat(p); serr != nil || !info.IsDir() {
-				return out, fmt.Errorf("dir.path %q is not a readable directory", r.Dir.Path)
+				return nil, fmt.Errorf("dir.path %q is not a readable directory", r.Dir.Path)
 			}
 			fsys, root = os.DirFS(p), p
 		default:
-			return out, errors.New("dir: set path or embedded")
+			return nil, errors.New("dir: set path or embedded")
 		}
-		out.Source, err = registry.NewDir(registry.DirConfig{FS: fsys, Root: root, Filter: filter})
+		out, err = registry.NewDir(registry.DirConfig{FS: fsys, Root: root, Filter: filter})
 	case "":
-		return out, errors.New("type is required (oci, http or dir)")
+		return nil, errors.New("type is required (oci, http or dir)")
 	default:
-		return out, fmt.Errorf("type %q is not one of oci, http, dir", r.Type)
+		return nil, fmt.Errorf("type %q is not one of oci, http, dir", r.Type)
 	}
 	if err != nil {
-		return out, fmt.Errorf("%s: %w", r.Type, err)
+		return nil, fmt.Errorf("%s: %w", r.Type, err)
 	}
 	return out, nil
 }

@@ -1,11 +1,11 @@
 // Package feed is the catalog change feed as clients see it: a committed
-// store.Change rendered as an Item, the same JSON over HTTP
+// store.Change rendered as an api.Change, the same JSON over HTTP
 // (GET /v2/catalog/changes) and on the changes Pub/Sub topic.
 //
-// An Item carries the whole new state of one service: Service when the
+// A change carries the whole new state of one service: Service when the
 // service is in the catalog after the change, nothing when it left it. A
-// watcher applies an item by putting Service under ServiceID, or removing
-// ServiceID when Service is absent; applying an item twice is harmless,
+// watcher applies a change by putting Service under ServiceID, or removing
+// ServiceID when Service is absent; applying a change twice is harmless,
 // which is what makes list-then-watch exact: list /v2/catalog (its
 // X-Catalog-Revision header is R), then follow the feed from R.
 package feed
@@ -15,41 +15,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"time"
 
 	"cloud.google.com/go/pubsub/v2"
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/catalog"
 	"github.com/specsync/specsync/pkg/spec"
 	"github.com/specsync/specsync/pkg/store"
 )
 
-// RevisionHeader is the response header that names the catalog revision a
-// /v2/catalog body reflects (at least: it may already show changes the feed
-// delivers after R, and applying those again is harmless).
-const RevisionHeader = "X-Catalog-Revision"
-
-// Item is one change as clients see it.
-type Item struct {
-	Revision  int64     `json:"revision"`
-	Kind      string    `json:"kind"`
-	ServiceID string    `json:"service_id"`
-	Registry  string    `json:"registry"`
-	Name      string    `json:"name"`
-	At        time.Time `json:"at"`
-	// Service is the OSB service object as /v2/catalog lists it after the
-	// change; absent when the service is no longer in the catalog.
-	Service *catalog.Service `json:"service,omitempty"`
-	// HeldBack names a newer version the registry offers that was not
-	// adopted, and the instances that block it.
-	HeldBack *store.HeldBackSpec `json:"held_back,omitempty"`
-	// Problem says why a service in the store is not in the catalog (its
-	// stored spec does not render).
-	Problem string `json:"problem,omitempty"`
-}
-
 // FromChange renders a committed change.
-func FromChange(c store.Change) Item {
-	it := Item{Revision: c.Revision, Kind: c.Kind, ServiceID: c.SpecID, Registry: c.Registry, Name: c.Name, At: c.At, HeldBack: c.HeldBack}
+func FromChange(c store.Change) api.Change {
+	it := api.Change{Revision: c.Revision, Kind: api.ChangeKind(c.Kind), ServiceID: c.SpecID, Registry: c.Registry, Name: c.Name, At: c.At,
+		HeldBack: (*api.HeldBackSpec)(c.HeldBack)}
 	if !c.InCatalog() {
 		return it
 	}
@@ -69,7 +46,7 @@ func FromChange(c store.Change) Item {
 }
 
 // Publisher publishes committed changes to a Pub/Sub topic: the data is
-// the Item's JSON, the attributes its revision, kind, service id and
+// the api.Change's JSON, the attributes its revision, kind, service id and
 // registry. Delivery is at least once and, with an ordering-enabled
 // subscription, in revision order; subscribers dedupe by revision.
 type Publisher struct {
@@ -99,7 +76,7 @@ func (p *Publisher) PublishChanges(ctx context.Context, changes []store.Change) 
 			Data:        body,
 			OrderingKey: orderingKey,
 			Attributes: map[string]string{
-				"revision": strconv.FormatInt(c.Revision, 10), "kind": c.Kind,
+				"revision": strconv.FormatInt(c.Revision, 10), "kind": string(c.Kind),
 				"service_id": c.SpecID, "registry": c.Registry,
 			},
 		})

@@ -12,6 +12,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/feed"
 	"github.com/specsync/specsync/pkg/spec"
 	"github.com/specsync/specsync/pkg/store"
@@ -40,7 +41,7 @@ func TestFromChange(t *testing.T) {
 		t.Fatalf("maintenance_info %+v, want version 2.0.0", mi)
 	}
 	out := feed.FromChange(store.Change{Revision: 4, Kind: store.KindMarked, SpecID: "id", Registry: "r1", Name: "db"})
-	if out.Service != nil || out.Kind != "marked" {
+	if out.Service != nil || out.Kind != api.ChangeMarked {
 		t.Fatalf("marked change: %+v", out)
 	}
 	b, _ := json.Marshal(out)
@@ -82,13 +83,13 @@ func TestPublisherThroughEmulator(t *testing.T) {
 	var order []int64
 	rctx, rcancel := context.WithCancel(ctx)
 	err := client.Subscriber(sub).Receive(rctx, func(_ context.Context, m *pubsub.Message) {
-		var it feed.Item
+		var it api.Change
 		if err := json.Unmarshal(m.Data, &it); err != nil {
 			t.Errorf("data is not an item: %v", err)
 		}
 		rev, _ := strconv.ParseInt(m.Attributes["revision"], 10, 64)
 		mu.Lock()
-		if rev == it.Revision && it.Service != nil && m.Attributes["kind"] == "created" && m.Attributes["service_id"] == it.ServiceID {
+		if rev == it.Revision && it.Service != nil && m.Attributes["kind"] == string(api.ChangeCreated) && m.Attributes["service_id"] == it.ServiceID {
 			order = append(order, rev)
 		}
 		n := len(order)

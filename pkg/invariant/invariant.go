@@ -1,5 +1,5 @@
 // Package invariant reads the whole Firestore state of a specsync project
-// and checks every invariant of the design (../shared/DESIGN.md) that can
+// and checks every guarantee of the design (docs/design.md) that can
 // be seen in the data. Every reliability scenario ends with it: a fault
 // may stop a run, but it must never leave the catalog in a state these
 // rules reject.
@@ -9,6 +9,17 @@
 //	instance-spec     every instance points at a stored spec (invariant 3:
 //	                  no spec that instances use was deleted)
 //	instance-id       an instance's id field is its document id
+//	binding-instance  every binding (instances/{id}/bindings/{b}) has its
+//	                  instance: no binding outlives a deprovision
+//	binding-id        a binding's id and instance_id fields are its
+//	                  document id and its parent's
+//	binding-spec      a binding is of its instance's service
+//	binding-counter   an instance's bindings count is the number of its
+//	                  binding documents, at most store.MaxBindingsPerInstance
+//	                  (bindings pin nothing: spec-counters counts instances
+//	                  only, so a binding that moved a spec's count breaks it)
+//	tombstone         a tombstone's document id is the one its kind and
+//	                  ids name, and it expires after it was written
 //	spec-id           a spec's id field, its stored spec's id and its
 //	                  document id agree; no plan carries the id derived
 //	                  from another spec id than its spec's (invariant 9)
@@ -65,7 +76,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/api/iterator"
 
-	"github.com/specsync/specsync/pkg/bootstrap"
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/spec"
 	"github.com/specsync/specsync/pkg/store"
 )
@@ -115,13 +126,24 @@ type ChangeDoc struct {
 	store.Change
 }
 
+// BindingDoc is an instances/{id}/bindings/{binding_id} document with the
+// ids its path gives it.
+type BindingDoc struct {
+	InstanceDocID, DocID string
+	store.Binding
+}
+
 // State is a whole project as read from Firestore.
 type State struct {
-	Specs      map[string]store.SpecRecord // by document id
-	Instances  map[string]store.Instance   // by document id
+	Specs     map[string]store.SpecRecord // by document id
+	Instances map[string]store.Instance   // by document id
+	// Bindings are every instance's bindings, by document path below the
+	// database root; a binding whose instance document is gone is here too.
+	Bindings   map[string]BindingDoc
+	Tombstones map[string]store.Tombstone // by document id
 	Registries map[string]store.RegistryStatus
 	Changes    []ChangeDoc
-	Operations map[string]bootstrap.Operation
+	Operations map[string]api.Operation
 	// Manifests are the manifest shards, by document id.
 	Manifests map[string]store.ManifestShard
 	// Catalog is meta/catalog: revision and published.
@@ -149,8 +171,10 @@ func read(ctx context.Context, client *firestore.Client, shallow bool) (*State, 
 	s := &State{
 		Specs:      map[string]store.SpecRecord{},
 		Instances:  map[string]store.Instance{},
+		Bindings:   map[string]BindingDoc{},
+		Tombstones: map[string]store.Tombstone{},
 		Registries: map[string]store.RegistryStatus{},
-		Operations: map[string]bootstrap.Operation{},
+		Operations: map[string]api.Operation{},
 		Manifests:  map[string]store.ManifestShard{},
 		Raw:        map[string]map[string]any{},
 	}
@@ -184,8 +208,16 @@ func (s *State) readCollection(ctx context.Context, col *firestore.CollectionRef
 	}
 	for _, snap := range snaps {
 		s.Raw[relPath(snap.Ref)] = snap.Data()
-		if top {
+		switch {
+		case top:
 			s.decode(col.ID, snap)
+		case col.ID == store.BindingsCollection && col.Parent != nil && col.Parent.Parent != nil && col.Parent.Parent.ID == store.InstancesCollection:
+			var b store.Binding
+			if err := snap.DataTo(&b); err != nil {
+				s.decodeErrors = append(s.decodeErrors, Violation{Rule: "decode", Doc: relPath(snap.Ref), Detail: err.Error()})
+				continue
+			}
+			s.Bindings[relPath(snap.Ref)] = BindingDoc{InstanceDocID: col.Parent.ID, DocID: snap.Ref.ID, Binding: b}
 		}
 	}
 	if shallow {
@@ -247,6 +279,13 @@ func (s *State) decode(collection string, snap *firestore.DocumentSnapshot) {
 			return
 		}
 		s.Instances[id] = r
+	case store.TombstonesCollection:
+		var r store.Tombstone
+		if err := snap.DataTo(&r); err != nil {
+			bad(err)
+			return
+		}
+		s.Tombstones[id] = r
 	case store.RegistriesCollection:
 		var r store.RegistryStatus
 		if err := snap.DataTo(&r); err != nil {
@@ -269,8 +308,8 @@ func (s *State) decode(collection string, snap *firestore.DocumentSnapshot) {
 			return
 		}
 		s.Manifests[id] = m
-	case bootstrap.OperationsCollection:
-		var op bootstrap.Operation
+	case store.OperationsCollection:
+		var op api.Operation
 		if err := snap.DataTo(&op); err != nil {
 			bad(err)
 			return
@@ -326,6 +365,7 @@ func (s *State) Check(opts Options) []Violation {
 	c := &checker{s: s, opts: opts}
 	c.out = append(c.out, s.decodeErrors...)
 	c.instances()
+	c.bindings()
 	c.specs()
 	c.registries()
 	c.manifests()
@@ -369,6 +409,44 @@ func (c *checker) instances() {
 		}
 		if _, ok := c.s.Specs[inst.SpecID]; !ok {
 			c.add("instance-spec", doc, "points at spec %s, which is not stored", inst.SpecID)
+		}
+	}
+}
+
+func (c *checker) bindings() {
+	per := map[string]int64{}
+	for _, path := range sortedKeys(c.s.Bindings) {
+		b := c.s.Bindings[path]
+		per[b.InstanceDocID]++
+		if b.ID != b.DocID || b.InstanceID != b.InstanceDocID {
+			c.add("binding-id", path, "id field %q and instance_id %q are not the document's %q and %q", b.ID, b.InstanceID, b.DocID, b.InstanceDocID)
+		}
+		inst, ok := c.s.Instances[b.InstanceDocID]
+		if !ok {
+			c.add("binding-instance", path, "instance %s is not stored: the binding outlived it", b.InstanceDocID)
+			continue
+		}
+		if b.SpecID != inst.SpecID {
+			c.add("binding-spec", path, "is of service %s, its instance of %s", b.SpecID, inst.SpecID)
+		}
+	}
+	for _, id := range sortedKeys(c.s.Instances) {
+		inst := c.s.Instances[id]
+		doc := store.InstancesCollection + "/" + id
+		if inst.Bindings != per[id] {
+			c.add("binding-counter", doc, "bindings is %d, %d binding documents exist", inst.Bindings, per[id])
+		}
+		if per[id] > store.MaxBindingsPerInstance {
+			c.add("binding-counter", doc, "%d bindings, more than the %d an instance may have", per[id], store.MaxBindingsPerInstance)
+		}
+	}
+	for _, id := range sortedKeys(c.s.Tombstones) {
+		t := c.s.Tombstones[id]
+		if id != t.DocID() || (t.Kind != store.TombstoneInstance && t.Kind != store.TombstoneBinding) {
+			c.add("tombstone", store.TombstonesCollection+"/"+id, "a %q tombstone of instance %q binding %q is stored as %q", t.Kind, t.InstanceID, t.BindingID, id)
+		}
+		if !t.ExpiresAt.After(t.DeletedAt) {
+			c.add("tombstone", store.TombstonesCollection+"/"+id, "expires at %v, not after it was written (%v)", t.ExpiresAt, t.DeletedAt)
 		}
 	}
 }
@@ -714,7 +792,7 @@ func describe(r store.SpecRecord, stored bool) string {
 	if !stored {
 		return "no such spec"
 	}
-	return "it " + r.State
+	return "it " + string(r.State)
 }
 
 func sameJSON(a, b string) bool {
@@ -731,15 +809,15 @@ func sameJSON(a, b string) bool {
 func (c *checker) operations() {
 	for _, id := range sortedKeys(c.s.Operations) {
 		op := c.s.Operations[id]
-		doc := bootstrap.OperationsCollection + "/" + id
+		doc := store.OperationsCollection + "/" + id
 		switch op.State {
-		case bootstrap.InProgress, bootstrap.Failed:
-		case bootstrap.Succeeded:
+		case api.InProgress, api.Failed:
+		case api.Succeeded:
 			for _, r := range op.Registries {
 				res, ok := op.Results[r]
 				if !ok {
 					c.add("operation", doc, "succeeded without a result from registry %s", r)
-				} else if res.State != bootstrap.Succeeded {
+				} else if res.State != api.Succeeded {
 					c.add("operation", doc, "succeeded although registry %s %s", r, res.State)
 				}
 			}
@@ -755,7 +833,7 @@ func (c *checker) operations() {
 			c.add("operation", doc, "names catalog revision %d without a finished commit", *op.CatalogRevision)
 		case op.CatalogRevision != nil && *op.CatalogRevision > c.s.Catalog.Revision:
 			c.add("operation", doc, "names catalog revision %d, beyond meta/catalog's %d", *op.CatalogRevision, c.s.Catalog.Revision)
-		case op.State == bootstrap.Succeeded && !op.DryRun && op.CatalogRevision == nil:
+		case op.State == api.Succeeded && !op.DryRun && op.CatalogRevision == nil:
 			c.add("operation", doc, "succeeded without the catalog revision its changes reached")
 		}
 		regs := map[string]bool{}

@@ -14,6 +14,7 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/invariant"
 	"github.com/specsync/specsync/pkg/reconcile"
@@ -29,7 +30,8 @@ func specYAML(name string) string {
 }
 
 // world is a healthy project: two registries reconciled (one spec marked),
-// an instance on a spec, a finished operation.
+// an instance on a spec with a binding, the tombstone of a deprovisioned
+// instance, a finished operation.
 type world struct {
 	client *firestore.Client
 	st     *store.Store
@@ -75,6 +77,20 @@ func newWorld(t *testing.T) *world {
 	if _, err := st.CreateInstance(ctx, store.Instance{ID: "inst-1", SpecID: w.ids["redis"], PlanID: w.plans["redis"][0]}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := st.CreateBinding(ctx, store.Binding{ID: "bind-1", InstanceID: "inst-1", SpecID: w.ids["redis"], PlanID: w.plans["redis"][0]}); err != nil {
+		t.Fatal(err)
+	}
+	// A deprovisioned instance (with a binding it took along) leaves a
+	// tombstone.
+	if _, err := st.CreateInstance(ctx, store.Instance{ID: "inst-gone", SpecID: w.ids["postgres"], PlanID: w.plans["postgres"][0]}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateBinding(ctx, store.Binding{ID: "bind-gone", InstanceID: "inst-gone", SpecID: w.ids["postgres"], PlanID: w.plans["postgres"][0]}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.DeleteInstance(ctx, "inst-gone"); err != nil {
+		t.Fatal(err)
+	}
 	delete(fsys, "kafka.yaml")
 	if run, err := runner.Reconcile(ctx, reg); err != nil || run.Counts.Marked != 1 {
 		t.Fatalf("second run: %+v, %v", run.Counts, err)
@@ -82,12 +98,12 @@ func newWorld(t *testing.T) *world {
 	if _, err := (&reconcile.Committer{Store: st}).Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ops := bootstrap.NewOperations(client, time.Hour, time.Hour)
+	ops := bootstrap.NewOperations(store.New(client), time.Hour, time.Hour)
 	op, _, err := ops.Start(ctx, []string{"team"}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ops.Report(ctx, op.ID, "team", bootstrap.RegistryResult{State: bootstrap.Succeeded, Result: reconcile.ResultSucceeded}); err != nil {
+	if _, err := ops.Report(ctx, op.ID, "team", api.RegistryResult{State: api.Succeeded, Result: api.ResultSucceeded}); err != nil {
 		t.Fatal(err)
 	}
 	rev, err := st.Revision(ctx)
@@ -142,9 +158,9 @@ func TestHealthyWorldPasses(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	st := invariant.Require(t, w.client, strict)
-	if len(st.Specs) != 3 || len(st.Instances) != 1 || len(st.Operations) != 1 || len(st.Registries) != 1 {
-		t.Fatalf("the checker did not read the whole project: %d specs, %d instances, %d operations, %d registries",
-			len(st.Specs), len(st.Instances), len(st.Operations), len(st.Registries))
+	if len(st.Specs) != 3 || len(st.Instances) != 1 || len(st.Operations) != 1 || len(st.Registries) != 1 || len(st.Bindings) != 1 || len(st.Tombstones) != 1 {
+		t.Fatalf("the checker did not read the whole project: %d specs, %d instances, %d bindings, %d tombstones, %d operations, %d registries",
+			len(st.Specs), len(st.Instances), len(st.Bindings), len(st.Tombstones), len(st.Operations), len(st.Registries))
 	}
 	// A second look with the first as the previous snapshot: ids kept.
 	invariant.Require(t, w.client, invariant.Options{Settled: true, Previous: st})
@@ -176,6 +192,43 @@ func TestCheckerDetectsSeededViolations(t *testing.T) {
 		{name: "instance id field", rule: "instance-id", doc: "instances/inst-1",
 			seed: func(t *testing.T, w *world) string {
 				w.update(t, "instances/inst-1", firestore.Update{Path: "id", Value: "inst-2"})
+				return ""
+			}},
+		{name: "binding of a missing instance", rule: "binding-instance", doc: "instances/ghost/bindings/b1",
+			seed: func(t *testing.T, w *world) string {
+				w.set(t, "instances/ghost/bindings/b1", store.Binding{ID: "b1", InstanceID: "ghost", SpecID: w.ids["redis"], PlanID: w.plans["redis"][0]})
+				return ""
+			}},
+		{name: "instance deleted without its bindings", rule: "binding-instance", doc: "instances/inst-1/bindings/bind-1",
+			seed: func(t *testing.T, w *world) string {
+				if _, err := w.doc("instances/inst-1").Delete(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				return ""
+			}},
+		{name: "binding instance_id field", rule: "binding-id", doc: "instances/inst-1/bindings/bind-1",
+			seed: func(t *testing.T, w *world) string {
+				w.update(t, "instances/inst-1/bindings/bind-1", firestore.Update{Path: "instance_id", Value: "inst-2"})
+				return ""
+			}},
+		{name: "binding of another service", rule: "binding-spec", doc: "instances/inst-1/bindings/bind-1",
+			seed: func(t *testing.T, w *world) string {
+				w.update(t, "instances/inst-1/bindings/bind-1", firestore.Update{Path: "spec_id", Value: w.ids["postgres"]})
+				return ""
+			}},
+		{name: "binding counter off", rule: "binding-counter", doc: "instances/inst-1",
+			seed: func(t *testing.T, w *world) string {
+				w.update(t, "instances/inst-1", firestore.Update{Path: "bindings", Value: 0})
+				return ""
+			}},
+		{name: "binding counted on its spec", rule: "spec-counters",
+			seed: func(t *testing.T, w *world) string {
+				w.update(t, "specs/"+w.ids["redis"], firestore.Update{Path: "instances", Value: firestore.Increment(1)})
+				return "specs/" + w.ids["redis"]
+			}},
+		{name: "tombstone under another id", rule: "tombstone", doc: "tombstones/instance:inst-gone",
+			seed: func(t *testing.T, w *world) string {
+				w.update(t, "tombstones/instance:inst-gone", firestore.Update{Path: "instance_id", Value: "other"})
 				return ""
 			}},
 		{name: "spec stored under another id", rule: "spec-id", doc: "specs/copied",
@@ -316,8 +369,8 @@ func TestCheckerDetectsSeededViolations(t *testing.T) {
 			}},
 		{name: "operation succeeded without every registry", rule: "operation",
 			seed: func(t *testing.T, w *world) string {
-				w.set(t, "operations/op-x", bootstrap.Operation{ID: "op-x", State: bootstrap.Succeeded, Registries: []string{"team", "other"},
-					Results: map[string]bootstrap.RegistryResult{"team": {State: bootstrap.Succeeded}}})
+				w.set(t, "operations/op-x", api.Operation{ID: "op-x", State: api.Succeeded, Registries: []string{"team", "other"},
+					Results: map[string]api.RegistryResult{"team": {State: api.Succeeded}}})
 				return "operations/op-x"
 			}},
 		{name: "trusted manifest misses a spec", rule: "manifest", doc: "registries/team",
@@ -356,20 +409,20 @@ func TestCheckerDetectsSeededViolations(t *testing.T) {
 			}},
 		{name: "operation awaits a commit with a registry missing", rule: "operation",
 			seed: func(t *testing.T, w *world) string {
-				w.set(t, "operations/op-z", bootstrap.Operation{ID: "op-z", State: bootstrap.InProgress, Registries: []string{"team", "other"},
-					Results: map[string]bootstrap.RegistryResult{"team": {State: bootstrap.Succeeded}}, Commit: &store.OperationCommit{Changes: 1}})
+				w.set(t, "operations/op-z", api.Operation{ID: "op-z", State: api.InProgress, Registries: []string{"team", "other"},
+					Results: map[string]api.RegistryResult{"team": {State: api.Succeeded}}, Commit: &api.OperationCommit{Changes: 1}})
 				return "operations/op-z"
 			}},
 		{name: "dry run with a catalog revision", rule: "operation",
 			seed: func(t *testing.T, w *world) string {
 				rev := int64(1)
-				w.set(t, "operations/op-d", bootstrap.Operation{ID: "op-d", State: bootstrap.Succeeded, DryRun: true, Registries: []string{"team"},
-					Results: map[string]bootstrap.RegistryResult{"team": {State: bootstrap.Succeeded}}, CatalogRevision: &rev})
+				w.set(t, "operations/op-d", api.Operation{ID: "op-d", State: api.Succeeded, DryRun: true, Registries: []string{"team"},
+					Results: map[string]api.RegistryResult{"team": {State: api.Succeeded}}, CatalogRevision: &rev})
 				return "operations/op-d"
 			}},
 		{name: "operation state", rule: "operation",
 			seed: func(t *testing.T, w *world) string {
-				w.set(t, "operations/op-y", bootstrap.Operation{ID: "op-y", State: "done", Registries: []string{"team"}})
+				w.set(t, "operations/op-y", api.Operation{ID: "op-y", State: "done", Registries: []string{"team"}})
 				return "operations/op-y"
 			}},
 		{name: "current operation missing", rule: "operation", doc: "meta/bootstrap",
@@ -384,7 +437,7 @@ func TestCheckerDetectsSeededViolations(t *testing.T) {
 			}},
 		{name: "secret in a nested list", rule: "secret", doc: "operations/op-s",
 			seed: func(t *testing.T, w *world) string {
-				w.set(t, "operations/op-s", map[string]any{"state": bootstrap.Failed, "results": map[string]any{},
+				w.set(t, "operations/op-s", map[string]any{"state": api.Failed, "results": map[string]any{},
 					"notes": []any{map[string]any{"x": []any{"Bearer " + canary}}}})
 				return ""
 			}},

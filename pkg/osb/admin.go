@@ -14,9 +14,8 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
-	"strings"
-	"time"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/store"
 )
@@ -27,25 +26,6 @@ const (
 	maxOperations     = 100
 	instancesPerSpec  = 500
 )
-
-// AdminAuth accepts the admin credential as a bearer token (CLI, curl) or
-// as the password of HTTP basic auth (a browser's own login prompt, so the
-// status page needs no script to authenticate; any user name).
-func AdminAuth(verify func(r *http.Request, token string) bool, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok {
-			_, token, ok = r.BasicAuth()
-		}
-		if !ok || token == "" || !verify(r, token) {
-			w.Header().Add("WWW-Authenticate", `Basic realm="specsync-admin", charset="UTF-8"`)
-			w.Header().Add("WWW-Authenticate", `Bearer realm="specsync-admin"`)
-			WriteError(w, http.StatusUnauthorized, "Unauthorized", "the admin credential is required (bearer token, or as the basic-auth password)")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
 
 // adminRoutes adds the admin endpoints to mux.
 func (b *Broker) adminRoutes(mux *http.ServeMux, verify func(*http.Request, string) bool) {
@@ -58,42 +38,13 @@ func (b *Broker) adminRoutes(mux *http.ServeMux, verify func(*http.Request, stri
 	mux.Handle("/status", get(b.statusPage))
 }
 
-// PlanView is a plan of a listed spec.
-type PlanView struct {
-	ID   string `json:"id"`
-	Name string `json:"name"`
-}
-
-// SpecView is a spec as the admin listing shows it.
-type SpecView struct {
-	ID                string           `json:"id"`
-	Name              string           `json:"name"`
-	Registry          string           `json:"registry"`
-	Entry             string           `json:"entry"`
-	Ref               string           `json:"ref,omitempty"`
-	State             string           `json:"state"`
-	Digest            string           `json:"digest"`
-	Generation        int64            `json:"generation"`
-	Platforms         []string         `json:"platforms,omitempty"`
-	Plans             []PlanView       `json:"plans"`
-	Instances         int64            `json:"instances"`
-	PlanInstances     map[string]int64 `json:"plan_instances,omitempty"`
-	PlatformInstances map[string]int64 `json:"platform_instances,omitempty"`
-	CreatedAt         time.Time        `json:"created_at"`
-	UpdatedAt         time.Time        `json:"updated_at"`
-	MarkedAt          *time.Time       `json:"marked_at,omitempty"`
-	MarkedRun         string           `json:"marked_run,omitempty"`
-	EntryError        string           `json:"entry_error,omitempty"`
-	// HeldBack is a newer version not adopted, and why.
-	HeldBack *store.HeldBackSpec `json:"held_back,omitempty"`
-}
-
-func specView(r store.SpecRecord) SpecView {
-	v := SpecView{
-		ID: r.ID, Name: r.Name, Registry: r.Registry, Entry: r.Entry, Ref: r.Ref, State: r.State,
-		Digest: r.Digest, Generation: r.Generation, Platforms: r.Platforms, Plans: []PlanView{},
+// specView is a stored spec as the admin listing shows it.
+func specView(r store.SpecRecord) api.SpecView {
+	v := api.SpecView{
+		ID: r.ID, Name: r.Name, Registry: r.Registry, Entry: r.Entry, Ref: r.Ref, State: api.SpecState(r.State),
+		Digest: r.Digest, Generation: r.Generation, Platforms: r.Platforms, Plans: []api.PlanView{},
 		Instances: r.Instances, PlanInstances: r.PlanInstances, PlatformInstances: r.PlatformInstances,
-		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, MarkedRun: r.MarkedRun, EntryError: r.EntryError, HeldBack: r.HeldBack,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, MarkedRun: r.MarkedRun, EntryError: r.EntryError, HeldBack: (*api.HeldBackSpec)(r.HeldBack),
 	}
 	if !r.MarkedAt.IsZero() {
 		t := r.MarkedAt
@@ -101,7 +52,7 @@ func specView(r store.SpecRecord) SpecView {
 	}
 	if s, err := r.Spec(); err == nil {
 		for _, p := range s.Plans {
-			v.Plans = append(v.Plans, PlanView{ID: p.ID, Name: p.Name})
+			v.Plans = append(v.Plans, api.PlanView{ID: p.ID, Name: p.Name})
 		}
 	}
 	return v
@@ -120,8 +71,8 @@ func specFilter(w http.ResponseWriter, r *http.Request, allowed ...string) (stor
 			return store.SpecFilter{}, false
 		}
 	}
-	f := store.SpecFilter{Registry: q.Get("registry"), State: q.Get("state")}
-	if f.State != "" && f.State != store.StateActive && f.State != store.StateMarked {
+	f := store.SpecFilter{Registry: q.Get("registry"), State: api.SpecState(q.Get("state"))}
+	if f.State != "" && f.State != api.SpecActive && f.State != api.SpecMarked {
 		WriteError(w, http.StatusBadRequest, "BadRequest", "state=%q is not active or marked", f.State)
 		return f, false
 	}
@@ -132,11 +83,11 @@ func specFilter(w http.ResponseWriter, r *http.Request, allowed ...string) (stor
 			return f, false
 		}
 		if marked {
-			if f.State == store.StateActive {
+			if f.State == api.SpecActive {
 				WriteError(w, http.StatusBadRequest, "BadRequest", "marked=true contradicts state=active")
 				return f, false
 			}
-			f.State = store.StateMarked
+			f.State = api.SpecMarked
 		}
 	}
 	return f, true
@@ -152,32 +103,18 @@ func (b *Broker) adminSpecs(w http.ResponseWriter, r *http.Request) {
 		WriteFailure(w, err)
 		return
 	}
-	out := make([]SpecView, 0, len(recs))
+	out := api.SpecList{Specs: make([]api.SpecView, 0, len(recs))}
 	for _, rec := range recs {
-		out = append(out, specView(rec))
+		out.Specs = append(out.Specs, specView(rec))
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"specs": out})
-}
-
-// InstanceView is an instance with the spec it pins.
-type InstanceView struct {
-	ID           string         `json:"id"`
-	ServiceID    string         `json:"service_id"`
-	ServiceName  string         `json:"service_name"`
-	ServiceState string         `json:"service_state"`
-	Registry     string         `json:"registry"`
-	PlanID       string         `json:"plan_id"`
-	PlanName     string         `json:"plan_name,omitempty"`
-	Platform     string         `json:"platform,omitempty"`
-	Context      map[string]any `json:"context,omitempty"`
-	CreatedAt    time.Time      `json:"created_at"`
+	WriteJSON(w, http.StatusOK, out)
 }
 
 // instancesOf lists the instances of the selected specs. Each spec
 // counts its instances (in the provision transaction), so only specs with
 // a count are queried.
-func (b *Broker) instancesOf(ctx context.Context, specs []store.SpecRecord) ([]InstanceView, error) {
-	out := []InstanceView{}
+func (b *Broker) instancesOf(ctx context.Context, specs []store.SpecRecord) ([]api.InstanceView, error) {
+	out := []api.InstanceView{}
 	for _, rec := range specs {
 		if rec.Instances <= 0 {
 			continue
@@ -189,7 +126,7 @@ func (b *Broker) instancesOf(ctx context.Context, specs []store.SpecRecord) ([]I
 		sort.Slice(insts, func(i, j int) bool { return insts[i].ID < insts[j].ID })
 		view := specView(rec)
 		for _, in := range insts {
-			iv := InstanceView{ID: in.ID, ServiceID: in.SpecID, ServiceName: rec.Name, ServiceState: rec.State, Registry: rec.Registry,
+			iv := api.InstanceView{ID: in.ID, ServiceID: in.SpecID, ServiceName: rec.Name, ServiceState: api.SpecState(rec.State), Registry: rec.Registry,
 				PlanID: in.PlanID, Platform: in.Platform, Context: in.Context, CreatedAt: in.CreatedAt}
 			for _, p := range view.Plans {
 				if p.ID == in.PlanID {
@@ -211,14 +148,14 @@ func (b *Broker) adminInstances(w http.ResponseWriter, r *http.Request) {
 	if id := r.URL.Query().Get("service_id"); id != "" {
 		rec, err := b.store.GetSpec(r.Context(), id)
 		if failure.Is(err, failure.NotFound) {
-			WriteJSON(w, http.StatusOK, map[string]any{"instances": []InstanceView{}})
+			WriteJSON(w, http.StatusOK, api.InstanceList{Instances: []api.InstanceView{}})
 			return
 		}
 		if err != nil {
 			WriteFailure(w, err)
 			return
 		}
-		if (f.Registry == "" || rec.Registry == f.Registry) && (f.State == "" || rec.State == f.State) {
+		if (f.Registry == "" || rec.Registry == f.Registry) && (f.State == "" || api.SpecState(rec.State) == f.State) {
 			specs = []store.SpecRecord{*rec}
 		}
 	} else {
@@ -233,7 +170,7 @@ func (b *Broker) adminInstances(w http.ResponseWriter, r *http.Request) {
 		WriteFailure(w, err)
 		return
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"instances": out})
+	WriteJSON(w, http.StatusOK, api.InstanceList{Instances: out})
 }
 
 func operationsLimit(w http.ResponseWriter, r *http.Request) (int, bool) {
@@ -254,12 +191,6 @@ func operationsLimit(w http.ResponseWriter, r *http.Request) (int, bool) {
 	return n, true
 }
 
-// OperationView is a bootstrap operation with its total Firestore cost.
-type OperationView struct {
-	store.OperationRecord
-	Total store.Counts `json:"firestore_total"`
-}
-
 func (b *Broker) adminOperations(w http.ResponseWriter, r *http.Request) {
 	n, ok := operationsLimit(w, r)
 	if !ok {
@@ -270,12 +201,12 @@ func (b *Broker) adminOperations(w http.ResponseWriter, r *http.Request) {
 		WriteFailure(w, err)
 		return
 	}
-	out := make([]OperationView, 0, len(ops))
+	out := api.OperationList{Operations: make([]api.OperationView, 0, len(ops))}
 	for _, op := range ops {
 		if op.Results == nil {
-			op.Results = map[string]store.OperationResult{}
+			op.Results = map[string]api.RegistryResult{}
 		}
-		out = append(out, OperationView{OperationRecord: op, Total: op.Firestore()})
+		out.Operations = append(out.Operations, api.OperationView{Operation: op, Total: op.Firestore()})
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"operations": out})
+	WriteJSON(w, http.StatusOK, out)
 }

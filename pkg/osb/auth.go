@@ -21,16 +21,24 @@ func BasicAuth(username, password string, next http.Handler) http.Handler {
 	return BasicAuthFunc(username, MatchPlain(password), next)
 }
 
-// BearerAuth guards admin endpoints. verify decides whether a token is
-// acceptable: locally a shared admin token; in Google Cloud the same hook
-// also accepts the identity token Cloud Scheduler sends.
-func BearerAuth(verify func(r *http.Request, token string) bool, next http.Handler) http.Handler {
+// AdminAuth is the one rule of every admin endpoint of both functions
+// (POST /bootstrap and its operation, /registries, /admin/*, /status): the
+// admin credential as a bearer token (the CLI, curl, Cloud Scheduler's
+// OIDC token), or as the password of HTTP basic auth with any user name (a
+// browser's own login prompt, so the status page needs no script). verify
+// decides whether a credential is acceptable: locally a shared admin
+// token; in Google Cloud the same hook also accepts the identity token
+// Cloud Scheduler sends. A 401 carries both challenges.
+func AdminAuth(verify func(r *http.Request, token string) bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := r.Header.Get("Authorization")
-		token, ok := strings.CutPrefix(h, "Bearer ")
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok {
+			_, token, ok = r.BasicAuth()
+		}
 		if !ok || token == "" || !verify(r, token) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="specsync-admin"`)
-			WriteError(w, http.StatusUnauthorized, "Unauthorized", "an admin bearer token is required")
+			w.Header().Add("WWW-Authenticate", `Basic realm="specsync-admin", charset="UTF-8"`)
+			w.Header().Add("WWW-Authenticate", `Bearer realm="specsync-admin"`)
+			WriteError(w, http.StatusUnauthorized, "Unauthorized", "the admin credential is required (bearer token, or as the basic-auth password)")
 			return
 		}
 		next.ServeHTTP(w, r)

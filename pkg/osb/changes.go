@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/feed"
 )
 
@@ -15,23 +16,6 @@ const (
 	defaultChangeLimit = 500
 	maxChangeLimit     = 1000
 )
-
-// changesResponse is the body of GET /v2/catalog/changes.
-type changesResponse struct {
-	Changes []feed.Item `json:"changes"`
-	// Next is the since of the next request: the last revision returned,
-	// or the request's since when nothing came.
-	Next int64 `json:"next"`
-	// Revision is the catalog revision this answer knows of.
-	Revision int64 `json:"revision"`
-}
-
-// goneResponse is the 410 body: an OSB error plus the revision to re-list at.
-type goneResponse struct {
-	Error       string `json:"error"`
-	Description string `json:"description"`
-	Revision    int64  `json:"revision"`
-}
 
 // getChanges serves GET /v2/catalog/changes?since=N[&wait=D][&limit=L]:
 // the committed changes after revision N, in order. With wait it holds the
@@ -49,7 +33,7 @@ func (b *Broker) getChanges(w http.ResponseWriter, r *http.Request) {
 	}
 	since, err := strconv.ParseInt(q.Get("since"), 10, 64)
 	if err != nil || since < 0 {
-		WriteError(w, http.StatusBadRequest, "BadRequest", "since must be a catalog revision (an integer >= 0, from the %s header of /v2/catalog), not %q", feed.RevisionHeader, q.Get("since"))
+		WriteError(w, http.StatusBadRequest, "BadRequest", "since must be a catalog revision (an integer >= 0, from the %s header of /v2/catalog), not %q", api.RevisionHeader, q.Get("since"))
 		return
 	}
 	maxWait := b.cfg.MaxWait
@@ -96,7 +80,7 @@ func (b *Broker) getChanges(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			if since > cur {
-				b.gone(w, cur, "revision %d is ahead of the catalog (revision %d): re-read /v2/catalog and resume from its %s", since, cur, feed.RevisionHeader)
+				b.gone(w, cur, "revision %d is ahead of the catalog (revision %d): re-read /v2/catalog and resume from its %s", since, cur, api.RevisionHeader)
 				return
 			}
 		}
@@ -107,23 +91,23 @@ func (b *Broker) getChanges(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			if len(cs) == 0 || cs[0].Revision != since+1 {
-				b.gone(w, cur, "the changes after revision %d are no longer retained: re-read /v2/catalog (revision %d) and resume from its %s", since, cur, feed.RevisionHeader)
+				b.gone(w, cur, "the changes after revision %d are no longer retained: re-read /v2/catalog (revision %d) and resume from its %s", since, cur, api.RevisionHeader)
 				return
 			}
-			out := changesResponse{Changes: make([]feed.Item, len(cs)), Revision: cur}
+			out := api.ChangePage{Changes: make([]api.Change, len(cs)), Revision: cur}
 			for i, c := range cs {
 				out.Changes[i] = feed.FromChange(c)
 			}
 			out.Next = cs[len(cs)-1].Revision
 			out.Revision = max(out.Revision, out.Next)
-			w.Header().Set(feed.RevisionHeader, strconv.FormatInt(out.Revision, 10))
+			w.Header().Set(api.RevisionHeader, strconv.FormatInt(out.Revision, 10))
 			WriteJSON(w, http.StatusOK, out)
 			return
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			w.Header().Set(feed.RevisionHeader, strconv.FormatInt(cur, 10))
-			WriteJSON(w, http.StatusOK, changesResponse{Changes: []feed.Item{}, Next: since, Revision: cur})
+			w.Header().Set(api.RevisionHeader, strconv.FormatInt(cur, 10))
+			WriteJSON(w, http.StatusOK, api.ChangePage{Changes: []api.Change{}, Next: since, Revision: cur})
 			return
 		}
 		t := time.NewTimer(min(poll, left))
@@ -137,6 +121,6 @@ func (b *Broker) getChanges(w http.ResponseWriter, r *http.Request) {
 }
 
 func (b *Broker) gone(w http.ResponseWriter, cur int64, format string, args ...any) {
-	w.Header().Set(feed.RevisionHeader, strconv.FormatInt(cur, 10))
-	WriteJSON(w, http.StatusGone, goneResponse{Error: "Gone", Description: fmt.Sprintf(format, args...), Revision: cur})
+	w.Header().Set(api.RevisionHeader, strconv.FormatInt(cur, 10))
+	WriteJSON(w, http.StatusGone, api.Gone{Error: "Gone", Description: fmt.Sprintf(format, args...), Revision: cur})
 }

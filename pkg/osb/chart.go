@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/specsync/specsync/pkg/store"
+	"github.com/specsync/specsync/pkg/api"
 )
 
 // chart is a stacked bar chart of the Firestore operations (reads,
@@ -42,12 +42,12 @@ const (
 	chartTop       = 8
 )
 
-func opsChart(ops []store.OperationRecord) chart {
+func opsChart(ops []api.Operation) chart {
 	c := chart{Width: chartW, Height: chartH}
 	// Oldest first.
-	sorted := append([]store.OperationRecord(nil), ops...)
+	sorted := append([]api.Operation(nil), ops...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].CreatedAt.Before(sorted[j].CreatedAt) })
-	var keep []store.OperationRecord
+	var keep []api.Operation
 	for _, op := range sorted {
 		if len(op.Results) > 0 {
 			keep = append(keep, op)
@@ -77,7 +77,7 @@ func opsChart(ops []store.OperationRecord) chart {
 	base := float64(chartH - chartBottom)
 	for i, op := range keep {
 		t := op.Firestore()
-		b := bar{X: chartLeft + float64(i)*slot + (slot-w)/2, W: w, DryRun: op.DryRun, Failed: op.State == "failed"}
+		b := bar{X: chartLeft + float64(i)*slot + (slot-w)/2, W: w, DryRun: op.DryRun, Failed: op.State == api.Failed}
 		y := base
 		for _, part := range []struct {
 			n int64

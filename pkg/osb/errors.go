@@ -1,25 +1,22 @@
 // Package osb is the Open Service Broker HTTP surface specsync serves:
-// GET /v2/catalog, instance bookkeeping under /v2/service_instances, and
-// the admin view of registry status. Handlers decode, call the store or
-// the catalog cache, and encode; every error body is OSB-shaped.
+// GET /v2/catalog and its change feed, the bookkeeping of instances and
+// bindings under /v2/service_instances (provision, fetch, update,
+// deprovision, bind, unbind, last_operation), and the admin view of
+// registry status. Handlers decode, call the store or the catalog cache,
+// and encode; every error body is OSB-shaped.
 package osb
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
 )
-
-// ErrorBody is OSB's error response: a camel-case error code and a
-// user-facing description.
-type ErrorBody struct {
-	Error       string `json:"error,omitempty"`
-	Description string `json:"description"`
-}
 
 // WriteJSON writes v with status.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
@@ -30,7 +27,7 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 
 // WriteError writes an OSB error body.
 func WriteError(w http.ResponseWriter, status int, code, format string, args ...any) {
-	WriteJSON(w, status, ErrorBody{Error: code, Description: fmt.Sprintf(format, args...)})
+	WriteJSON(w, status, api.ErrorBody{Error: code, Description: fmt.Sprintf(format, args...)})
 }
 
 // WriteFailure maps a classified error to a status code: the one place
@@ -83,28 +80,63 @@ func Methods(handlers map[string]http.HandlerFunc) http.Handler {
 	})
 }
 
+// DefaultMaxBodyBytes is the request body limit when none is configured.
+const DefaultMaxBodyBytes = 64 << 10
+
+func tooLarge(w http.ResponseWriter, limit int64) {
+	WriteError(w, http.StatusRequestEntityTooLarge, "PayloadTooLarge", "request body is larger than %d bytes", limit)
+}
+
+// LimitBody guards a whole HTTP surface: a request whose Content-Length is
+// over limit is refused with 413 before anything reads it (before
+// authentication too: it costs nothing to refuse, and says only the
+// documented limit), and any other body is cut off past limit, so a
+// chunked one fails as soon as it crosses the limit (DecodeBody makes that
+// a 413).
+func LimitBody(limit int64, next http.Handler) http.Handler {
+	if limit <= 0 {
+		limit = DefaultMaxBodyBytes
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > limit {
+			tooLarge(w, limit)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		next.ServeHTTP(w, r)
+	})
+}
+
 // DecodeBody reads a JSON body of at most limit bytes into v: too big is
-// 413, malformed is 400. It reports whether the handler may go on.
+// 413, whatever the bytes are, malformed is 400. A Content-Length over the
+// limit is refused before a byte is read; a body without one (chunked) is
+// read up to the limit and no further. It reports whether the handler may
+// go on.
 func DecodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
-	body := http.MaxBytesReader(w, r.Body, limit)
-	dec := json.NewDecoder(body)
-	if err := dec.Decode(v); err != nil {
+	if r.ContentLength > limit {
+		tooLarge(w, limit)
+		return false
+	}
+	// The whole body first, then the JSON: a decoder stops at the first
+	// bad byte, which would make 4 MiB of garbage a 400 instead of a 413.
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			WriteError(w, http.StatusRequestEntityTooLarge, "PayloadTooLarge", "request body is larger than %d bytes", limit)
+			tooLarge(w, limit)
 			return false
 		}
+		WriteError(w, http.StatusBadRequest, "BadRequest", "request body could not be read: %v", err)
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(v); err != nil {
 		WriteError(w, http.StatusBadRequest, "MalformedJSON", "request body is not valid JSON: %v", err)
 		return false
 	}
 	// dec.More is false before a stray '}' or ']', so "{}}" would pass:
 	// only the end of the body may follow the value.
 	if _, err := dec.Token(); err != io.EOF {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			WriteError(w, http.StatusRequestEntityTooLarge, "PayloadTooLarge", "request body is larger than %d bytes", limit)
-			return false
-		}
 		WriteError(w, http.StatusBadRequest, "MalformedJSON", "request body holds more than one JSON value")
 		return false
 	}

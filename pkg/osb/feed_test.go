@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/specsync/specsync/pkg/api"
+	"github.com/specsync/specsync/pkg/catalog"
 	"github.com/specsync/specsync/pkg/spec"
 	"github.com/specsync/specsync/pkg/store"
 )
@@ -15,17 +17,7 @@ import (
 // maintenanceVersions reads every plan's maintenance_info version.
 func maintenanceVersions(t *testing.T, body []byte) map[string]string {
 	t.Helper()
-	var c struct {
-		Services []struct {
-			Name  string `json:"name"`
-			Plans []struct {
-				Name            string `json:"name"`
-				MaintenanceInfo *struct {
-					Version string `json:"version"`
-				} `json:"maintenance_info"`
-			} `json:"plans"`
-		} `json:"services"`
-	}
+	var c catalog.Catalog
 	if err := json.Unmarshal(body, &c); err != nil {
 		t.Fatal(err)
 	}
@@ -86,8 +78,8 @@ func TestMaintenanceInfo(t *testing.T) {
 func TestFeedSinceAheadOfAStaleCache(t *testing.T) {
 	e := newEnv(t, time.Hour) // the cache never refreshes by itself
 	e.seed(parseSpec(t, specYAML("alpha")))
-	if _, r := e.catalog(); r.header.Get("X-Catalog-Revision") != "1" {
-		t.Fatalf("X-Catalog-Revision %q, want 1", r.header.Get("X-Catalog-Revision"))
+	if _, r := e.catalog(); r.header.Get(api.RevisionHeader) != "1" {
+		t.Fatalf("X-Catalog-Revision %q, want 1", r.header.Get(api.RevisionHeader))
 	}
 	e.seed(parseSpec(t, specYAML("beta"))) // revision 2; this cache still says 1
 	r := e.do(http.MethodGet, "/v2/catalog/changes?since=2", "")
@@ -95,27 +87,17 @@ func TestFeedSinceAheadOfAStaleCache(t *testing.T) {
 		t.Fatalf("since=2 against a cache at 1: %d %s", r.status, r.body)
 	}
 	r = e.do(http.MethodGet, "/v2/catalog/changes?since=3", "")
-	var gone struct {
-		Error    string `json:"error"`
-		Revision int64  `json:"revision"`
-	}
-	if err := json.Unmarshal(r.body, &gone); err != nil || r.status != http.StatusGone || gone.Revision != 2 || !strings.Contains(r.header.Get("X-Catalog-Revision"), "2") {
+	var gone api.Gone
+	if err := json.Unmarshal(r.body, &gone); err != nil || r.status != http.StatusGone || gone.Revision != 2 || !strings.Contains(r.header.Get(api.RevisionHeader), "2") {
 		t.Fatalf("since=3 at revision 2: %d %s", r.status, r.body)
 	}
 	// Changes after 0 carry the rendered service, with maintenance_info.
 	r = e.do(http.MethodGet, "/v2/catalog/changes?since=0&limit=1", "")
-	var page struct {
-		Changes []struct {
-			Revision int64           `json:"revision"`
-			Kind     string          `json:"kind"`
-			Service  json.RawMessage `json:"service"`
-		} `json:"changes"`
-		Next int64 `json:"next"`
-	}
-	if err := json.Unmarshal(r.body, &page); err != nil || len(page.Changes) != 1 || page.Next != 1 || page.Changes[0].Kind != "created" {
+	var page api.ChangePage
+	if err := json.Unmarshal(r.body, &page); err != nil || len(page.Changes) != 1 || page.Next != 1 || page.Changes[0].Kind != api.ChangeCreated {
 		t.Fatalf("limit=1: %s", r.body)
 	}
-	if !strings.Contains(string(page.Changes[0].Service), `"maintenance_info":{"version":"1.0.0"`) {
-		t.Fatalf("the change does not carry the service as the catalog serves it: %s", page.Changes[0].Service)
+	if !strings.Contains(string(r.body), `"maintenance_info":{"version":"1.0.0"`) {
+		t.Fatalf("the change does not carry the service as the catalog serves it: %s", r.body)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/reconcile"
 	"github.com/specsync/specsync/pkg/registry"
 )
@@ -58,9 +59,7 @@ func BenchmarkFeedCommitToLongPoll(b *testing.B) {
 				return
 			}
 			defer resp.Body.Close()
-			var body struct {
-				Changes []json.RawMessage `json:"changes"`
-			}
+			var body api.ChangePage
 			if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&body) != nil || len(body.Changes) == 0 {
 				errs <- fmt.Errorf("long poll answered %d without changes", resp.StatusCode)
 				return

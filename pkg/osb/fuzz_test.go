@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/invariant"
 	"github.com/specsync/specsync/pkg/osb"
 )
@@ -54,7 +55,7 @@ func FuzzDecodeBody(f *testing.F) {
 		if w.Code == http.StatusRequestEntityTooLarge && int64(len(body)) <= lim {
 			t.Fatalf("413 for %d bytes with a limit of %d", len(body), lim)
 		}
-		var eb osb.ErrorBody
+		var eb api.ErrorBody
 		if err := json.Unmarshal(w.Body.Bytes(), &eb); err != nil || eb.Error == "" || eb.Description == "" {
 			t.Fatalf("refusal is not an OSB error body: %q", w.Body.String())
 		}
@@ -63,7 +64,8 @@ func FuzzDecodeBody(f *testing.F) {
 
 // FuzzBrokerRequest sends arbitrary method, path, query, headers and body
 // to the whole broker handler (auth, version check, routing, parsing,
-// store) over one emulator project: it never answers 5xx, every error is
+// store: catalog, instances with their updates and last_operation,
+// bindings) over one emulator project: it never answers 5xx, every error is
 // an OSB error body, no answer repeats the broker password, and the data
 // stays consistent (the invariant checker).
 func FuzzBrokerRequest(f *testing.F) {
@@ -85,6 +87,18 @@ func FuzzBrokerRequest(f *testing.F) {
 		{"DELETE", "/v2/service_instances/i-1", "service_id=SVC", "2.17", "", true},
 		{"DELETE", "/v2/service_instances/i-9", "service_id=%zz&plan_id=;;", "2.17", "", true},
 		{"PATCH", "/v2/service_instances/i-1", "", "2.17", `{}`, true},
+		{"PATCH", "/v2/service_instances/i-1", "accepts_incomplete=true", "2.17", `{"service_id":"SVC","plan_id":"PLAN","previous_values":{"plan_id":"PLAN"}}`, true},
+		{"PATCH", "/v2/service_instances/i-1", "", "2.17", `{"service_id":"SVC","maintenance_info":{"version":"1.0.0"},"context":{"oci_platform":"linux/amd64"}}`, true},
+		{"PATCH", "/v2/service_instances/i-1", "", "2.17", `{"service_id":"SVC","plan_id":"nope","parameters":[]}`, true},
+		{"GET", "/v2/service_instances/i-1/last_operation", "service_id=SVC&plan_id=PLAN", "2.17", "", true},
+		{"GET", "/v2/service_instances/i-1/last_operation", "operation=x", "2.17", "", true},
+		{"PUT", "/v2/service_instances/i-1/service_bindings/b-1", "accepts_incomplete=true", "2.17", `{"service_id":"SVC","plan_id":"PLAN","bind_resource":{"app_guid":"a"}}`, true},
+		{"PUT", "/v2/service_instances/i-1/service_bindings/b-1", "", "2.17", `{"predecessor_binding_id":"b-0"}`, true},
+		{"PUT", "/v2/service_instances/i-9/service_bindings/b-1", "", "2.17", `{"service_id":"SVC","plan_id":"PLAN"}`, true},
+		{"GET", "/v2/service_instances/i-1/service_bindings/b-1", "", "2.17", "", true},
+		{"GET", "/v2/service_instances/i-1/service_bindings/b-1/last_operation", "", "2.17", "", true},
+		{"DELETE", "/v2/service_instances/i-1/service_bindings/b-1", "service_id=SVC&plan_id=PLAN", "2.17", "", true},
+		{"DELETE", "/v2/service_instances/i-1/service_bindings/%2e%2e", "service_id=SVC&plan_id=PLAN", "2.17", "", true},
 		{"GET", "/registries", "", "", "", false},
 		{"GET", "/v2/../registries", "", "2.17", "", true},
 		{"POST", "/v2/catalog", "x=1&x=2", "2.x", `[]`, true},
@@ -127,9 +141,9 @@ func FuzzBrokerRequest(f *testing.F) {
 			t.Fatalf("the answer repeats the broker password")
 		}
 		if resp.StatusCode >= 400 && method != http.MethodHead {
-			var eb osb.ErrorBody
+			var eb api.ErrorBody
 			if err := json.Unmarshal(w.Body.Bytes(), &eb); err != nil || eb.Description == "" {
-				// DELETE of an unknown instance is 410 with {} per OSB.
+				// DELETE of an unknown instance or binding is 410 with {} per OSB.
 				if !(resp.StatusCode == http.StatusGone && strings.TrimSpace(w.Body.String()) == "{}") {
 					t.Fatalf("%s %s: %d with a body that is not an OSB error: %q", method, path, resp.StatusCode, w.Body.String())
 				}

@@ -13,9 +13,10 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
-	"google.golang.org/api/iterator"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/api"
+	"github.com/specsync/specsync/pkg/catalog"
 	"github.com/specsync/specsync/pkg/osb"
 	"github.com/specsync/specsync/pkg/spec"
 	"github.com/specsync/specsync/pkg/store"
@@ -80,6 +81,15 @@ func newEnv(t testing.TB, window time.Duration) *env {
 	srv := httptest.NewServer(b.Handler())
 	t.Cleanup(srv.Close)
 	return &env{t: t, ctx: context.Background(), client: client, st: st, broker: b, srv: srv, clock: c, window: window}
+}
+
+// newDBEnv is a broker whose catalog holds one spec, db (specYAML).
+func newDBEnv(t *testing.T) (*env, *spec.Spec) {
+	t.Helper()
+	e := newEnv(t, time.Minute)
+	db := parseSpec(t, specYAML("db"))
+	e.seed(db)
+	return e, db
 }
 
 // specYAML is a spec in the APB format a registry label carries. Its
@@ -240,7 +250,7 @@ func (e *env) do(method, path, body string) response {
 
 // wantOSBError checks an OSB error body: JSON with a description, and the
 // error code when want is not "".
-func wantOSBError(t testing.TB, r response, status int, code string) osb.ErrorBody {
+func wantOSBError(t testing.TB, r response, status int, code string) api.ErrorBody {
 	t.Helper()
 	if r.status != status {
 		t.Fatalf("status %d, want %d; body %s", r.status, status, r.body)
@@ -248,7 +258,7 @@ func wantOSBError(t testing.TB, r response, status int, code string) osb.ErrorBo
 	if ct := r.header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type %q, want application/json", ct)
 	}
-	var eb osb.ErrorBody
+	var eb api.ErrorBody
 	dec := json.NewDecoder(strings.NewReader(string(r.body)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&eb); err != nil {
@@ -276,30 +286,47 @@ func wantEmptyObject(t testing.TB, r response, status int) {
 	}
 }
 
+// provision provisions instance id of the service on the plan; it must be
+// new (201).
+func (e *env) provision(id, serviceID, planID string) {
+	e.t.Helper()
+	wantEmptyObject(e.t, e.do(http.MethodPut, "/v2/service_instances/"+id, provisionBody(serviceID, planID)), http.StatusCreated)
+}
+
 func provisionBody(serviceID, planID string) string {
 	return fmt.Sprintf(`{"service_id":%q,"plan_id":%q,"context":{"platform":"kubernetes","namespace":"apps"},"parameters":{"password":"correct horse battery"}}`, serviceID, planID)
 }
 
-// dbState is every document of the project with its update time: two
-// equal states mean nothing was created, changed or deleted in between.
+// dbState is every document of the project, subcollections included (an
+// instance's bindings), with its update time: two equal states mean
+// nothing was created, changed or deleted in between.
 func (e *env) dbState() map[string]time.Time {
 	e.t.Helper()
 	out := map[string]time.Time{}
-	cols := e.client.Collections(e.ctx)
-	for {
-		col, err := cols.Next()
-		if err == iterator.Done {
-			break
-		}
-		if err != nil {
-			e.t.Fatalf("list collections: %v", err)
-		}
+	cols, err := e.client.Collections(e.ctx).GetAll()
+	if err != nil {
+		e.t.Fatalf("list collections: %v", err)
+	}
+	for len(cols) > 0 {
+		col := cols[0]
+		cols = cols[1:]
 		snaps, err := col.Documents(e.ctx).GetAll()
 		if err != nil {
-			e.t.Fatalf("list %s: %v", col.ID, err)
+			e.t.Fatalf("list %s: %v", col.Path, err)
 		}
 		for _, s := range snaps {
 			out[s.Ref.Path] = s.UpdateTime
+		}
+		refs, err := col.DocumentRefs(e.ctx).GetAll()
+		if err != nil {
+			e.t.Fatalf("list %s: %v", col.Path, err)
+		}
+		for _, ref := range refs {
+			subs, err := ref.Collections(e.ctx).GetAll()
+			if err != nil {
+				e.t.Fatalf("list subcollections of %s: %v", ref.Path, err)
+			}
+			cols = append(cols, subs...)
 		}
 	}
 	return out
@@ -332,33 +359,20 @@ func (e *env) instanceCount(specID string) int64 {
 	return rec.Instances
 }
 
-// served decodes the body of GET /v2/catalog.
-type served struct {
-	Services []struct {
-		ID    string `json:"id"`
-		Name  string `json:"name"`
-		Plans []struct {
-			ID      string                    `json:"id"`
-			Name    string                    `json:"name"`
-			Schemas map[string]map[string]any `json:"schemas"`
-		} `json:"plans"`
-	} `json:"services"`
-}
-
-func (e *env) catalog() (served, response) {
+func (e *env) catalog() (catalog.Catalog, response) {
 	e.t.Helper()
 	r := e.do(http.MethodGet, "/v2/catalog", "")
 	if r.status != http.StatusOK {
 		e.t.Fatalf("GET /v2/catalog: %d %s", r.status, r.body)
 	}
-	var c served
+	var c catalog.Catalog
 	if err := json.Unmarshal(r.body, &c); err != nil {
 		e.t.Fatalf("catalog body: %v", err)
 	}
 	return c, r
 }
 
-func (c served) names() []string {
+func serviceNames(c catalog.Catalog) []string {
 	var out []string
 	for _, s := range c.Services {
 		out = append(out, s.Name)

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/store"
 )
 
@@ -40,50 +41,50 @@ const (
 type registryRow struct {
 	Name        string
 	Health      string
-	Result      string
+	Result      api.RunResult
 	FinishedAt  time.Time
 	Age         string
-	Counts      store.RunCounts
-	Ops         store.Counts
+	Counts      api.RunCounts
+	Ops         api.Counts
 	Error       string
 	Guard       string
-	EntryErrors []store.EntryError
+	EntryErrors []api.EntryError
 	ErrorsTotal int
 	Marked      int
 	// LastBootstrap is this registry's result in the newest real
 	// (not dry-run) bootstrap that included it.
-	LastBootstrap string
+	LastBootstrap api.RunResult
 	LastError     string
 }
 
 type opResultRow struct {
 	Registry string
-	State    string
-	Result   string
+	State    api.OperationState
+	Result   api.RunResult
 	Error    string
-	Ops      store.Counts
+	Ops      api.Counts
 }
 
 type opRow struct {
 	ID          string
-	State       string
+	State       api.OperationState
 	DryRun      bool
 	Description string
 	CreatedAt   time.Time
 	Age         string
 	Results     []opResultRow
 	Pending     []string
-	Total       store.Counts
+	Total       api.Counts
 }
 
 type markedRow struct {
-	Spec      SpecView
-	Instances []InstanceView
+	Spec      api.SpecView
+	Instances []api.InstanceView
 }
 
 type heldRow struct {
 	Registry string
-	Spec     store.HeldBackSpec
+	Spec     api.HeldBackSpec
 }
 
 type statusData struct {
@@ -98,33 +99,14 @@ type statusData struct {
 	Problems   []string
 }
 
-// Age says how long before now t was, for people: "12s ago", "3h05m ago",
-// "4d ago"; "never" for the zero time. The status page and the CLI share it.
-func Age(now, t time.Time) string {
-	if t.IsZero() {
-		return "never"
-	}
-	d := now.Sub(t)
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds ago", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm ago", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh%02dm ago", int(d.Hours()), int(d.Minutes())%60)
-	default:
-		return fmt.Sprintf("%dd ago", int(d.Hours()/24))
-	}
-}
-
 // health says how a registry is doing: failing when its last recorded run
 // failed or its newest bootstrap result did (a run that changes nothing is
 // not recorded on the registry, the bootstrap result is).
-func health(st store.RegistryStatus, lastBootstrapState string) string {
+func health(st api.RegistryStatus, lastBootstrapState api.OperationState) string {
 	switch {
-	case st.LastRun.Result == "fetch_failed" || st.LastRun.Result == "error" || lastBootstrapState == "failed":
+	case st.LastRun.Result.Failed() || lastBootstrapState == api.Failed:
 		return HealthFailing
-	case st.LastRun.Result == "guarded":
+	case st.LastRun.Result == api.ResultGuarded:
 		return HealthGuarded
 	case st.LastRun.Result == "" && lastBootstrapState == "":
 		return HealthUnknown
@@ -148,9 +130,9 @@ func (b *Broker) statusData(r *http.Request) statusData {
 	if err != nil {
 		problem("recent bootstraps", err)
 	}
-	latest := map[string]store.OperationResult{} // newest real result per registry
+	latest := map[string]api.RegistryResult{} // newest real result per registry
 	for _, op := range ops {
-		row := opRow{ID: op.ID, State: op.State, DryRun: op.DryRun, Description: op.Description, CreatedAt: op.CreatedAt, Age: Age(now, op.CreatedAt), Total: op.Firestore()}
+		row := opRow{ID: op.ID, State: op.State, DryRun: op.DryRun, Description: op.Description, CreatedAt: op.CreatedAt, Age: api.Age(now, op.CreatedAt), Total: op.Firestore()}
 		for _, name := range op.Registries {
 			res, ok := op.Results[name]
 			if !ok {
@@ -171,10 +153,11 @@ func (b *Broker) statusData(r *http.Request) statusData {
 		problem("registry statuses", err)
 	}
 	seen := map[string]bool{}
-	for _, st := range statuses {
+	for _, stored := range statuses {
+		st := store.APIRegistryStatus(stored)
 		seen[st.Name] = true
 		lr := st.LastRun
-		row := registryRow{Name: st.Name, Result: lr.Result, FinishedAt: lr.FinishedAt, Age: Age(now, lr.FinishedAt),
+		row := registryRow{Name: st.Name, Result: lr.Result, FinishedAt: lr.FinishedAt, Age: api.Age(now, lr.FinishedAt),
 			Counts: lr.Counts, Ops: lr.Ops, Error: lr.Error, Guard: lr.Guard, EntryErrors: lr.Errors, ErrorsTotal: lr.ErrorsTotal, Marked: st.Marked}
 		if res, ok := latest[st.Name]; ok {
 			row.LastBootstrap, row.LastError = res.Result, res.Error
@@ -191,9 +174,9 @@ func (b *Broker) statusData(r *http.Request) statusData {
 		if seen[name] {
 			continue
 		}
-		row := registryRow{Name: name, Result: res.Result, FinishedAt: res.ReportedAt, Age: Age(now, res.ReportedAt), Counts: res.Counts, Ops: res.Firestore,
+		row := registryRow{Name: name, Result: res.Result, FinishedAt: res.ReportedAt, Age: api.Age(now, res.ReportedAt), Counts: res.Counts, Ops: res.Firestore,
 			Error: res.Error, LastBootstrap: res.Result, LastError: res.Error}
-		row.Health = health(store.RegistryStatus{}, res.State)
+		row.Health = health(api.RegistryStatus{}, res.State)
 		d.Registries = append(d.Registries, row)
 	}
 	sort.Slice(d.Registries, func(i, j int) bool { return d.Registries[i].Name < d.Registries[j].Name })
@@ -203,7 +186,7 @@ func (b *Broker) statusData(r *http.Request) statusData {
 		}
 	}
 
-	marked, err := b.store.ListSpecs(ctx, store.SpecFilter{State: store.StateMarked})
+	marked, err := b.store.ListSpecs(ctx, store.SpecFilter{State: api.SpecMarked})
 	if err != nil {
 		problem("marked specs", err)
 	}

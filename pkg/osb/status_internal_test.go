@@ -5,25 +5,27 @@ import (
 	"testing"
 	"time"
 
-	"github.com/specsync/specsync/pkg/store"
+	"github.com/specsync/specsync/pkg/api"
 )
 
 func TestHealth(t *testing.T) {
 	for _, c := range []struct {
-		last, bootstrap, want string
+		last      api.RunResult
+		bootstrap api.OperationState
+		want      string
 	}{
-		{"succeeded", "succeeded", HealthOK},
-		{"succeeded", "", HealthOK},
-		{"fetch_failed", "failed", HealthFailing},
-		{"error", "", HealthFailing},
+		{api.ResultSucceeded, api.Succeeded, HealthOK},
+		{api.ResultSucceeded, "", HealthOK},
+		{api.ResultFetchFailed, api.Failed, HealthFailing},
+		{api.ResultError, "", HealthFailing},
 		// A recovery through an unchanged run is not recorded on the
 		// registry; a failed newest bootstrap still counts.
-		{"succeeded", "failed", HealthFailing},
-		{"guarded", "succeeded", HealthGuarded},
+		{api.ResultSucceeded, api.Failed, HealthFailing},
+		{api.ResultGuarded, api.Succeeded, HealthGuarded},
 		{"", "", HealthUnknown},
-		{"", "failed", HealthFailing},
+		{"", api.Failed, HealthFailing},
 	} {
-		st := store.RegistryStatus{LastRun: store.Run{Result: c.last}}
+		st := api.RegistryStatus{LastRun: api.Run{Result: c.last}}
 		if got := health(st, c.bootstrap); got != c.want {
 			t.Errorf("health(last run %q, bootstrap %q) = %s, want %s", c.last, c.bootstrap, got, c.want)
 		}
@@ -32,12 +34,12 @@ func TestHealth(t *testing.T) {
 
 func TestOpsChart(t *testing.T) {
 	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
-	op := func(at time.Duration, reads, writes, deletes int64, dry bool) store.OperationRecord {
-		return store.OperationRecord{CreatedAt: t0.Add(at), DryRun: dry, State: "succeeded",
-			Results: map[string]store.OperationResult{"a": {Firestore: store.Counts{Reads: reads, Writes: writes, Deletes: deletes}}}}
+	op := func(at time.Duration, reads, writes, deletes int64, dry bool) api.Operation {
+		return api.Operation{CreatedAt: t0.Add(at), DryRun: dry, State: api.Succeeded,
+			Results: map[string]api.RegistryResult{"a": {Firestore: api.Counts{Reads: reads, Writes: writes, Deletes: deletes}}}}
 	}
 	// Newest first, as RecentOperations returns them; one without results.
-	c := opsChart([]store.OperationRecord{op(2*time.Hour, 1, 0, 0, true), {CreatedAt: t0.Add(time.Hour)}, op(0, 10, 6, 4, false)})
+	c := opsChart([]api.Operation{op(2*time.Hour, 1, 0, 0, true), {CreatedAt: t0.Add(time.Hour)}, op(0, 10, 6, 4, false)})
 	if c.Empty || len(c.Bars) != 2 || c.Max != 20 {
 		t.Fatalf("chart %+v", c)
 	}

@@ -49,8 +49,8 @@ func newEnv(t *testing.T) *env {
 		committer: &reconcile.Committer{Store: st, Logger: quiet}}
 }
 
-// run reconciles reg, then commits what it left pending (as `specsync
-// local reconcile` does after its runs), and fails the test on a store
+// run reconciles reg, then commits what it left pending (as
+// `specsync-local reconcile` does after its runs), and fails the test on a store
 // error.
 func (e *env) run(reg reconcile.Registry) store.Run {
 	e.t.Helper()

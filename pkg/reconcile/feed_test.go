@@ -30,7 +30,7 @@ func (e *env) changes() []string {
 		if c.Revision != int64(i+1) {
 			e.t.Fatalf("revision %d at position %d: the feed has a gap or a duplicate", c.Revision, i)
 		}
-		out = append(out, c.Kind+":"+c.Name)
+		out = append(out, string(c.Kind)+":"+c.Name)
 	}
 	if rev := e.revision(); rev != int64(len(cs)) {
 		e.t.Fatalf("catalog revision %d, %d committed changes", rev, len(cs))

@@ -148,7 +148,7 @@ func outageMidRun(t *testing.T, outage, limit time.Duration, mustFail bool) {
 		rctx, cancel := context.WithTimeout(ctx, limit)
 		run, err := runner.Reconcile(rctx, reg)
 		cancel()
-		results = append(results, run.Result)
+		results = append(results, string(run.Result))
 		invariant.Require(t, client, invariant.Options{})
 		if err == nil && run.Result == reconcile.ResultSucceeded {
 			break

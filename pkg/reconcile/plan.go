@@ -1,5 +1,5 @@
 // Package reconcile brings one registry's specs into the store in the five
-// steps of the bootstrap recap: fetch the registry; read what the store
+// steps of docs/design.md ("The reconcile: five steps"): fetch the registry; read what the store
 // holds for it; delete what was marked earlier and nothing references;
 // upsert what is offered; mark what is no longer offered.
 //

@@ -204,7 +204,13 @@ func inUse(s Stored, plans map[string]int, platforms map[string]int) Stored {
 	return s
 }
 
-// Invariant 10: a version that would strand instances is held back.
+func heldBack(s Stored, digest string) Stored {
+	s.HeldBackDigest = digest
+	return s
+}
+
+// Guarantee 10 (no half-upgrades): a version that would strand instances is
+// held back.
 func TestMakePlanHoldsBackStrandingVersions(t *testing.T) {
 	amd := spec.Platform{OS: "linux", Architecture: "amd64"}
 	arm := spec.Platform{OS: "linux", Architecture: "arm64"}
@@ -225,6 +231,13 @@ func TestMakePlanHoldsBackStrandingVersions(t *testing.T) {
 			inUse(active("A", "a", "d1"), map[string]int{"small": 1}, map[string]int{"linux/arm64": 1}), false, ""},
 		{"declares no platforms: nothing to strand", withPlans(cand("a", "A", "d2"), []string{"small"}),
 			inUse(active("A", "a", "d1"), map[string]int{"small": 1}, map[string]int{"linux/arm64": 1}), false, ""},
+		// How a hold ends: the version held back in an earlier run, its
+		// blocking instance since moved to small by a PATCH (which leaves
+		// large's count at zero), is adopted.
+		{"held back, its blocker moved to a kept plan", withPlans(cand("a", "A", "d2"), []string{"small"}),
+			heldBack(inUse(active("A", "a", "d1"), map[string]int{"small": 2, "large": 0}, nil), "d2"), false, ""},
+		{"held back, its blocker still there", withPlans(cand("a", "A", "d2"), []string{"small"}),
+			heldBack(inUse(active("A", "a", "d1"), map[string]int{"small": 1, "large": 1}, nil), "d2"), true, "plan large is used by 1 instances"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/store"
 )
 
@@ -16,7 +17,7 @@ func plannedChanges(p Plan) []store.PlannedChange {
 			out = append(out, c)
 		}
 	}
-	cand := func(kind string, c Candidate, detail string) {
+	cand := func(kind api.PlannedKind, c Candidate, detail string) {
 		pc := store.PlannedChange{Change: kind, SpecID: c.ID, Entry: c.Entry, Detail: detail}
 		if c.Spec != nil {
 			pc.Name = c.Spec.Name
@@ -27,28 +28,28 @@ func plannedChanges(p Plan) []store.PlannedChange {
 		add(pc)
 	}
 	for _, c := range p.Create {
-		cand("create", c, "")
+		cand(api.PlannedCreate, c, "")
 	}
 	for _, c := range p.Update {
-		cand("update", c, c.Digest)
+		cand(api.PlannedUpdate, c, c.Digest)
 	}
 	for _, c := range p.Unmark {
-		cand("unmark", c, "")
+		cand(api.PlannedUnmark, c, "")
 	}
 	for _, c := range p.Repair {
-		cand("repair", c, "")
+		cand(api.PlannedRepair, c, "")
 	}
 	for _, s := range p.Mark {
-		add(store.PlannedChange{Change: "mark", SpecID: s.ID, Name: s.Name, Entry: s.Entry})
+		add(store.PlannedChange{Change: api.PlannedMark, SpecID: s.ID, Name: s.Name, Entry: s.Entry})
 	}
 	for _, s := range p.Delete {
-		add(store.PlannedChange{Change: "delete", SpecID: s.ID, Name: s.Name, Entry: s.Entry})
+		add(store.PlannedChange{Change: api.PlannedDelete, SpecID: s.ID, Name: s.Name, Entry: s.Entry})
 	}
 	for _, s := range p.Keep {
-		add(store.PlannedChange{Change: "keep", SpecID: s.ID, Name: s.Name, Entry: s.Entry, Detail: fmt.Sprintf("%d instances", s.Instances)})
+		add(store.PlannedChange{Change: api.PlannedKeep, SpecID: s.ID, Name: s.Name, Entry: s.Entry, Detail: fmt.Sprintf("%d instances", s.Instances)})
 	}
 	for _, h := range p.HoldBack {
-		cand("hold_back", h.Candidate, strings.Join(h.Blockers, "; "))
+		cand(api.PlannedHoldBack, h.Candidate, strings.Join(h.Blockers, "; "))
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/store"
 )
 
@@ -19,13 +20,13 @@ func TestPlannedChanges(t *testing.T) {
 	}
 	got := plannedChanges(p)
 	want := []store.PlannedChange{
-		{Change: "create", SpecID: "N", Name: "new", Entry: "new"},
-		{Change: "update", SpecID: "C", Name: "changed", Entry: "changed", Detail: "d2"},
-		{Change: "unmark", SpecID: "B", Name: "back", Entry: "back"},
-		{Change: "mark", SpecID: "M", Name: "gone", Entry: "gone"},
-		{Change: "delete", SpecID: "D", Name: "old", Entry: "old"},
-		{Change: "keep", SpecID: "K", Name: "pinned", Entry: "pinned", Detail: "2 instances"},
-		{Change: "hold_back", SpecID: "H", Name: "held", Entry: "held", Detail: "plan small: 1 instance"},
+		{Change: api.PlannedCreate, SpecID: "N", Name: "new", Entry: "new"},
+		{Change: api.PlannedUpdate, SpecID: "C", Name: "changed", Entry: "changed", Detail: "d2"},
+		{Change: api.PlannedUnmark, SpecID: "B", Name: "back", Entry: "back"},
+		{Change: api.PlannedMark, SpecID: "M", Name: "gone", Entry: "gone"},
+		{Change: api.PlannedDelete, SpecID: "D", Name: "old", Entry: "old"},
+		{Change: api.PlannedKeep, SpecID: "K", Name: "pinned", Entry: "pinned", Detail: "2 instances"},
+		{Change: api.PlannedHoldBack, SpecID: "H", Name: "held", Entry: "held", Detail: "plan small: 1 instance"},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("planned changes\n got %+v\nwant %+v", got, want)

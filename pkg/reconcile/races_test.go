@@ -14,13 +14,13 @@ import (
 	"github.com/specsync/specsync/pkg/store"
 )
 
-// Invariant 3 under real concurrency, many times over: for each of 60
-// specs a provision races the mark-then-delete of that spec, and for each
-// of 20 more (marked, with one instance) a deprovision races the delete,
-// all at once (bounded to 8 in flight: the emulator's transactions time
-// out under heavier contention). Whatever interleaving each race gets,
-// no instance may point at a deleted spec, no referenced spec may be
-// deleted, every counter must equal the instance records: the invariant
+// Guarantee 3 (nothing in use is deleted) under real concurrency, many times
+// over: for each of 60 specs a provision races the mark-then-delete of that
+// spec, and for each of 20 more (marked, with one instance) a deprovision
+// races the delete, all at once (bounded to 8 in flight: the emulator's
+// transactions time out under heavier contention). Whatever interleaving each
+// race gets, no instance may point at a deleted spec, no referenced spec may
+// be deleted, every counter must equal the instance records: the invariant
 // checker decides, and both outcomes must have happened overall.
 func TestRacesProvisionVersusDelete(t *testing.T) {
 	t.Parallel()

@@ -12,6 +12,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/reconcile"
 	"github.com/specsync/specsync/pkg/spec"
@@ -33,15 +34,17 @@ func activeNames(specs map[string]store.SpecRecord) []string {
 	return out
 }
 
-func wantResult(t *testing.T, run store.Run, result string) {
+func wantResult(t *testing.T, run store.Run, result api.RunResult) {
 	t.Helper()
-	if run.Result != result {
+	if api.RunResult(run.Result) != result {
 		t.Fatalf("run result %q (error %q, guard %q), want %q", run.Result, run.Error, run.Guard, result)
 	}
 }
 
-// Invariant 1 and the recap's first bug: a registry that is down on the
-// second run marks nothing, deletes nothing, and says so in its status.
+// Guarantee 1 (an outage changes nothing) and the bug of the classic
+// bootstrap, which emptied the store before refilling it: a registry that is
+// down on the second run marks nothing, deletes nothing, and says so in its
+// status.
 func TestScenarioRegistryDownOnSecondRun(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -125,9 +128,10 @@ func TestScenarioCatalogSecondPageFails(t *testing.T) {
 	}
 }
 
-// Invariant 4 and 9: a spec that vanishes is marked (hidden) with its id
-// kept; when it returns it is unmarked with the same id. After a second
-// absent run it is deleted; coming back then recreates the same id.
+// Guarantees 4 and 9 (a spec that comes back keeps its id; ids are forever): a
+// spec that vanishes is marked (hidden) with its id kept; when it returns it
+// is unmarked with the same id. After a second absent run it is deleted;
+// coming back then recreates the same id.
 func TestScenarioVanishThenReturn(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -177,8 +181,8 @@ func TestScenarioVanishThenReturn(t *testing.T) {
 	}
 }
 
-// Invariant 3: a marked spec an instance uses survives every run until the
-// instance goes; then the next run deletes it.
+// Guarantee 3 (nothing in use is deleted): a marked spec an instance uses
+// survives every run until the instance goes; then the next run deletes it.
 func TestScenarioPinnedMarkedSpecSurvives(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -233,9 +237,10 @@ func TestScenarioPinnedMarkedSpecSurvives(t *testing.T) {
 	}
 }
 
-// Invariant 2: one image with a bad label among many: the others are
-// served, the bad one is reported by repository and field; a spec whose
-// label breaks later keeps its last good version, unmarked.
+// Guarantee 2 (a broken entry keeps its last good version): one image with a
+// bad label among many: the others are served, the bad one is reported by
+// repository and field; a spec whose label breaks later keeps its last good
+// version, unmarked.
 func TestScenarioBadLabelAmongMany(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -316,8 +321,8 @@ func TestScenarioEmptyListingGuard(t *testing.T) {
 	}
 }
 
-// Invariant 5: an unchanged listing costs one read and no writes, and
-// the revision moves only on visible change.
+// Guarantee 5 (an unchanged world costs almost nothing): an unchanged listing
+// costs one read and no writes, and the revision moves only on visible change.
 func TestScenarioUnchangedListingCostsOneRead(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -353,8 +358,8 @@ func TestScenarioUnchangedListingCostsOneRead(t *testing.T) {
 	}
 }
 
-// Invariant 7 (store side): two reconciles of one registry at once lose
-// nothing and duplicate nothing.
+// Guarantee 7 (one at a time), store side: two reconciles of one registry at
+// once lose nothing and duplicate nothing.
 func TestScenarioConcurrentReconciles(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -453,9 +458,10 @@ func TestScenarioEntryErrorsSortedAndCapped(t *testing.T) {
 	}
 }
 
-// Invariant 3 under concurrency: a provision racing the mark-and-delete
-// of its spec either commits first (and pins the spec, which survives) or
-// fails cleanly (and the spec goes); never an instance of a deleted spec.
+// Guarantee 3 (nothing in use is deleted) under concurrency: a provision
+// racing the mark-and-delete of its spec either commits first (and pins the
+// spec, which survives) or fails cleanly (and the spec goes); never an
+// instance of a deleted spec.
 func TestScenarioProvisionRacesDelete(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -519,10 +525,10 @@ func TestScenarioProvisionRacesDelete(t *testing.T) {
 	t.Logf("%d rounds: provision first %d, mark first %d", rounds, pinned, deleted)
 }
 
-// Invariant 10 end to end: a new version dropping a plan an instance uses
-// is held back (the old one keeps serving, the status names the blocker);
-// once the instance goes, the next run adopts it although the listing did
-// not change.
+// Guarantee 10 (no half-upgrades) end to end: a new version dropping a plan an
+// instance uses is held back (the old one keeps serving, the status names the
+// blocker); once the instance goes, the next run adopts it although the
+// listing did not change.
 func TestScenarioHalfUpgradeHeldBack(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -21,7 +21,12 @@ type Spec struct {
 	Async       string         `json:"async,omitempty"`
 	Tags        []string       `json:"tags,omitempty"`
 	Metadata    map[string]any `json:"metadata,omitempty"`
-	Plans       []Plan         `json:"plans"`
+	// PlanUpdateable is OSB's service-wide default for plan changes (the
+	// spelling is OSB's): whether an instance may move to another plan of
+	// the spec. Unset, a plan is updateable exactly when it lists
+	// updates_to (the APB way). See PlanChange.
+	PlanUpdateable *bool  `json:"plan_updateable,omitempty"`
+	Plans          []Plan `json:"plans"`
 	// Platforms are the OCI platforms the spec's image supports. For an OCI
 	// registry they come from the image index, not from the label.
 	Platforms []Platform `json:"platforms,omitempty"`
@@ -38,6 +43,9 @@ type Plan struct {
 	Parameters     []Parameter    `json:"parameters,omitempty"`
 	BindParameters []Parameter    `json:"bind_parameters,omitempty"`
 	UpdatesTo      []string       `json:"updates_to,omitempty"`
+	// PlanUpdateable overrides the spec's plan_updateable for instances on
+	// this plan (OSB: the plan's value takes precedence).
+	PlanUpdateable *bool `json:"plan_updateable,omitempty"`
 }
 
 // Parameter describes one provision or bind parameter of a plan.
@@ -105,4 +113,13 @@ func (s *Spec) PlanByID(id string) (Plan, bool) {
 		}
 	}
 	return Plan{}, false
+}
+
+// PlanBindable reports whether instances of plan p can be bound: the
+// plan's own bindable when it says, else the spec's (OSB's inheritance).
+func (s *Spec) PlanBindable(p Plan) bool {
+	if p.Bindable != nil {
+		return *p.Bindable
+	}
+	return s.Bindable
 }

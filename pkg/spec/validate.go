@@ -112,6 +112,9 @@ func Validate(s *Spec) error {
 		v.jsonValue(f+".metadata", p.Metadata)
 		v.parameters(f+".parameters", p.Parameters)
 		v.parameters(f+".bind_parameters", p.BindParameters)
+		if p.PlanUpdateable != nil && !*p.PlanUpdateable && len(p.UpdatesTo) > 0 {
+			v.add(f+".plan_updateable", fmt.Sprintf("is false, yet updates_to names plans to move to (%s): drop one of the two", strings.Join(p.UpdatesTo, ", ")))
+		}
 	}
 	for i, p := range s.Plans {
 		for j, target := range p.UpdatesTo {

@@ -115,6 +115,9 @@ func TestValidateRules(t *testing.T) {
 			s.Plans[1].BindParameters = []spec.Parameter{{Name: "token", Type: "string", DisplayType: "password", Default: "t"}}
 		}, []string{"plans[1].bind_parameters[0].default", "must not have a default"}},
 
+		{"plan_updateable false with updates_to", func(s *spec.Spec) { s.Plans[0].PlanUpdateable = ptr(false) },
+			[]string{"plans[0].plan_updateable", "is false, yet updates_to names plans to move to (large)"}},
+
 		// Every problem is reported, in document order.
 		{"several problems", func(s *spec.Spec) {
 			s.Name, s.Async, s.Tags = "", "never", []string{""}
@@ -165,6 +168,8 @@ func TestValidateAccepts(t *testing.T) {
 		{"the same parameter name in parameters and bind_parameters", func(s *spec.Spec) { s.Plans[0].BindParameters[0].Name = "size" }},
 		{"the same parameter name in two plans", func(s *spec.Spec) { s.Plans[1].Parameters = []spec.Parameter{{Name: "size", Type: "int"}} }},
 		{"a plan updating to itself", func(s *spec.Spec) { s.Plans[1].UpdatesTo = []string{"large"} }},
+		{"plan_updateable true with updates_to", func(s *spec.Spec) { s.Plans[0].PlanUpdateable = ptr(true) }},
+		{"spec plan_updateable false, a plan overriding it", func(s *spec.Spec) { s.PlanUpdateable = ptr(false) }},
 		{"a valid pattern", func(s *spec.Spec) { s.Plans[0].Parameters[2].Pattern = `^[A-Za-z0-9!@#$%^&*]{8,}$` }},
 		{"parameter names with _ . -", func(s *spec.Spec) { s.Plans[0].Parameters[0].Name = "_disk.size-gb" }},
 	} {

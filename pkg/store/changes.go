@@ -3,11 +3,14 @@ package store
 import (
 	"context"
 	"fmt"
+	"sort"
 	"time"
 
 	"cloud.google.com/go/firestore"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/specsync/specsync/pkg/spec"
 )
 
 // ChangesCollection holds the change feed: changes/{id}, one document per
@@ -51,15 +54,21 @@ type Change struct {
 	// the whole new state, so applying one twice is harmless.
 	SpecJSON   string `firestore:"spec,omitempty"`
 	Generation int64  `firestore:"generation,omitempty"`
+	// SpecCreatedAt is the spec's created_at, set with SpecJSON: the
+	// catalog resolves two specs claiming one name by it (the oldest
+	// keeps the name), so a cache applying changes needs it. Changes
+	// written before it existed lack it.
+	SpecCreatedAt time.Time `firestore:"spec_created_at,omitempty"`
 	// HeldBack is the version not adopted and what blocks it.
 	HeldBack *HeldBackSpec `firestore:"held_back,omitempty"`
 	Run      string        `firestore:"run,omitempty"`
 	At       time.Time     `firestore:"at"`
-	// PendingAt is set (to At) while the change waits for its revision:
-	// the committer's query orders on it, and a field only pending
-	// changes have selects exactly them (a query ordered on a field
-	// leaves out the documents without it). Ties are broken by document
-	// id, so batches follow one total order.
+	// PendingAt is set while the change waits for its revision: the
+	// commit time of its spec write (see pendingWrite). The committer's
+	// query orders on it, and a field only pending changes have selects
+	// exactly them (a query ordered on a field leaves out the documents
+	// without it). Ties are broken by document id, so batches follow one
+	// total order.
 	PendingAt time.Time `firestore:"pending_at,omitempty"`
 	// LegacyPendingRegistry is what marked a pending change before the
 	// committer (one registry's run committed its own). Only a run of
@@ -68,7 +77,21 @@ type Change struct {
 	LegacyPendingRegistry string `firestore:"pending_registry,omitempty"`
 	// ExpiresAt is when the Firestore TTL policy may delete the change.
 	ExpiresAt time.Time `firestore:"expires_at,omitempty"`
+	// WrittenAt is when the change was written: its document's create
+	// time, which is the commit time of the transaction that wrote the
+	// spec it describes (not stored; set when a change is read). A reader
+	// that holds the specs as of a snapshot read time T knows that a change
+	// written at or before T is already in it, whatever its revision. So
+	// a change is numbered in place (its document updated), never copied
+	// to a new document, which would move this time past its spec write.
+	WrittenAt time.Time `firestore:"-"`
 }
+
+// fromSnapshot implements snapshotted.
+func (c *Change) fromSnapshot(snap *firestore.DocumentSnapshot) { c.WrittenAt = snap.CreateTime }
+
+// Spec decodes the spec the change carries (see InCatalog).
+func (c *Change) Spec() (*spec.Spec, error) { return decodeSpec(c.SpecID, c.SpecJSON) }
 
 // Pending reports whether the change waits for its revision.
 func (c *Change) Pending() bool { return c.Revision == 0 }
@@ -91,14 +114,29 @@ func (s *Store) catalogMeta() *firestore.DocumentRef {
 	return s.client.Collection(MetaCollection).Doc(catalogDoc)
 }
 
-// pending is c as a pending change, stamped now: the caller creates it in
-// the transaction of the spec write it describes (and counts the write
-// once that committed).
-func (s *Store) pending(c Change) Change {
+// pend writes a pending change inside the transaction of the spec write
+// (the caller counts the write once the transaction committed).
+func (s *Store) pend(tx *firestore.Transaction, c Change) error {
 	c.At = s.now().UTC()
-	c.PendingAt = c.At
 	c.Revision = 0
-	return c
+	return tx.Create(s.changes().NewDoc(), pendingWrite{Change: c})
+}
+
+// pendingWrite is a change as pend writes it. Its pending_at is the
+// commit time of the transaction that writes it and its spec, filled in
+// by Firestore, not the writer's clock: the committer numbers changes in
+// pending_at order, so revisions follow the order the spec writes
+// committed. Two writes of one spec (a delete by one registry, the create
+// of the same explicit id by another) are serialized by Firestore, so the
+// later always gets the later revision, whatever the clocks of the
+// function instances that wrote them say. A change committed later than
+// a commit's read of its batch has a later commit time than every change
+// of that batch (Firestore's reads are strongly consistent), so batch
+// boundaries keep the order too; changes of one commit tie and are
+// ordered by document id.
+type pendingWrite struct {
+	Change
+	PendingAt time.Time `firestore:"pending_at,serverTimestamp"`
 }
 
 // catalogMetaDoc is meta/catalog.
@@ -154,11 +192,25 @@ func (s *Store) CommitPending(ctx context.Context, retention time.Duration) (Com
 		type pending struct {
 			ref *firestore.DocumentRef
 			at  time.Time // the document's update time, the precondition
+			// The commit time of the spec write, and the writer's clock:
+			// changes of one commit (a batch of creates) tie on the first
+			// and keep the order they were written in by the second.
+			committed, written time.Time
 		}
 		ps := make([]pending, len(docs))
 		for i, d := range docs {
-			ps[i] = pending{d.Ref, d.UpdateTime}
+			var c Change
+			if err := d.DataTo(&c); err != nil {
+				return out, classify(err, "decode pending change %s", d.Ref.ID)
+			}
+			ps[i] = pending{d.Ref, d.UpdateTime, c.PendingAt, c.At}
 		}
+		sort.SliceStable(ps, func(i, j int) bool {
+			if !ps[i].committed.Equal(ps[j].committed) {
+				return ps[i].committed.Before(ps[j].committed)
+			}
+			return ps[i].written.Before(ps[j].written)
+		})
 		var meta catalogMetaDoc
 		err = s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 			m, err := txGet[catalogMetaDoc](s, tx, s.catalogMeta())

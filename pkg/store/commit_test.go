@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/spec"
 	"github.com/specsync/specsync/pkg/store"
 )
 
@@ -43,13 +44,73 @@ func TestCommitPendingFollowsWriteOrderAcrossBatches(t *testing.T) {
 		t.Fatalf("committed %d changes, want 432", len(cs))
 	}
 	for i := 1; i < len(cs); i++ {
-		if cs[i].At.Before(cs[i-1].At) {
-			t.Fatalf("revision %d (%s %s at %s) was written before revision %d (at %s)", cs[i].Revision, cs[i].Kind, cs[i].Name, cs[i].At, cs[i-1].Revision, cs[i-1].At)
+		if cs[i].WrittenAt.Before(cs[i-1].WrittenAt) {
+			t.Fatalf("revision %d (%s %s written at %s) was written before revision %d (at %s)", cs[i].Revision, cs[i].Kind, cs[i].Name, cs[i].WrittenAt, cs[i-1].Revision, cs[i-1].WrittenAt)
 		}
 	}
 	if last, prev := cs[431], cs[430]; last.Kind != store.KindMarked || last.Name != "s000" || prev.Registry != "r2" {
 		t.Fatalf("the last two revisions are %s %s/%s and %s %s/%s; want r2's create, then the mark of s000", prev.Kind, prev.Registry, prev.Name, last.Kind, last.Registry, last.Name)
 	}
+}
+
+// Revisions follow the order the spec writes committed, not the clocks of
+// the function instances that wrote them: a write stamped an hour late,
+// committed first, still gets the first revision, and a spec's delete and
+// the create of its id by another registry right after come out in that
+// order whatever the clocks say (a watcher applying them in revision
+// order ends with the spec, as the store has it).
+func TestCommitPendingFollowsCommitOrderNotClocks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := store.New(emulatortest.Firestore(t))
+	late := st.WithClock(func() time.Time { return time.Now().Add(time.Hour) })
+	if _, err := late.UpsertSpec(ctx, offer(t, "r1", "first", "p")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.UpsertSpec(ctx, offer(t, "r1", "second", "p")); err != nil {
+		t.Fatal(err)
+	}
+	cs := commit(t, st)
+	if len(cs) != 2 || cs[0].Name != "first" || cs[1].Name != "second" {
+		t.Fatalf("committed %v, want first then second", names(cs))
+	}
+	if !cs[0].At.After(cs[1].At) {
+		t.Fatalf("the skewed clock did not show: at %s, %s", cs[0].At, cs[1].At)
+	}
+
+	// One explicit id, deleted by r1 on a clock an hour late, then
+	// created by r2 on a true one.
+	shared := offer(t, "r1", "shared", "p")
+	shared.Spec.ID = "shared-id"
+	shared.Digest = spec.Digest(shared.Spec)
+	if _, err := late.UpsertSpec(ctx, shared); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := late.MarkSpec(ctx, "r1", "shared-id", "run-1"); err != nil || !ok {
+		t.Fatalf("mark: %v %v", ok, err)
+	}
+	commit(t, st)
+	if out, _, err := late.DeleteMarked(ctx, "r1", "shared-id", "run-2", time.Now().Add(2*time.Hour)); err != nil || out != store.Deleted {
+		t.Fatalf("delete: %s %v", out, err)
+	}
+	taken := offer(t, "r2", "shared", "p")
+	taken.Spec.ID = "shared-id"
+	taken.Digest = spec.Digest(taken.Spec)
+	if res, err := st.UpsertSpec(ctx, taken); err != nil || res.Outcome != store.Created {
+		t.Fatalf("r2 takes the id: %+v %v", res, err)
+	}
+	cs = commit(t, st)
+	if len(cs) != 2 || cs[0].Kind != store.KindDeleted || cs[1].Kind != store.KindCreated || cs[1].Registry != "r2" {
+		t.Fatalf("committed %v, want r1's delete, then r2's create", names(cs))
+	}
+}
+
+func names(cs []store.Change) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, fmt.Sprintf("%d %s %s/%s", c.Revision, c.Kind, c.Registry, c.Name))
+	}
+	return out
 }
 
 // A change a run of the version before the committer left pending (it

@@ -61,7 +61,7 @@ func TestCreateSpecsBatch(t *testing.T) {
 	committed := commit(t, st)
 	var kinds []string
 	for _, c := range committed {
-		kinds = append(kinds, c.Kind+":"+c.Name)
+		kinds = append(kinds, string(c.Kind)+":"+c.Name)
 		if c.Generation != 1 || !c.InCatalog() || c.Run != "run" {
 			t.Errorf("change %+v", c)
 		}
@@ -115,7 +115,7 @@ func TestCreateSpecsConflictFallsBack(t *testing.T) {
 	var ofR2 []string
 	for _, c := range commit(t, st) {
 		if c.Registry == "r2" {
-			ofR2 = append(ofR2, c.Kind+":"+c.Name)
+			ofR2 = append(ofR2, string(c.Kind)+":"+c.Name)
 		}
 	}
 	if got := strings.Join(ofR2, " "); got != "created:alpha created:beta" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -22,15 +23,50 @@ type Instance struct {
 	// on, when the provision request said so.
 	Platform string         `firestore:"platform,omitempty" json:"platform,omitempty"`
 	Context  map[string]any `firestore:"context,omitempty" json:"context,omitempty"`
-	// MaintenanceVersion is the plan's maintenance_info version the
-	// provision request named (OSB), checked against the spec's generation.
+	// MaintenanceVersion is the OSB maintenance_info version of the spec
+	// version the instance is on: the current one when it was provisioned
+	// (a provision naming another is refused), the current one again after
+	// a PATCH that names it. Empty on records from before it was kept.
 	MaintenanceVersion string    `firestore:"maintenance_version,omitempty" json:"maintenance_version,omitempty"`
 	CreatedAt          time.Time `firestore:"created_at" json:"created_at"`
+	// UpdatedAt is when a PATCH last changed the record (zero: never).
+	UpdatedAt time.Time `firestore:"updated_at,omitempty" json:"updated_at,omitzero"`
+	// PreviousPlanID is the plan before the last plan change: OSB has a
+	// platform poll last_operation with it after a plan change.
+	PreviousPlanID string `firestore:"previous_plan_id,omitempty" json:"previous_plan_id,omitempty"`
+	// Bindings counts the documents of instances/{id}/bindings. Every bind
+	// and unbind moves it in its transaction, so each writes this document
+	// and none can interleave with the deprovision that reads it.
+	Bindings int64 `firestore:"bindings" json:"bindings"`
 }
 
-// ErrMaintenanceInfo is in the chain of a provision whose maintenance_info
-// version is not the plan's current one (OSB: 422 MaintenanceInfoConflict).
-var ErrMaintenanceInfo = errors.New("maintenance_info conflict")
+// Sentinels in the chain of refused instance and binding operations, for
+// the HTTP surface to pick OSB's status and error code; each is wrapped
+// with its failure kind and a message naming the ids.
+var (
+	// ErrMaintenanceInfo: a maintenance_info version that is not the
+	// plan's current one (OSB: 422 MaintenanceInfoConflict).
+	ErrMaintenanceInfo = errors.New("maintenance_info conflict")
+	// ErrNoInstance: the instance named does not exist.
+	ErrNoInstance = errors.New("no such instance")
+	// ErrPlanChange: the spec does not let the instance's plan change to
+	// the one asked for (plan_updateable, updates_to).
+	ErrPlanChange = errors.New("plan change not supported")
+)
+
+// refused is a refusal of kind k that errors.Is matches with sentinel,
+// worded by format alone (the sentinel's own text would only repeat it).
+func refused(k failure.Kind, sentinel error, format string, args ...any) error {
+	return failure.Wrap(k, &tagged{msg: fmt.Sprintf(format, args...), sentinel: sentinel})
+}
+
+type tagged struct {
+	msg      string
+	sentinel error
+}
+
+func (t *tagged) Error() string { return t.msg }
+func (t *tagged) Unwrap() error { return t.sentinel }
 
 // CreateInstanceResult says whether CreateInstance wrote anything.
 type CreateInstanceResult struct {
@@ -91,12 +127,15 @@ func (s *Store) CreateInstance(ctx context.Context, inst Instance) (CreateInstan
 		if _, ok := sp.PlanByID(inst.PlanID); !ok {
 			return failure.New(failure.NotFound, "service %s has no plan %s", inst.SpecID, inst.PlanID)
 		}
-		if v := spec.MaintenanceVersion(rec.Generation); inst.MaintenanceVersion != "" && inst.MaintenanceVersion != v {
-			return failure.Wrap(failure.Precondition, fmt.Errorf("service %s plan %s is at maintenance_info version %q, not %q: %w", inst.SpecID, inst.PlanID, v, inst.MaintenanceVersion, ErrMaintenanceInfo))
+		v, err := maintenance(&rec, inst.PlanID, inst.MaintenanceVersion)
+		if err != nil {
+			return err
 		}
-		if inst.Platform != "" && len(sp.Platforms) > 0 && !supports(sp, inst.Platform) {
-			return failure.New(failure.Invalid, "service %s does not support platform %s (it supports %s)", inst.SpecID, inst.Platform, strings.Join(rec.Platforms, ", "))
+		inst.MaintenanceVersion = v
+		if err := platformOK(&rec, sp, inst.Platform); err != nil {
+			return err
 		}
+		inst.Bindings, inst.UpdatedAt, inst.PreviousPlanID = 0, time.Time{}, ""
 		if inst.CreatedAt.IsZero() {
 			inst.CreatedAt = s.now().UTC()
 		}
@@ -113,6 +152,25 @@ func (s *Store) CreateInstance(ctx context.Context, inst Instance) (CreateInstan
 		s.ops.write(2)
 	}
 	return res, nil
+}
+
+// maintenance checks a maintenance_info version a request named against
+// the spec's current one ("" names none) and returns the current one.
+func maintenance(rec *SpecRecord, planID, asked string) (string, error) {
+	v := spec.MaintenanceVersion(rec.Generation)
+	if asked != "" && asked != v {
+		return "", refused(failure.Precondition, ErrMaintenanceInfo, "service %s plan %s is at maintenance_info version %q, not %q", rec.ID, planID, v, asked)
+	}
+	return v, nil
+}
+
+// platformOK checks that the spec supports an instance's OCI platform ("" is
+// none said; a spec that declares no platforms supports any).
+func platformOK(rec *SpecRecord, sp *spec.Spec, platform string) error {
+	if platform != "" && len(sp.Platforms) > 0 && !supports(sp, platform) {
+		return failure.New(failure.Invalid, "service %s does not support platform %s (it supports %s)", rec.ID, platform, strings.Join(rec.Platforms, ", "))
+	}
+	return nil
 }
 
 // GetInstance reads one instance; a missing one is a failure.NotFound.
@@ -132,17 +190,23 @@ func (s *Store) GetInstance(ctx context.Context, id string) (*Instance, error) {
 	return &inst, nil
 }
 
-// DeleteInstance removes an instance record and decrements its spec's
-// instance count, in one transaction. A missing instance is a
-// failure.NotFound.
+// DeleteInstance removes an instance record with its bindings, writes its
+// tombstone and decrements its spec's instance counts, in one transaction.
+// OSB has the platform unbind first and leaves a deprovision with bindings
+// to the broker: here it takes them along, because a binding cannot
+// outlive its instance and a platform's orphan mitigation retries a
+// deprovision until it succeeds. The returned record's Bindings says how
+// many went with it. A missing instance is a failure.NotFound.
 func (s *Store) DeleteInstance(ctx context.Context, id string) (*Instance, error) {
 	instRef := s.instances().Doc(id)
 	var inst Instance
+	var bindings []*firestore.DocumentSnapshot
+	var specFound bool
 	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		snap, err := tx.Get(instRef)
 		s.ops.read(1)
 		if isNotFound(err) {
-			return failure.New(failure.NotFound, "instance %s does not exist", id)
+			return refused(failure.NotFound, ErrNoInstance, "instance %s does not exist", id)
 		}
 		if err != nil {
 			return err
@@ -155,10 +219,26 @@ func (s *Store) DeleteInstance(ctx context.Context, id string) (*Instance, error
 		if err != nil {
 			return err
 		}
+		// Listed whatever the counter says: the counter orders binds
+		// against this transaction, the listing makes sure none is left.
+		if bindings, err = tx.Documents(instRef.Collection(BindingsCollection)).GetAll(); err != nil {
+			return err
+		}
+		s.ops.read(len(bindings))
+		inst.Bindings = int64(len(bindings))
+		for _, b := range bindings {
+			if err := tx.Delete(b.Ref); err != nil {
+				return err
+			}
+		}
 		if err := tx.Delete(instRef); err != nil {
 			return err
 		}
-		if rec != nil {
+		if err := tx.Set(s.tombstones().Doc(instanceTombstoneID(id)), s.tombstone(TombstoneInstance, id, "", inst.SpecID, inst.PlanID)); err != nil {
+			return err
+		}
+		specFound = rec != nil
+		if specFound {
 			return tx.Update(specRef, usageUpdates(inst, -1))
 		}
 		return nil
@@ -166,9 +246,168 @@ func (s *Store) DeleteInstance(ctx context.Context, id string) (*Instance, error
 	if err != nil {
 		return nil, classify(err, "delete instance %s", id)
 	}
-	s.ops.delete(1)
-	s.ops.write(1)
+	s.ops.delete(1 + len(bindings))
+	s.ops.write(1) // the tombstone
+	if specFound {
+		s.ops.write(1)
+	}
 	return &inst, nil
+}
+
+// InstanceUpdate is what an OSB PATCH asks of an instance. Zero fields keep
+// what is recorded.
+type InstanceUpdate struct {
+	ID        string
+	ServiceID string // required: the instance's service
+	PlanID    string // the plan to move to ("" keeps the plan)
+	// PreviousPlanID is the plan the platform believes the instance is on
+	// (OSB previous_values.plan_id; "" unchecked).
+	PreviousPlanID string
+	// Context replaces the recorded context (nil keeps it).
+	Context map[string]any
+	// Platform moves the instance to another OCI platform ("" keeps it).
+	Platform string
+	// MaintenanceVersion asks for the spec's current version: the instance
+	// is upgraded to it; another version is ErrMaintenanceInfo.
+	MaintenanceVersion string
+}
+
+// UpdateInstanceResult is the record after an update and whether anything
+// was written.
+type UpdateInstanceResult struct {
+	Instance Instance
+	Changed  bool
+}
+
+// UpdateInstance applies an OSB PATCH in one transaction that reads the
+// instance and its spec. A plan change needs the spec active (a marked
+// spec is not in the catalog, so neither is the plan asked for), the new
+// plan in it and the spec's plan_updateable and updates_to to allow it
+// (spec.Spec.PlanChange); it moves the spec's per-plan count from the old
+// plan to the new one in the same transaction, which is what lets a
+// held-back version that drops the old plan be adopted by the next run.
+// A platform change moves the per-platform count the same way. A
+// maintenance_info version must be the spec's current one and records it.
+// An update that changes nothing writes nothing.
+func (s *Store) UpdateInstance(ctx context.Context, u InstanceUpdate) (UpdateInstanceResult, error) {
+	if u.ID == "" || u.ServiceID == "" {
+		return UpdateInstanceResult{}, failure.New(failure.Invalid, "an update needs an instance id and a service id")
+	}
+	instRef := s.instances().Doc(u.ID)
+	var res UpdateInstanceResult
+	var countsMoved bool
+	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		res, countsMoved = UpdateInstanceResult{}, false
+		cur, err := txGet[Instance](s, tx, instRef)
+		if err != nil {
+			return err
+		}
+		if cur == nil {
+			return refused(failure.NotFound, ErrNoInstance, "instance %s does not exist", u.ID)
+		}
+		if u.ServiceID != cur.SpecID {
+			return failure.New(failure.Invalid, "instance %s is of service %s, not %s", u.ID, cur.SpecID, u.ServiceID)
+		}
+		// A repeat of a plan change that was applied names the old plan
+		// as previous and the new one as the plan: that is no mismatch.
+		if u.PreviousPlanID != "" && u.PreviousPlanID != cur.PlanID && u.PlanID != cur.PlanID {
+			return failure.New(failure.Invalid, "previous_values.plan_id is %s, but instance %s is on plan %s", u.PreviousPlanID, u.ID, cur.PlanID)
+		}
+		specRef := s.specs().Doc(cur.SpecID)
+		rec, sp, err := s.txSpecOf(tx, cur)
+		if err != nil {
+			return err
+		}
+		next := *cur
+		if u.PlanID != "" && u.PlanID != cur.PlanID {
+			if rec.State != StateActive {
+				return failure.New(failure.Invalid, "service %s is marked for deletion: its instances cannot change plans", cur.SpecID)
+			}
+			if _, ok := sp.PlanByID(u.PlanID); !ok {
+				return failure.New(failure.NotFound, "service %s has no plan %s", cur.SpecID, u.PlanID)
+			}
+			if why := sp.PlanChange(cur.PlanID, u.PlanID); why != "" {
+				return refused(failure.Invalid, ErrPlanChange, "instance %s: %s", u.ID, why)
+			}
+			next.PlanID, next.PreviousPlanID = u.PlanID, cur.PlanID
+		}
+		if u.Platform != "" && u.Platform != cur.Platform {
+			if err := platformOK(rec, sp, u.Platform); err != nil {
+				return err
+			}
+			next.Platform = u.Platform
+		}
+		if u.MaintenanceVersion != "" {
+			if next.MaintenanceVersion, err = maintenance(rec, next.PlanID, u.MaintenanceVersion); err != nil {
+				return err
+			}
+		}
+		if u.Context != nil {
+			next.Context = u.Context
+		}
+		if reflect.DeepEqual(next, *cur) {
+			res.Instance = *cur
+			return nil
+		}
+		next.UpdatedAt = s.now().UTC()
+		res = UpdateInstanceResult{Instance: next, Changed: true}
+		if err := tx.Set(instRef, next); err != nil {
+			return err
+		}
+		if moves := moveUpdates(*cur, next); len(moves) > 0 {
+			countsMoved = true
+			return tx.Update(specRef, moves)
+		}
+		return nil
+	})
+	if err != nil {
+		return UpdateInstanceResult{}, classify(err, "update instance %s", u.ID)
+	}
+	if res.Changed {
+		s.ops.write(1)
+	}
+	if countsMoved {
+		s.ops.write(1)
+	}
+	return res, nil
+}
+
+// txSpecOf reads, in tx, the spec an existing instance is of, decoded. Its
+// absence is a failure.NotFound: the instance pins it, so only a damaged
+// store lacks it.
+func (s *Store) txSpecOf(tx *firestore.Transaction, inst *Instance) (*SpecRecord, *spec.Spec, error) {
+	rec, err := txGet[SpecRecord](s, tx, s.specs().Doc(inst.SpecID))
+	if err != nil {
+		return nil, nil, err
+	}
+	if rec == nil {
+		return nil, nil, failure.New(failure.NotFound, "service %s of instance %s is not stored", inst.SpecID, inst.ID)
+	}
+	sp, err := rec.Spec()
+	if err != nil {
+		return nil, nil, err
+	}
+	return rec, sp, nil
+}
+
+// moveUpdates moves a spec's per-plan and per-platform counts from what
+// an instance was to what it is now; its total does not change.
+func moveUpdates(was, now Instance) []firestore.Update {
+	var u []firestore.Update
+	move := func(field, from, to string) {
+		if from == to {
+			return
+		}
+		if from != "" {
+			u = append(u, firestore.Update{FieldPath: firestore.FieldPath{field, from}, Value: firestore.Increment(-1)})
+		}
+		if to != "" {
+			u = append(u, firestore.Update{FieldPath: firestore.FieldPath{field, to}, Value: firestore.Increment(1)})
+		}
+	}
+	move("plan_instances", was.PlanID, now.PlanID)
+	move("platform_instances", was.Platform, now.Platform)
+	return u
 }
 
 // usageUpdates moves a spec's instance counters by delta for inst.

@@ -65,7 +65,7 @@ var Queries = []Query{
 		Filters: []Filter{{"registry", OpEqual}}},
 	{Func: "MarkedSpecs", Collection: SpecsCollection,
 		Filters: []Filter{{"registry", OpEqual}, {"state", OpEqual}}},
-	{Func: "ActiveSpecs", Collection: SpecsCollection,
+	{Func: "ActiveSpecsAt", Collection: SpecsCollection,
 		Filters: []Filter{{"state", OpEqual}}},
 	{Func: "DeleteMarked", Collection: InstancesCollection,
 		Filters: []Filter{{"spec_id", OpEqual}}, Limit: 1},

@@ -66,6 +66,9 @@ type SpecRecord struct {
 	ReadAt time.Time `firestore:"-"`
 }
 
+// fromSnapshot implements snapshotted: the update time it was read at.
+func (r *SpecRecord) fromSnapshot(snap *firestore.DocumentSnapshot) { r.ReadAt = snap.UpdateTime }
+
 // Clean reports whether the spec is active with no entry error and
 // nothing held back: what a manifest entry may call clean.
 func (r *SpecRecord) Clean() bool {
@@ -73,12 +76,20 @@ func (r *SpecRecord) Clean() bool {
 }
 
 // Spec decodes the stored spec.
-func (r *SpecRecord) Spec() (*spec.Spec, error) {
+func (r *SpecRecord) Spec() (*spec.Spec, error) { return decodeSpec(r.ID, r.SpecJSON) }
+
+func decodeSpec(id, body string) (*spec.Spec, error) {
 	var s spec.Spec
-	if err := json.Unmarshal([]byte(r.SpecJSON), &s); err != nil {
-		return nil, failure.Wrap(failure.Invalid, fmt.Errorf("spec %s: stored spec does not decode: %w", r.ID, err))
+	if err := json.Unmarshal([]byte(body), &s); err != nil {
+		return nil, failure.Wrap(failure.Invalid, fmt.Errorf("spec %s: stored spec does not decode: %w", id, err))
 	}
 	return &s, nil
+}
+
+// snapshotted is a document type that keeps something of its snapshot
+// beyond the fields (Change keeps its create time).
+type snapshotted interface {
+	fromSnapshot(*firestore.DocumentSnapshot)
 }
 
 // queryAll runs a query and decodes every result into a T, counting the
@@ -99,6 +110,9 @@ func queryAll[T any](ctx context.Context, s *Store, q firestore.Query, what stri
 		if err := snap.DataTo(&v); err != nil {
 			return nil, classify(err, "decode %s", snap.Ref.Path)
 		}
+		if sv, ok := any(&v).(snapshotted); ok {
+			sv.fromSnapshot(snap)
+		}
 		out = append(out, v)
 	}
 	s.ops.read(len(out))
@@ -107,32 +121,13 @@ func queryAll[T any](ctx context.Context, s *Store, q firestore.Query, what stri
 
 // OwnedSpecs returns every spec the registry owns, active or marked.
 func (s *Store) OwnedSpecs(ctx context.Context, registry string) ([]SpecRecord, error) {
-	return querySpecs(ctx, s, s.specs().Where("registry", "==", registry), "specs of registry "+registry)
+	return queryAll[SpecRecord](ctx, s, s.specs().Where("registry", "==", registry), "specs of registry "+registry)
 }
 
 // MarkedSpecs returns the registry's specs that are marked for deletion.
 func (s *Store) MarkedSpecs(ctx context.Context, registry string) ([]SpecRecord, error) {
 	q := s.specs().Where("registry", "==", registry).Where("state", "==", StateMarked)
-	return querySpecs(ctx, s, q, "marked specs of registry "+registry)
-}
-
-// querySpecs is queryAll for specs, keeping each one's update time.
-func querySpecs(ctx context.Context, s *Store, q firestore.Query, what string) ([]SpecRecord, error) {
-	snaps, err := q.Documents(ctx).GetAll()
-	if err != nil {
-		return nil, classify(err, "query %s", what)
-	}
-	s.ops.read(len(snaps))
-	out := make([]SpecRecord, 0, len(snaps))
-	for _, snap := range snaps {
-		var r SpecRecord
-		if err := snap.DataTo(&r); err != nil {
-			return nil, classify(err, "decode %s", snap.Ref.Path)
-		}
-		r.ReadAt = snap.UpdateTime
-		out = append(out, r)
-	}
-	return out, nil
+	return queryAll[SpecRecord](ctx, s, q, "marked specs of registry "+registry)
 }
 
 // RegistrySpecs reads the specs with the given ids that registry owns, in
@@ -163,18 +158,29 @@ func (s *Store) RegistrySpecs(ctx context.Context, registry string, ids []string
 		if r.Registry != registry {
 			continue
 		}
-		r.ReadAt = snap.UpdateTime
+		r.fromSnapshot(snap)
 		out = append(out, r)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
 }
 
-// ActiveSpecs returns every spec the catalog serves, in id order. Sorting
-// happens here rather than in the query: equality on one field and order
-// on another would need a composite index.
+// ActiveSpecs returns every spec the catalog serves, in id order.
 func (s *Store) ActiveSpecs(ctx context.Context) ([]SpecRecord, error) {
-	out, err := queryAll[SpecRecord](ctx, s, s.specs().Where("state", "==", StateActive), "active specs")
+	return s.ActiveSpecsAt(ctx, time.Time{})
+}
+
+// ActiveSpecsAt is ActiveSpecs as of readTime (a snapshot read time, such
+// as RevisionAt's; zero is now): the specs exactly as they were then, all
+// of them from one snapshot. Sorting happens here rather than in the
+// query: equality on one field and order on another would need a
+// composite index.
+func (s *Store) ActiveSpecsAt(ctx context.Context, readTime time.Time) ([]SpecRecord, error) {
+	q := s.specs().Where("state", "==", StateActive)
+	if !readTime.IsZero() {
+		q.WithReadOptions(firestore.ReadTime(readTime))
+	}
+	out, err := queryAll[SpecRecord](ctx, s, q, "active specs")
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +272,7 @@ func (s *Store) UpsertSpec(ctx context.Context, o Offer) (UpsertResult, error) {
 		if change == nil {
 			return nil
 		}
-		return tx.Create(s.changes().NewDoc(), s.pending(*change))
+		return s.pend(tx, *change)
 	})
 	if err != nil {
 		return UpsertResult{}, classify(err, "upsert spec %s", o.Spec.ID)
@@ -294,7 +300,8 @@ func upsertWrites(cur *SpecRecord, e encoded, now time.Time) (UpsertResult, []fi
 	if cur.Registry != o.Registry {
 		return UpsertResult{Outcome: Conflict, Owner: cur.Registry}, nil, nil
 	}
-	change := Change{SpecID: o.Spec.ID, Registry: o.Registry, Name: o.Spec.Name, SpecJSON: string(e.body), Run: o.Run, Generation: cur.Generation}
+	change := Change{SpecID: o.Spec.ID, Registry: o.Registry, Name: o.Spec.Name, SpecJSON: string(e.body), Run: o.Run,
+		Generation: cur.Generation, SpecCreatedAt: cur.CreatedAt}
 	updates := []firestore.Update{{Path: "updated_at", Value: now}}
 	var res UpsertResult
 	switch {
@@ -394,7 +401,7 @@ func (s *Store) updateBatch(ctx context.Context, items []SpecUpdate) ([]UpsertRe
 				return err
 			}
 			if change != nil {
-				if err := tx.Create(s.changes().NewDoc(), s.pending(*change)); err != nil {
+				if err := s.pend(tx, *change); err != nil {
 					return err
 				}
 			}
@@ -457,8 +464,8 @@ func (s *Store) create(tx *firestore.Transaction, e encoded, now time.Time) erro
 	}); err != nil {
 		return err
 	}
-	return tx.Create(s.changes().NewDoc(), s.pending(Change{Kind: KindCreated, Generation: 1, SpecID: e.Spec.ID, Registry: e.Registry,
-		Name: e.Spec.Name, SpecJSON: string(e.body), Run: e.Run}))
+	return s.pend(tx, Change{Kind: KindCreated, Generation: 1, SpecID: e.Spec.ID, Registry: e.Registry,
+		Name: e.Spec.Name, SpecJSON: string(e.body), SpecCreatedAt: now, Run: e.Run})
 }
 
 // Limits of one CreateSpecs batch: two writes a spec (the spec and its
@@ -564,7 +571,7 @@ func (s *Store) MarkSpec(ctx context.Context, registry, id, runID string) (bool,
 		}); err != nil {
 			return err
 		}
-		return tx.Create(s.changes().NewDoc(), s.pending(Change{Kind: KindMarked, SpecID: id, Registry: registry, Name: cur.Name, Run: runID}))
+		return s.pend(tx, Change{Kind: KindMarked, SpecID: id, Registry: registry, Name: cur.Name, Run: runID})
 	})
 	if err != nil {
 		return false, classify(err, "mark spec %s", id)
@@ -612,7 +619,7 @@ func (s *Store) MarkSpecs(ctx context.Context, registry, runID string, read []Sp
 					}, firestore.LastUpdateTime(cur.ReadAt)); err != nil {
 						return err
 					}
-					if err := tx.Create(s.changes().NewDoc(), s.pending(Change{Kind: KindMarked, SpecID: cur.ID, Registry: registry, Name: cur.Name, Run: runID})); err != nil {
+					if err := s.pend(tx, Change{Kind: KindMarked, SpecID: cur.ID, Registry: registry, Name: cur.Name, Run: runID}); err != nil {
 						return err
 					}
 					n++
@@ -689,7 +696,7 @@ func (s *Store) DeleteMarked(ctx context.Context, registry, id, runID string, ma
 		if err := tx.Delete(ref); err != nil {
 			return err
 		}
-		return tx.Create(s.changes().NewDoc(), s.pending(Change{Kind: KindDeleted, SpecID: id, Registry: registry, Name: cur.Name, Run: runID}))
+		return s.pend(tx, Change{Kind: KindDeleted, SpecID: id, Registry: registry, Name: cur.Name, Run: runID})
 	})
 	if err != nil {
 		return "", 0, classify(err, "delete marked spec %s", id)
@@ -771,8 +778,8 @@ func (s *Store) HoldBack(ctx context.Context, registry string, h HeldBackSpec, r
 		}
 		writes = 2
 		held := h
-		return tx.Create(s.changes().NewDoc(), s.pending(Change{Kind: kind, SpecID: cur.ID, Registry: registry, Name: cur.Name,
-			SpecJSON: cur.SpecJSON, Generation: cur.Generation, HeldBack: &held, Run: runID}))
+		return s.pend(tx, Change{Kind: kind, SpecID: cur.ID, Registry: registry, Name: cur.Name,
+			SpecJSON: cur.SpecJSON, Generation: cur.Generation, SpecCreatedAt: cur.CreatedAt, HeldBack: &held, Run: runID})
 	})
 	if err != nil {
 		return "", classify(err, "hold back a new version of spec %s", h.SpecID)

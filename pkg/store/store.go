@@ -1,5 +1,6 @@
 // Package store is specsync's Firestore storage: specs, instances,
-// registry status and the catalog revision. It is a concrete type tested
+// registry status, the catalog revision, the change feed and bootstrap
+// operations. It is a concrete type tested
 // against the Firestore emulator; every operation that must not race is a
 // transaction that re-reads what it depends on.
 //
@@ -7,9 +8,20 @@
 //
 //	specs/{id}          a spec, its owner, digest, state, instance count
 //	instances/{id}      a service instance: spec id, plan id (pins the spec)
+//	instances/{id}/bindings/{binding_id}
+//	                    a service binding of that instance (pins nothing)
+//	tombstones/{key}    what a deprovision or unbind left, for last_operation
 //	registries/{name}   status of a registry's last runs
 //	meta/catalog        the catalog revision (the last committed change)
 //	changes/{id}        the change feed (see Change)
+//	operations/{id}     a bootstrap operation (operations.go)
+//	meta/bootstrap      names the operation in progress
+//
+// It is the one package that reads and writes Firestore (the invariant
+// checker and test helpers aside): packages above it name no collection
+// and open no transaction. Where a write depends on rules of their own
+// (pkg/bootstrap's operations), they pass the decision in, and the store
+// runs it inside its transaction.
 package store
 
 import (
@@ -18,6 +30,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -40,12 +53,8 @@ type Ops struct {
 	Deletes atomic.Int64
 }
 
-// Counts is a snapshot of Ops.
-type Counts struct {
-	Reads   int64 `json:"reads" firestore:"reads"`
-	Writes  int64 `json:"writes" firestore:"writes"`
-	Deletes int64 `json:"deletes" firestore:"deletes"`
-}
+// Counts is a snapshot of Ops (the cost a run or a bootstrap reports).
+type Counts = api.Counts
 
 // Snapshot returns the current counts.
 func (o *Ops) Snapshot() Counts {
@@ -96,9 +105,14 @@ func (s *Store) WithOps(ops *Ops) *Store {
 	return &c
 }
 
-// Client exposes the underlying client for packages that add their own
-// collections (operations, leases) next to these.
-func (s *Store) Client() *firestore.Client { return s.client }
+// WithClock returns a store that stamps what it writes (marked_at,
+// created_at, a change's at, ...) with now instead of time.Now: tests use
+// it to stand in for function instances whose clocks disagree.
+func (s *Store) WithClock(now func() time.Time) *Store {
+	c := *s
+	c.now = now
+	return &c
+}
 
 func (s *Store) specs() *firestore.CollectionRef { return s.client.Collection(SpecsCollection) }
 func (s *Store) instances() *firestore.CollectionRef {
@@ -115,21 +129,29 @@ func isNotFound(err error) bool { return status.Code(err) == codes.NotFound }
 
 // Revision returns the catalog revision (0 before the first change).
 func (s *Store) Revision(ctx context.Context) (int64, error) {
+	rev, _, err := s.RevisionAt(ctx)
+	return rev, err
+}
+
+// RevisionAt is Revision with the read time of the snapshot it came from:
+// every change with a revision up to the one returned was committed by
+// then (ActiveSpecsAt reads the specs as of the same instant).
+func (s *Store) RevisionAt(ctx context.Context) (int64, time.Time, error) {
 	snap, err := s.client.Collection(MetaCollection).Doc(catalogDoc).Get(ctx)
 	s.ops.read(1)
 	if isNotFound(err) {
-		return 0, nil
+		return 0, snap.ReadTime, nil
 	}
 	if err != nil {
-		return 0, classify(err, "read catalog revision")
+		return 0, time.Time{}, classify(err, "read catalog revision")
 	}
 	var m struct {
 		Revision int64 `firestore:"revision"`
 	}
 	if err := snap.DataTo(&m); err != nil {
-		return 0, classify(err, "decode catalog revision")
+		return 0, time.Time{}, classify(err, "decode catalog revision")
 	}
-	return m.Revision, nil
+	return m.Revision, snap.ReadTime, nil
 }
 
 // Open connects to Firestore: the emulator when FIRESTORE_EMULATOR_HOST is

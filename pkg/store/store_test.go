@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/spec"
 	"github.com/specsync/specsync/pkg/store"
@@ -230,7 +231,7 @@ func TestChangesArePendingUntilCommitted(t *testing.T) {
 		if c.Revision != int64(i+1) || c.Pending() || !c.PendingAt.IsZero() || c.ExpiresAt.IsZero() {
 			t.Fatalf("change %d committed as %+v", i, c)
 		}
-		kinds = append(kinds, c.Kind+":"+c.Name)
+		kinds = append(kinds, string(c.Kind)+":"+c.Name)
 	}
 	if want := []string{"created:alpha", "created:beta", "marked:alpha"}; !slices.Equal(kinds, want) {
 		t.Fatalf("committed %v, want %v", kinds, want)
@@ -362,11 +363,11 @@ func TestHoldBack(t *testing.T) {
 		t.Fatalf("after hold while marked: %+v", rec)
 	}
 	cs := commit(t, st)
-	var kinds []string
+	var kinds []api.ChangeKind
 	for _, c := range cs {
-		kinds = append(kinds, c.Kind)
+		kinds = append(kinds, api.ChangeKind(c.Kind))
 	}
-	if want := []string{"created", "held_back", "marked", "unmarked"}; !slices.Equal(kinds, want) {
+	if want := []api.ChangeKind{api.ChangeCreated, api.ChangeHeldBack, api.ChangeMarked, api.ChangeUnmarked}; !slices.Equal(kinds, want) {
 		t.Fatalf("changes %v, want %v", kinds, want)
 	}
 	if last := cs[len(cs)-1]; !last.InCatalog() || last.HeldBack == nil {

@@ -60,17 +60,17 @@ var rows = []row{
 		"that entry's error is recorded against its spec, which keeps its last good version, active; the others are served; a first run creates the others only",
 		[]string{`^TestFaultMatrixOCIEntries/(one_manifest_404|one_config_blob_500)`}},
 	{"registry", "garbage base64 label, garbage YAML label, invalid spec, oversized label",
-		"invariant 2: last good version kept, not marked; error recorded on the spec and in the status; the spec heals with the same id",
+		"a broken entry keeps its last good version: kept, not marked; error recorded on the spec and in the status; the spec heals with the same id",
 		[]string{`^TestFaultMatrixOCIEntries/(garbage_base64|garbage_YAML|invalid_spec|oversized_label)`, `^TestScenarioBadLabelAmongMany$`}},
 	{"registry", "a tag that answers 404",
 		"the rule for \"no longer offered\": marked (hidden, same id), not deleted that run; unmarked when it returns",
 		[]string{`^TestFaultMatrixOCITagVanishes$`, `^TestScenarioVanishThenReturn$`}},
 	{"registry", "registry down on a later run; empty listing",
-		"invariant 1; the always-on empty-listing guard",
+		"an outage changes nothing; the always-on empty-listing guard",
 		[]string{`^TestScenarioRegistryDownOnSecondRun$`, `^TestScenarioEmptyListingGuard$`, `^TestE2EFailingRegistryKeepsItsSpecs$`}},
 	// Pub/Sub.
 	{"pubsub", "every message delivered three times, copies in reverse order; stale messages of a finished operation after the next one started",
-		"invariant 6: each registry counts once per operation; stale messages change nothing; the operations succeed",
+		"redelivery is harmless: each registry counts once per operation; stale messages change nothing; the operations succeed",
 		[]string{`^TestPubSubDuplicateAndOutOfOrderDeliveries$`, `^TestWorkerRedeliveryCountsOnce$`}},
 	{"pubsub", "redelivery while a crashed run's lease holds, and after it expired",
 		"retryable error (nack) while held, never a wait; the redelivery after expiry runs and reports",
@@ -86,14 +86,20 @@ var rows = []row{
 		[]string{`^TestWorkerOperationWaitsForItsCommit$`, `^TestOperationDeadlineAndRetention$`}},
 	// Concurrency.
 	{"concurrency", "ten bootstraps at once (HTTP)",
-		"invariant 7: one operation, its messages published once",
+		"bootstraps coalesce: one operation, its messages published once",
 		[]string{`^TestTenConcurrentBootstrapsOneOperation$`, `^TestConcurrentStartsCoalesce$`}},
 	{"concurrency", "two reconciles of one registry at once",
-		"invariant 7: they never interleave (one holds the lease, the other is busy)",
+		"reconciles of one registry never interleave (one holds the lease, the other is busy)",
 		[]string{`^TestScenarioConcurrentReconciles$`}},
 	{"concurrency", "60 provision-vs-mark-and-delete and 20 deprovision-vs-delete races at once",
-		"invariant 3: no instance of a deleted spec, no referenced spec deleted, counters exact (checker)",
+		"nothing in use is deleted: no instance of a deleted spec, no referenced spec deleted, counters exact (checker)",
 		[]string{`^TestRacesProvisionVersusDelete$`, `^TestScenarioProvisionRacesDelete$`, `^TestConcurrentProvisionAndDelete$`}},
+	{"concurrency", "a plan change (PATCH), a bind, and a bind against a deprovision, each racing mark-then-delete of the spec (18 races at once, through the broker)",
+		"a plan change lands while the spec is active (the per-plan pin moves with it) or is refused as marked, moving nothing; a marked spec's instance still takes a binding and the spec is kept, pinned by the instance alone; a bind racing a deprovision lands first (and is taken along) or finds no instance; the spec is deleted once its instance is gone, whatever bindings it had; no binding outlives its instance, counters exact (checker)",
+		[]string{`^TestRacesPatchAndBindVersusMarkAndDelete$`}},
+	{"concurrency", "a deprovision while the instance still has bindings (OSB leaves it to the broker); a binding of an instance whose spec is marked",
+		"the instance goes with its bindings in one transaction (writes of a bind order against it on the instance document); their last_operation then answers 410; bindings never pin: the spec is kept for its instance alone and deleted once it is gone",
+		[]string{`^TestDeprovisionWithBindings$`, `^TestDeprovisionTakesBindingsAlong$`, `^TestBindingsDoNotPinSpecs$`}},
 	{"concurrency", "100 registries of 100 specs reconciled at once, commit requests through the ordered push subscription",
 		"no reconcile run touches meta/catalog (every transaction watched on the wire: 0); the committer's meta/catalog transactions are never aborted, one commit at a time; the feed ends dense at revision 10,000",
 		[]string{`^TestHundredRegistriesAtOnceNeverContendOnTheCatalog$`}},
@@ -111,15 +117,28 @@ var rows = []row{
 	{"http", "fuzzed bodies, methods, paths, queries, headers (seed corpora)",
 		"never 5xx; every refusal an OSB error body; a refused bootstrap creates nothing; no answer holds the broker password; data consistent",
 		[]string{`^FuzzDecodeBody$`, `^FuzzBrokerRequest$`, `^FuzzBootstrapParams$`, `^FuzzParse`}},
-	{"http", "bad requests, oversized bodies, wrong credentials",
-		"400/413/401 with OSB bodies; no 4xx writes anything; a wrong credential learns nothing (auth before the version check)",
-		[]string{`^TestBadRequestsWriteNothing$`, `^TestProvisionBodyNearLimit$`, `^TestBrokerAuth$`, `^TestE2EBadInput$`}},
+	{"http", "bad requests, oversized bodies, wrong credentials; bad updates, binds and unbinds",
+		"400/409/410/413/422/401 with OSB bodies (OSB's status for each; updates say instance_usable and update_repeatable); no 4xx writes anything; a wrong credential learns nothing (auth before the version check)",
+		[]string{`^TestBadRequestsWriteNothing$`, `^TestBadUpdatesWriteNothing$`, `^TestBadBindingRequestsWriteNothing$`, `^TestProvisionBodyNearLimit$`, `^TestBrokerAuth$`, `^TestE2EBadInput$`}},
+	{"http", "a Content-Length of 4 MiB with no body sent; chunked garbage past the limit whose end never comes (a real TCP client against the local stack; provision, update, bind, bootstrap)",
+		"413 PayloadTooLarge before a byte of the body is read, and as soon as a chunked body crosses SPECSYNC_MAX_BODY_BYTES (never 400 MalformedJSON for a big non-JSON body); nothing written",
+		[]string{`^TestE2EBodyLimit$`, `^TestDecodeBodyLimit$`}},
 	{"http", "slow clients: headers that never end, a body that never arrives in full; oversized headers",
 		"the local server cuts them off (read-header and read timeouts) and answers 431 to oversized headers without running a handler",
 		[]string{`^TestSlowClientsAreCutOff$`}},
 	{"secrets", "canary secrets in registry credentials and broker settings",
-		"invariant 8: no canary in any Firestore document (every collection, field names, ids), message, log or response",
+		"secrets never travel: no canary in any Firestore document (every collection, field names, ids), message, log or response",
 		[]string{`^TestE2ESecretCanary$`, `^TestCheckerDetectsSeededViolations/secret`}},
+	// The catalog cache.
+	{"catalog", "changes a warm instance needs are gone (pruned by TTL) or written by older code (no spec_created_at)",
+		"the refresh renders in full instead; the body equals a full render; later refreshes apply changes again",
+		[]string{`^TestCacheFallsBackWhenChangesAreGone$`, `^TestCacheFallsBackOnChangesFromOlderCode$`}},
+	{"catalog", "changes of one spec numbered out of write order (an id freed by one registry and taken by another, committed in the other order; a commit's batches), full renders over pending changes, random sequences",
+		"the cache serves the state written last and never one older than it served; once all is committed its body is a full render's, byte for byte",
+		[]string{`^TestCacheOneIDAcrossRegistries$`, `^TestCacheNeverGoesBack$`, `^TestCacheRenderSawPendingChanges$`, `^TestCacheMatchesFullRender/`}},
+	{"catalog", "a revision read held in flight while a change commits; many requests during refreshes and writes",
+		"a Cache-Control: no-cache request never gets an answer read before it arrived; such requests share the next read; race-free",
+		[]string{`^TestCacheFreshSeesEveryEarlierCommit$`, `^TestCacheConcurrentRefreshes$`, `^TestCatalogNoCache$`}},
 	// Load.
 	{"load", "200 concurrent catalog clients for 30 s, 100 services (loopback)",
 		"zero errors; p50/p99/rps and Firestore reads per request reported below",
@@ -148,7 +167,12 @@ type result struct {
 
 func main() {
 	out := flag.String("o", "docs/RELIABILITY.md", "markdown file to write")
+	runPattern := flag.Bool("run-pattern", false, "print the go test -run pattern that selects every test the rows name, and exit")
 	flag.Parse()
+	if *runPattern {
+		fmt.Println(runFilter(rows))
+		return
+	}
 	var inputs []io.Reader
 	for _, p := range flag.Args() {
 		f, err := os.Open(p)
@@ -200,40 +224,49 @@ func main() {
 	fmt.Fprintf(&b, "result of the last run. Generated by `make reliability` (the tests with\n")
 	fmt.Fprintf(&b, "`-json`, then `go run ./scripts/reliability`); do not edit by hand.\n\n")
 	fmt.Fprintf(&b, "Every scenario ends with the invariant checker (`pkg/invariant`), which\n")
-	fmt.Fprintf(&b, "reads the whole Firestore project and checks every invariant of the design\n")
-	fmt.Fprintf(&b, "that can be seen in the data (instances → specs, counters, ids, states,\n")
-	fmt.Fprintf(&b, "change-feed density and truth, operations, secret canaries).\n\n")
+	fmt.Fprintf(&b, "reads the whole Firestore project and checks every guarantee of the design\n")
+	fmt.Fprintf(&b, "([design.md](design.md#guarantees)) that can be seen in the data (instances\n")
+	fmt.Fprintf(&b, "→ specs, counters, ids, states, change-feed density and truth, operations,\n")
+	fmt.Fprintf(&b, "secret canaries). `make reliability` runs exactly the tests the rows name\n")
+	fmt.Fprintf(&b, "(`go run ./scripts/reliability -run-pattern`), and a row whose test\n")
+	fmt.Fprintf(&b, "pattern matches no test fails the run, so a renamed test cannot drop out.\n\n")
 	fmt.Fprintf(&b, "Last run: %s, %s, %s/%s, %d CPUs (%s), emulators: Firestore and Pub/Sub from google-cloud-cli.\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), cpuModel())
 	fmt.Fprintf(&b, "| area | fault | what must happen | tests | last run |\n|---|---|---|---|---|\n")
 	failed := 0
 	for _, r := range rows {
-		var names []string
+		var names, unmatched []string
 		pass, fails, skips := 0, 0, 0
-		for _, key := range sortedKeys(results) {
-			res := results[key]
-			for _, pat := range r.tests {
-				if regexp.MustCompile(pat).MatchString(res.test) {
-					switch res.action {
-					case "pass":
-						pass++
-					case "fail":
-						fails++
-					default:
-						skips++
-					}
-					top := strings.SplitN(res.test, "/", 2)[0]
-					if len(names) == 0 || names[len(names)-1] != top {
-						names = appendUnique(names, top)
-					}
-					break
+		for _, pat := range r.tests {
+			re := regexp.MustCompile(pat)
+			matched := false
+			for _, key := range sortedKeys(results) {
+				res := results[key]
+				if !re.MatchString(res.test) {
+					continue
 				}
+				matched = true
+				switch res.action {
+				case "pass":
+					pass++
+				case "fail":
+					fails++
+				default:
+					skips++
+				}
+				names = appendUnique(names, strings.SplitN(res.test, "/", 2)[0])
+			}
+			if !matched {
+				unmatched = append(unmatched, "`"+pat+"`")
 			}
 		}
+		sort.Strings(names)
 		status := ""
 		switch {
-		case pass+fails+skips == 0:
-			status = "**not run**"
+		case len(unmatched) > 0:
+			// A renamed or deleted test must not leave a row passing on
+			// what is left of it.
+			status = fmt.Sprintf("**not run**: no test matches %s", strings.Join(unmatched, ", "))
 			failed++
 		case fails > 0 || skips > 0:
 			status = fmt.Sprintf("**FAIL** (%d passed, %d failed, %d skipped)", pass, fails, skips)
@@ -266,6 +299,41 @@ func main() {
 	if failed > 0 {
 		os.Exit(1)
 	}
+}
+
+// runFilter is the go test -run pattern that selects, at the top level,
+// every test a row names. go test splits -run at slashes into one pattern
+// per level of subtests, so each row pattern contributes only its first
+// level (all of that test's subtests run; the rows pick theirs).
+func runFilter(rs []row) string {
+	var tops []string
+	for _, r := range rs {
+		for _, pat := range r.tests {
+			tops = appendUnique(tops, topLevel(pat))
+		}
+	}
+	sort.Strings(tops)
+	return "^(" + strings.Join(tops, "|") + ")"
+}
+
+// topLevel is the part of a test pattern before its first slash outside
+// brackets and parentheses, without the leading anchor.
+func topLevel(pat string) string {
+	depth := 0
+	for i, c := range pat {
+		switch c {
+		case '(', '[':
+			depth++
+		case ')', ']':
+			depth--
+		case '/':
+			if depth == 0 {
+				pat = pat[:i]
+				return strings.TrimPrefix(pat, "^")
+			}
+		}
+	}
+	return strings.TrimPrefix(pat, "^")
 }
 
 func appendUnique(xs []string, x string) []string {

@@ -10,8 +10,8 @@ import (
 	"github.com/specsync/specsync/pkg/store"
 )
 
-func cmdLocalCatalog(ctx context.Context, args []string, stdout, _ io.Writer) error {
-	fs := flag.NewFlagSet("local catalog", flag.ContinueOnError)
+func cmdCatalog(ctx context.Context, args []string, stdout, _ io.Writer) error {
+	fs := flag.NewFlagSet("catalog", flag.ContinueOnError)
 	var common commonFlags
 	common.register(fs)
 	if err := parseFlags(fs, args); err != nil {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/specsync/specsync/emulator/stack"
+	"github.com/specsync/specsync/pkg/api"
+	"github.com/specsync/specsync/pkg/catalog"
 	"github.com/specsync/specsync/pkg/logging"
 )
 
@@ -112,7 +114,7 @@ func (c *demoClient) bootstrap(ctx context.Context) error {
 	if resp.StatusCode != http.StatusAccepted {
 		return fmt.Errorf("POST /bootstrap: %d %s", resp.StatusCode, body)
 	}
-	var start struct{ Operation string }
+	var start api.BootstrapAccepted
 	if err := json.Unmarshal(body, &start); err != nil {
 		return err
 	}
@@ -123,22 +125,12 @@ func (c *demoClient) bootstrap(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		var op struct {
-			State       string `json:"state"`
-			Description string `json:"description"`
-			Registries  map[string]struct {
-				State     string                      `json:"state"`
-				Result    string                      `json:"result"`
-				Error     string                      `json:"error"`
-				Counts    map[string]int              `json:"counts"`
-				Firestore struct{ Reads, Writes int } `json:"firestore"`
-			} `json:"registries"`
-		}
+		var op api.LastOperation
 		if err := json.Unmarshal(body, &op); err != nil {
 			return fmt.Errorf("last_operation: %d %s", resp.StatusCode, body)
 		}
 		fmt.Fprintf(c.out, "   last_operation: %s (%s)\n", op.State, op.Description)
-		if op.State != "in progress" {
+		if op.State != api.InProgress {
 			names := make([]string, 0, len(op.Registries))
 			for n := range op.Registries {
 				names = append(names, n)
@@ -147,12 +139,12 @@ func (c *demoClient) bootstrap(ctx context.Context) error {
 			for _, n := range names {
 				r := op.Registries[n]
 				fmt.Fprintf(c.out, "   registry %s: %s; created %d, updated %d, unchanged %d, marked %d, deleted %d, entry errors %d; firestore %d reads, %d writes\n",
-					n, r.Result, r.Counts["created"], r.Counts["updated"], r.Counts["unchanged"], r.Counts["marked"], r.Counts["deleted"], r.Counts["entry_errors"], r.Firestore.Reads, r.Firestore.Writes)
+					n, r.Result, r.Counts.Created, r.Counts.Updated, r.Counts.Unchanged, r.Counts.Marked, r.Counts.Deleted, r.Counts.EntryErrors, r.Firestore.Reads, r.Firestore.Writes)
 				if r.Error != "" {
 					fmt.Fprintf(c.out, "     error: %s\n", r.Error)
 				}
 			}
-			if op.State != "succeeded" {
+			if op.State != api.Succeeded {
 				return fmt.Errorf("bootstrap %s", op.State)
 			}
 			return nil
@@ -172,17 +164,7 @@ func (c *demoClient) catalog(ctx context.Context) (string, error) {
 	if resp.StatusCode != http.StatusOK {
 		return "", fmt.Errorf("GET /v2/catalog: %d %s", resp.StatusCode, body)
 	}
-	var cat struct {
-		Services []struct {
-			Name     string         `json:"name"`
-			ID       string         `json:"id"`
-			Metadata map[string]any `json:"metadata"`
-			Plans    []struct {
-				Name    string          `json:"name"`
-				Schemas json.RawMessage `json:"schemas"`
-			} `json:"plans"`
-		} `json:"services"`
-	}
+	var cat catalog.Catalog
 	if err := json.Unmarshal(body, &cat); err != nil {
 		return "", err
 	}
@@ -191,7 +173,7 @@ func (c *demoClient) catalog(ctx context.Context) (string, error) {
 		plans := make([]string, len(svc.Plans))
 		for i, p := range svc.Plans {
 			plans[i] = p.Name
-			if len(p.Schemas) > 0 {
+			if p.Schemas != nil {
 				plans[i] += "*"
 			}
 		}
@@ -215,22 +197,13 @@ func (c *demoClient) changes(ctx context.Context) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("GET /v2/catalog/changes: %d %s", resp.StatusCode, body)
 	}
-	var page struct {
-		Changes []struct {
-			Revision int64           `json:"revision"`
-			Kind     string          `json:"kind"`
-			Name     string          `json:"name"`
-			Registry string          `json:"registry"`
-			Service  json.RawMessage `json:"service"`
-		} `json:"changes"`
-		Next int64 `json:"next"`
-	}
+	var page api.ChangePage
 	if err := json.Unmarshal(body, &page); err != nil {
 		return err
 	}
 	for _, ch := range page.Changes {
-		fmt.Fprintf(c.out, "   revision %-3d %-9s %-16s (registry %s, carries the service: %v)\n", ch.Revision, ch.Kind, ch.Name, ch.Registry, len(ch.Service) > 0)
+		fmt.Fprintf(c.out, "   revision %-3d %-9s %-16s (registry %s, carries the service: %v)\n", ch.Revision, ch.Kind, ch.Name, ch.Registry, ch.Service != nil)
 	}
-	fmt.Fprintf(c.out, "   next: GET /v2/catalog/changes?since=%d&wait=30s (X-Catalog-Revision %s)\n", page.Next, resp.Header.Get("X-Catalog-Revision"))
+	fmt.Fprintf(c.out, "   next: GET /v2/catalog/changes?since=%d&wait=30s (%s %s)\n", page.Next, api.RevisionHeader, resp.Header.Get(api.RevisionHeader))
 	return nil
 }

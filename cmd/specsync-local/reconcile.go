@@ -7,14 +7,14 @@ import (
 	"io"
 	"strings"
 
-	"github.com/specsync/specsync/pkg/config"
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/logging"
 	"github.com/specsync/specsync/pkg/reconcile"
 	"github.com/specsync/specsync/pkg/store"
 )
 
 func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("local reconcile", flag.ContinueOnError)
+	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
 	var common commonFlags
 	common.register(fs)
 	configPath := fs.String("config", envOr("SPECSYNC_REGISTRIES", "registries.yaml"), "registries file (env SPECSYNC_REGISTRIES)")
@@ -22,7 +22,7 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, err := config.Load(*configPath)
+	regs, err := reconcile.LoadRegistries(*configPath)
 	if err != nil {
 		return err
 	}
@@ -34,7 +34,7 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	log := logging.New(stderr, common.logLevel)
 	runner := &reconcile.Runner{Store: st, Logger: log}
 	committer := &reconcile.Committer{Store: st, Logger: log}
-	return reconcileAll(ctx, runner, committer, cfg, *only, stdout)
+	return reconcileAll(ctx, runner, committer, regs, *only, stdout)
 }
 
 // reconcileAll runs every registry (or only one) and prints a summary per
@@ -43,14 +43,13 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 // deployment's would after their commit requests) and prints the catalog
 // revision. It fails if any run did not succeed, after running them all
 // and committing.
-func reconcileAll(ctx context.Context, runner *reconcile.Runner, committer *reconcile.Committer, cfg *config.Config, only string, stdout io.Writer) error {
-	regs := cfg.Registries
+func reconcileAll(ctx context.Context, runner *reconcile.Runner, committer *reconcile.Committer, regs reconcile.Registries, only string, stdout io.Writer) error {
 	if only != "" {
-		r, ok := cfg.Lookup(only)
+		r, ok := regs.Lookup(only)
 		if !ok {
-			return fmt.Errorf("registry %q is not in the registries file (it has %s)", only, strings.Join(cfg.Names(), ", "))
+			return fmt.Errorf("registry %q is not in the registries file (it has %s)", only, strings.Join(regs.Names(), ", "))
 		}
-		regs = []reconcile.Registry{r}
+		regs = reconcile.Registries{r}
 	}
 	var failed []string
 	for _, reg := range regs {
@@ -59,7 +58,7 @@ func reconcileAll(ctx context.Context, runner *reconcile.Runner, committer *reco
 		switch {
 		case err != nil:
 			failed = append(failed, fmt.Sprintf("%s: %v", reg.Name, err))
-		case run.Result != reconcile.ResultSucceeded && run.Result != reconcile.ResultUnchanged:
+		case !api.RunResult(run.Result).OK():
 			failed = append(failed, fmt.Sprintf("%s: %s", reg.Name, run.Result))
 		}
 	}
@@ -77,7 +76,7 @@ func reconcileAll(ctx context.Context, runner *reconcile.Runner, committer *reco
 func printRun(w io.Writer, name string, run store.Run) {
 	c := run.Counts
 	fmt.Fprintf(w, "registry %s: %s in %dms\n", name, run.Result, run.DurationMS)
-	if run.Result != reconcile.ResultUnchanged {
+	if api.RunResult(run.Result) != api.ResultUnchanged {
 		fmt.Fprintf(w, "  specs: %d created, %d updated, %d unchanged, %d unmarked, %d repaired, %d marked, %d deleted, %d kept (referenced), %d entry errors, %d conflicts\n",
 			c.Created, c.Updated, c.Unchanged, c.Unmarked, c.Repaired, c.Marked, c.Deleted, c.Kept, c.EntryErrors, c.Conflicts)
 	}

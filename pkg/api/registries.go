@@ -1,0 +1,91 @@
+package api
+
+import "time"
+
+// A registry's status: a registries/{name} document, and an entry of the
+// catalog function's GET /registries.
+
+// RegistryList is the body of GET /registries, in name order.
+type RegistryList struct {
+	Registries []RegistryStatus `json:"registries"`
+}
+
+// RegistryStatus is the status of a registry's last runs.
+type RegistryStatus struct {
+	Name string `json:"name" firestore:"name"`
+	// ListingDigest and ETag are those of the last successful run; a fetch
+	// that yields the same digest needs no further work.
+	ListingDigest string    `json:"listing_digest,omitempty" firestore:"listing_digest"`
+	ETag          string    `json:"etag,omitempty" firestore:"etag"`
+	LastSuccessAt time.Time `json:"last_success_at,omitempty" firestore:"last_success_at"`
+	// Marked is how many of its specs were marked after the last run; while
+	// any are, an unchanged listing still checks whether they can go.
+	Marked  int `json:"marked" firestore:"marked"`
+	LastRun Run `json:"last_run" firestore:"last_run"`
+	// ContestedBy is written by other registries: registry name -> spec ids
+	// it offers that this registry owns.
+	ContestedBy map[string][]string `json:"contested_by,omitempty" firestore:"contested_by,omitempty"`
+	// Lease is set while a run holds the registry, and left behind by a
+	// run that died (until the next run takes it over).
+	Lease *Lease `json:"lease,omitempty" firestore:"lease,omitempty"`
+}
+
+// Run is the record of one reconcile run of a registry.
+type Run struct {
+	ID          string         `json:"id" firestore:"id"`
+	Result      RunResult      `json:"result" firestore:"result"`
+	Error       string         `json:"error,omitempty" firestore:"error,omitempty"`
+	Guard       string         `json:"guard,omitempty" firestore:"guard,omitempty"`
+	StartedAt   time.Time      `json:"started_at" firestore:"started_at"`
+	FinishedAt  time.Time      `json:"finished_at" firestore:"finished_at"`
+	DurationMS  int64          `json:"duration_ms" firestore:"duration_ms"`
+	Counts      RunCounts      `json:"counts" firestore:"counts"`
+	Ops         Counts         `json:"firestore" firestore:"firestore"`
+	Errors      []EntryError   `json:"errors,omitempty" firestore:"errors"`
+	ErrorsTotal int            `json:"errors_total" firestore:"errors_total"`
+	Kept        []KeptSpec     `json:"kept,omitempty" firestore:"kept"`
+	Conflicts   []SpecConflict `json:"conflicts,omitempty" firestore:"conflicts"`
+	HeldBack    []HeldBackSpec `json:"held_back,omitempty" firestore:"held_back"`
+	// Planned is set by dry runs only (which record no run).
+	Planned []PlannedChange `json:"planned,omitempty" firestore:"planned,omitempty"`
+}
+
+// EntryError is one registry entry that failed to parse or validate.
+type EntryError struct {
+	Entry   string `json:"entry" firestore:"entry"`
+	Ref     string `json:"ref,omitempty" firestore:"ref,omitempty"`
+	SpecID  string `json:"spec_id,omitempty" firestore:"spec_id,omitempty"`
+	Message string `json:"message" firestore:"message"`
+}
+
+// KeptSpec is a marked spec kept because instances still use it.
+type KeptSpec struct {
+	SpecID    string `json:"spec_id" firestore:"spec_id"`
+	Name      string `json:"name" firestore:"name"`
+	Instances int64  `json:"instances" firestore:"instances"`
+}
+
+// SpecConflict is a spec id a registry offers that another owns.
+type SpecConflict struct {
+	SpecID string `json:"spec_id" firestore:"spec_id"`
+	Entry  string `json:"entry" firestore:"entry"`
+	Owner  string `json:"owner" firestore:"owner"`
+}
+
+// HeldBackSpec is a new version not adopted because instances would be
+// stranded; the last good version keeps serving.
+type HeldBackSpec struct {
+	SpecID   string   `json:"spec_id" firestore:"spec_id"`
+	Name     string   `json:"name" firestore:"name"`
+	Digest   string   `json:"digest" firestore:"digest"` // of the held-back version
+	Blockers []string `json:"blockers" firestore:"blockers"`
+	// Instances are the ids of instances the version would strand (at
+	// most store.MaxBlockingInstances; Blockers has the full counts).
+	Instances []string `json:"instances,omitempty" firestore:"instances,omitempty"`
+}
+
+// Lease is the one-reconcile-at-a-time lock of a registry.
+type Lease struct {
+	Holder    string    `json:"holder" firestore:"holder"`
+	ExpiresAt time.Time `json:"expires_at" firestore:"expires_at"`
+}

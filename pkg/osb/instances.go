@@ -1,0 +1,362 @@
+package osb
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"regexp"
+	"time"
+
+	"github.com/specsync/specsync/pkg/api"
+	"github.com/specsync/specsync/pkg/failure"
+	"github.com/specsync/specsync/pkg/store"
+)
+
+// The instance endpoints. Every operation is synchronous: it is complete
+// when it answers (201/200), so accepts_incomplete is accepted and
+// ignored, no operation id is ever returned, and last_operation reports
+// the operation that already finished.
+
+var ociPlatform = regexp.MustCompile(`^[a-z0-9]+/[a-z0-9_]+(/[a-z0-9]+)?$`)
+
+// resourceID is what an instance or binding id may be: OSB recommends the
+// RFC 3986 unreserved characters; ids name Firestore documents.
+var resourceID = regexp.MustCompile(`^[A-Za-z0-9._~-]{1,255}$`)
+
+// pathID reads the path value name (what: "instance", "binding"), writing
+// a 400 when it is not a valid id.
+func pathID(w http.ResponseWriter, r *http.Request, name, what string) (string, bool) {
+	id := r.PathValue(name)
+	if !resourceID.MatchString(id) {
+		WriteError(w, http.StatusBadRequest, "BadRequest", "%s id %q must be 1-255 letters, digits or . _ ~ -", what, id)
+		return "", false
+	}
+	return id, true
+}
+
+func validInstanceID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	return pathID(w, r, "id", "instance")
+}
+
+// maintenanceInfo is OSB's maintenance_info as a request carries it: only
+// the version counts.
+type maintenanceInfo struct {
+	Version string `json:"version"`
+}
+
+// version is the version a request asked for ("" when it named none),
+// writing a 400 for a maintenance_info without one.
+func (m *maintenanceInfo) version(w http.ResponseWriter) (string, bool) {
+	if m == nil {
+		return "", true
+	}
+	if m.Version == "" {
+		WriteError(w, http.StatusBadRequest, "BadRequest", "maintenance_info.version is required when maintenance_info is given")
+		return "", false
+	}
+	return m.Version, true
+}
+
+// present reports whether a raw JSON field was given a value.
+func present(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
+
+// decodeObject decodes a field that must be a JSON object (OSB's context,
+// parameters), writing a 400 otherwise; an absent or null field is nil.
+func decodeObject(w http.ResponseWriter, raw json.RawMessage, field string) (map[string]any, bool) {
+	if !present(raw) {
+		return nil, true
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		WriteError(w, http.StatusBadRequest, "BadRequest", "%s must be a JSON object", field)
+		return nil, false
+	}
+	return m, true
+}
+
+// decodeContext decodes OSB's context and specsync's extension
+// context.oci_platform. OSB's context.platform names the platform kind
+// (kubernetes, cloudfoundry); the OCI platform an instance runs on is
+// os/arch[/variant].
+func decodeContext(w http.ResponseWriter, raw json.RawMessage) (map[string]any, string, bool) {
+	ctx, ok := decodeObject(w, raw, "context")
+	if !ok {
+		return nil, "", false
+	}
+	platform, _ := ctx["oci_platform"].(string)
+	if platform != "" && !ociPlatform.MatchString(platform) {
+		WriteError(w, http.StatusBadRequest, "BadRequest", "context.oci_platform %q is not os/arch[/variant]", platform)
+		return nil, "", false
+	}
+	return ctx, platform, true
+}
+
+// provisionRequest is the part of OSB's provision body specsync records.
+type provisionRequest struct {
+	ServiceID  string          `json:"service_id"`
+	PlanID     string          `json:"plan_id"`
+	Context    json.RawMessage `json:"context,omitempty"`
+	Parameters json.RawMessage `json:"parameters,omitempty"`
+	// The plan's maintenance_info the platform saw in the catalog.
+	MaintenanceInfo *maintenanceInfo `json:"maintenance_info,omitempty"`
+	// Deprecated OSB fields, accepted and ignored.
+	OrganizationGUID string `json:"organization_guid,omitempty"`
+	SpaceGUID        string `json:"space_guid,omitempty"`
+}
+
+func (b *Broker) putInstance(w http.ResponseWriter, r *http.Request) {
+	id, ok := validInstanceID(w, r)
+	if !ok {
+		return
+	}
+	var req provisionRequest
+	if !DecodeBody(w, r, b.cfg.MaxBodyBytes, &req) {
+		return
+	}
+	if req.ServiceID == "" || req.PlanID == "" {
+		WriteError(w, http.StatusBadRequest, "BadRequest", "service_id and plan_id are required")
+		return
+	}
+	ctxMap, platform, ok := decodeContext(w, req.Context)
+	if !ok {
+		return
+	}
+	// Parameters are checked to be an object and never recorded: they may
+	// hold secrets (display_type password), and this broker provisions
+	// nothing that would use them.
+	if _, ok := decodeObject(w, req.Parameters, "parameters"); !ok {
+		return
+	}
+	version, ok := req.MaintenanceInfo.version(w)
+	if !ok {
+		return
+	}
+	inst := store.Instance{ID: id, SpecID: req.ServiceID, PlanID: req.PlanID, Platform: platform, Context: ctxMap, MaintenanceVersion: version}
+	res, err := b.store.CreateInstance(r.Context(), inst)
+	switch {
+	case errors.Is(err, store.ErrMaintenanceInfo):
+		WriteError(w, http.StatusUnprocessableEntity, "MaintenanceInfoConflict", "%s; read the catalog again", err)
+	case err == nil && res.Existed:
+		WriteJSON(w, http.StatusOK, struct{}{})
+	case err == nil:
+		WriteJSON(w, http.StatusCreated, struct{}{})
+	case failure.Is(err, failure.NotFound), failure.Is(err, failure.Invalid):
+		// OSB: a service or plan the catalog does not offer (unknown, or
+		// marked for deletion) is a bad request. Contention (Precondition)
+		// falls through to a retryable 422.
+		WriteError(w, http.StatusBadRequest, "BadRequest", "%s", err)
+	default:
+		WriteFailure(w, err)
+	}
+}
+
+// instanceResponse is OSB's fetched instance.
+type instanceResponse struct {
+	ServiceID string `json:"service_id"`
+	PlanID    string `json:"plan_id"`
+	// The maintenance_info version of the spec version the instance is on
+	// (absent on records from before it was kept).
+	MaintenanceInfo *maintenanceInfo `json:"maintenance_info,omitempty"`
+}
+
+func (b *Broker) getInstance(w http.ResponseWriter, r *http.Request) {
+	id, ok := validInstanceID(w, r)
+	if !ok {
+		return
+	}
+	inst, err := b.store.GetInstance(r.Context(), id)
+	if err != nil {
+		WriteFailure(w, err)
+		return
+	}
+	resp := instanceResponse{ServiceID: inst.SpecID, PlanID: inst.PlanID}
+	if inst.MaintenanceVersion != "" {
+		resp.MaintenanceInfo = &maintenanceInfo{Version: inst.MaintenanceVersion}
+	}
+	WriteJSON(w, http.StatusOK, resp)
+}
+
+// updateRequest is OSB's update (PATCH) body.
+type updateRequest struct {
+	ServiceID string `json:"service_id"`
+	// PlanID, when present, is the plan to move to.
+	PlanID          string           `json:"plan_id,omitempty"`
+	Context         json.RawMessage  `json:"context,omitempty"`
+	Parameters      json.RawMessage  `json:"parameters,omitempty"`
+	MaintenanceInfo *maintenanceInfo `json:"maintenance_info,omitempty"`
+	PreviousValues  *struct {
+		ServiceID string `json:"service_id,omitempty"`
+		PlanID    string `json:"plan_id,omitempty"`
+		// organization_id, space_id and maintenance_info are informative
+		// (deprecated or the platform's own record): ignored.
+	} `json:"previous_values,omitempty"`
+}
+
+// updateError is an OSB error of a failed update: the instance stays
+// usable (a refused update changes nothing), and repeatable says whether
+// the same request may succeed later.
+func updateError(w http.ResponseWriter, status int, code string, repeatable bool, err error) {
+	usable := true
+	WriteJSON(w, status, api.ErrorBody{Error: code, Description: err.Error(), InstanceUsable: &usable, UpdateRepeatable: &repeatable})
+}
+
+// patchInstance is OSB's update: a plan change, new parameters, a
+// maintenance upgrade, a context update, any of them together. It answers
+// 200 {} when the changes were applied or had no effect.
+func (b *Broker) patchInstance(w http.ResponseWriter, r *http.Request) {
+	id, ok := validInstanceID(w, r)
+	if !ok {
+		return
+	}
+	var req updateRequest
+	if !DecodeBody(w, r, b.cfg.MaxBodyBytes, &req) {
+		return
+	}
+	if req.ServiceID == "" {
+		WriteError(w, http.StatusBadRequest, "BadRequest", "service_id is required")
+		return
+	}
+	u := store.InstanceUpdate{ID: id, ServiceID: req.ServiceID, PlanID: req.PlanID}
+	if pv := req.PreviousValues; pv != nil {
+		if pv.ServiceID != "" && pv.ServiceID != req.ServiceID {
+			WriteError(w, http.StatusBadRequest, "BadRequest", "previous_values.service_id %s is not service_id %s: an instance never changes service", pv.ServiceID, req.ServiceID)
+			return
+		}
+		u.PreviousPlanID = pv.PlanID
+	}
+	if u.Context, u.Platform, ok = decodeContext(w, req.Context); !ok {
+		return
+	}
+	// Parameters are not recorded (see putInstance): a parameters-only
+	// update has no effect on the bookkeeping, and answers 200.
+	if _, ok := decodeObject(w, req.Parameters, "parameters"); !ok {
+		return
+	}
+	if u.MaintenanceVersion, ok = req.MaintenanceInfo.version(w); !ok {
+		return
+	}
+	res, err := b.store.UpdateInstance(r.Context(), u)
+	switch {
+	case err == nil:
+		if res.Changed {
+			b.cfg.Logger.Info("instance updated", "instance", id, "service", res.Instance.SpecID, "plan", res.Instance.PlanID,
+				"previous_plan", res.Instance.PreviousPlanID, "maintenance_version", res.Instance.MaintenanceVersion)
+		}
+		WriteJSON(w, http.StatusOK, struct{}{})
+	case errors.Is(err, store.ErrNoInstance):
+		// OSB defines no 404 for an update: the route's instance_id "MUST
+		// be the ID of a previously provisioned Service Instance".
+		updateError(w, http.StatusBadRequest, "InstanceNotFound", false, err)
+	case errors.Is(err, store.ErrMaintenanceInfo):
+		updateError(w, http.StatusUnprocessableEntity, "MaintenanceInfoConflict", false, err)
+	case errors.Is(err, store.ErrPlanChange):
+		// The catalog told the platform it must not ask (plan_updateable
+		// false, or a plan updates_to does not list): a bad request.
+		updateError(w, http.StatusBadRequest, "PlanChangeNotSupported", false, err)
+	case failure.Is(err, failure.NotFound), failure.Is(err, failure.Invalid):
+		updateError(w, http.StatusBadRequest, "BadRequest", false, err)
+	case failure.Is(err, failure.Precondition):
+		updateError(w, http.StatusUnprocessableEntity, "ConcurrencyError", true, err)
+	default:
+		WriteFailure(w, err)
+	}
+}
+
+func (b *Broker) deleteInstance(w http.ResponseWriter, r *http.Request) {
+	id, ok := validInstanceID(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	serviceID, planID := q.Get("service_id"), q.Get("plan_id")
+	if serviceID == "" || planID == "" {
+		WriteError(w, http.StatusBadRequest, "BadRequest", "service_id and plan_id query parameters are required")
+		return
+	}
+	inst, err := b.store.GetInstance(r.Context(), id)
+	if err == nil && (inst.SpecID != serviceID || inst.PlanID != planID) {
+		WriteError(w, http.StatusBadRequest, "BadRequest", "instance %s is of service %s plan %s, not service %s plan %s", id, inst.SpecID, inst.PlanID, serviceID, planID)
+		return
+	}
+	if err == nil {
+		inst, err = b.store.DeleteInstance(r.Context(), id)
+	}
+	switch {
+	case failure.Is(err, failure.NotFound):
+		WriteJSON(w, http.StatusGone, struct{}{})
+	case err != nil:
+		WriteFailure(w, err)
+	default:
+		if inst.Bindings > 0 {
+			// OSB has platforms unbind first; one that did not lost nothing
+			// here, but an operator may want to know which platform does.
+			b.cfg.Logger.Warn("deprovisioned an instance that still had bindings; they were deleted with it", "instance", id, "bindings", inst.Bindings)
+		}
+		WriteJSON(w, http.StatusOK, struct{}{})
+	}
+}
+
+// noOperation writes a 400 when the request names an operation: this
+// broker never returns one, so whatever the platform holds is not ours.
+func noOperation(w http.ResponseWriter, r *http.Request) bool {
+	if _, ok := r.URL.Query()["operation"]; ok {
+		WriteError(w, http.StatusBadRequest, "BadRequest", "unknown operation %q: this broker completes every request before it answers and never returns an operation; poll without one", r.URL.Query().Get("operation"))
+		return true
+	}
+	return false
+}
+
+// deleted answers a last_operation poll of an instance or binding that does
+// not exist: 410 when a tombstone says it was deleted (OSB: a polled
+// delete has succeeded), 404 when it never existed (or its tombstone
+// expired).
+func (b *Broker) deleted(w http.ResponseWriter, r *http.Request, instanceID, bindingID, what string) {
+	t, err := b.store.Gone(r.Context(), instanceID, bindingID)
+	if err != nil {
+		WriteFailure(w, err)
+		return
+	}
+	if t == nil {
+		WriteError(w, http.StatusNotFound, "NotFound", "%s does not exist", what)
+		return
+	}
+	cause := "deprovisioned"
+	if t.Kind == store.TombstoneBinding {
+		cause = "unbound"
+	}
+	WriteError(w, http.StatusGone, "Gone", "%s was %s at %s", what, cause, t.DeletedAt.Format(time.RFC3339))
+}
+
+// instanceLastOperation answers a platform that polls an instance: its
+// last operation (provision or update) finished before it was answered.
+// service_id, when given, must be the instance's; plan_id its plan or, as
+// OSB has platforms poll after a plan change, the plan before it.
+func (b *Broker) instanceLastOperation(w http.ResponseWriter, r *http.Request) {
+	id, ok := validInstanceID(w, r)
+	if !ok || noOperation(w, r) {
+		return
+	}
+	inst, err := b.store.GetInstance(r.Context(), id)
+	if failure.Is(err, failure.NotFound) {
+		b.deleted(w, r, id, "", "instance "+id)
+		return
+	}
+	if err != nil {
+		WriteFailure(w, err)
+		return
+	}
+	q := r.URL.Query()
+	if s := q.Get("service_id"); s != "" && s != inst.SpecID {
+		WriteError(w, http.StatusBadRequest, "BadRequest", "instance %s is of service %s, not %s", id, inst.SpecID, s)
+		return
+	}
+	if p := q.Get("plan_id"); p != "" && p != inst.PlanID && p != inst.PreviousPlanID {
+		WriteError(w, http.StatusBadRequest, "BadRequest", "instance %s is on plan %s, not %s", id, inst.PlanID, p)
+		return
+	}
+	desc := "instance " + id + " was provisioned at " + inst.CreatedAt.UTC().Format(time.RFC3339)
+	if !inst.UpdatedAt.IsZero() {
+		desc = "instance " + id + " was updated at " + inst.UpdatedAt.UTC().Format(time.RFC3339)
+	}
+	WriteJSON(w, http.StatusOK, api.OSBLastOperation{State: api.Succeeded, Description: desc})
+}

@@ -1,0 +1,479 @@
+package osb_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/specsync/specsync/pkg/api"
+	"github.com/specsync/specsync/pkg/invariant"
+	"github.com/specsync/specsync/pkg/osb"
+	"github.com/specsync/specsync/pkg/spec"
+	"github.com/specsync/specsync/pkg/store"
+)
+
+func patchBody(serviceID, planID, extra string) string {
+	b := fmt.Sprintf(`{"service_id":%q`, serviceID)
+	if planID != "" {
+		b += fmt.Sprintf(`,"plan_id":%q`, planID)
+	}
+	if extra != "" {
+		b += "," + extra
+	}
+	return b + "}"
+}
+
+// patch sends a PATCH and checks the answer against the OSB OpenAPI file.
+func (e *env) patch(id, body string) response {
+	e.t.Helper()
+	r := e.do(http.MethodPatch, "/v2/service_instances/"+id, body)
+	wantOSBResponse(e.t, http.MethodPatch, instancePath, r)
+	return r
+}
+
+// lastOp polls an instance's last_operation, checked against the OSB file.
+func (e *env) lastOp(id, query string) response {
+	e.t.Helper()
+	r := e.do(http.MethodGet, "/v2/service_instances/"+id+"/last_operation"+query, "")
+	wantOSBResponse(e.t, http.MethodGet, instanceLastOp, r)
+	return r
+}
+
+func (e *env) specRecord(id string) *store.SpecRecord {
+	e.t.Helper()
+	rec, err := e.st.GetSpec(e.ctx, id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return rec
+}
+
+// wantUpdateError checks a refused PATCH: its code, and OSB's hints that
+// the instance is still usable and whether repeating can help.
+func wantUpdateError(t *testing.T, r response, status int, code string, repeatable bool) {
+	t.Helper()
+	eb := wantOSBError(t, r, status, code)
+	if eb.InstanceUsable == nil || !*eb.InstanceUsable || eb.UpdateRepeatable == nil || *eb.UpdateRepeatable != repeatable {
+		t.Errorf("refused update %s: instance_usable %v update_repeatable %v, want true and %v", r.body, eb.InstanceUsable, eb.UpdateRepeatable, repeatable)
+	}
+}
+
+func TestUpdateInstance(t *testing.T) {
+	e, db := newDBEnv(t)
+	small, large := db.Plans[0].ID, db.Plans[1].ID
+	e.provision("u1", db.ID, small)
+
+	// small updates_to large: the plan moves, and so does the spec's
+	// per-plan pin.
+	r := e.patch("u1", patchBody(db.ID, large, `"previous_values":{"plan_id":"`+small+`","service_id":"`+db.ID+`"},"parameters":{"size_gb":3}`))
+	wantEmptyObject(t, r, http.StatusOK)
+	if inst := e.instanceDocs()["u1"]; inst.PlanID != large || inst.PreviousPlanID != small {
+		t.Fatalf("after the plan change the record is %+v", inst)
+	}
+	if rec := e.specRecord(db.ID); rec.Instances != 1 || rec.PlanInstances[small] != 0 || rec.PlanInstances[large] != 1 {
+		t.Fatalf("pins after the plan change: %d %v", rec.Instances, rec.PlanInstances)
+	}
+	// The platform repeats it (a timeout): 200, nothing written.
+	before := e.dbState()
+	wantEmptyObject(t, e.patch("u1", patchBody(db.ID, large, `"previous_values":{"plan_id":"`+small+`"}`)), http.StatusOK)
+	// A parameters-only update has no effect on the bookkeeping: 200.
+	wantEmptyObject(t, e.patch("u1", patchBody(db.ID, "", `"parameters":{"size_gb":5}`)), http.StatusOK)
+	if !reflect.DeepEqual(e.dbState(), before) {
+		t.Fatal("an update without effect wrote")
+	}
+
+	// large has no updates_to while small has: the catalog says
+	// plan_updateable false for it, so the platform must not ask.
+	wantUpdateError(t, e.patch("u1", patchBody(db.ID, small, "")), http.StatusBadRequest, "PlanChangeNotSupported", false)
+	wantUpdateError(t, e.patch("u1", patchBody(db.ID, "no-such-plan", "")), http.StatusBadRequest, "BadRequest", false)
+
+	// maintenance_info: the current version is accepted (and recorded),
+	// another one is OSB's MaintenanceInfoConflict.
+	wantEmptyObject(t, e.patch("u1", patchBody(db.ID, "", `"maintenance_info":{"version":"1.0.0"}`)), http.StatusOK)
+	wantUpdateError(t, e.patch("u1", patchBody(db.ID, "", `"maintenance_info":{"version":"2.0.0"}`)), http.StatusUnprocessableEntity, "MaintenanceInfoConflict", false)
+
+	// A new version of the spec is adopted: instances stay on 1.0.0 until
+	// the platform upgrades them with the catalog's version.
+	db2 := parseSpec(t, strings.Replace(specYAML("db"), "The db service", "The db service, version two", 1))
+	if res, err := e.st.UpsertSpec(e.ctx, store.Offer{Registry: testReg, Entry: "db", Ref: "registry.test/db:2", Spec: db2, Digest: spec.Digest(db2), Run: "run-2"}); err != nil || res.Outcome != store.Updated {
+		t.Fatalf("adopt version two: %+v %v", res, err)
+	}
+	e.commit()
+	wantUpdateError(t, e.patch("u1", patchBody(db.ID, "", `"maintenance_info":{"version":"1.0.0"}`)), http.StatusUnprocessableEntity, "MaintenanceInfoConflict", false)
+	r = e.do(http.MethodGet, "/v2/service_instances/u1", "")
+	if !strings.Contains(string(r.body), `"maintenance_info":{"version":"1.0.0"}`) {
+		t.Fatalf("before the upgrade GET says %s", r.body)
+	}
+	wantEmptyObject(t, e.patch("u1", patchBody(db.ID, "", `"maintenance_info":{"version":"2.0.0"},"previous_values":{"maintenance_info":{"version":"1.0.0"}}`)), http.StatusOK)
+	r = e.do(http.MethodGet, "/v2/service_instances/u1", "")
+	wantOSBResponse(t, http.MethodGet, instancePath, r)
+	if !strings.Contains(string(r.body), `"maintenance_info":{"version":"2.0.0"}`) {
+		t.Fatalf("after the upgrade GET says %s", r.body)
+	}
+
+	// A context update (allow_context_updates) replaces the context.
+	wantEmptyObject(t, e.patch("u1", patchBody(db.ID, "", `"context":{"platform":"cloudfoundry","instance_name":"renamed"}`)), http.StatusOK)
+	if got := e.instanceDocs()["u1"].Context; got["instance_name"] != "renamed" || got["platform"] != "cloudfoundry" {
+		t.Fatalf("context after the update: %v", got)
+	}
+
+	// Marked for deletion: no plan change (the plan is not in the catalog
+	// any more), but a context update still goes through.
+	e.provision("u2", db.ID, small)
+	e.mark(db.ID, "run-3")
+	wantUpdateError(t, e.patch("u2", patchBody(db.ID, large, "")), http.StatusBadRequest, "BadRequest", false)
+	wantEmptyObject(t, e.patch("u2", patchBody(db.ID, "", `"context":{"platform":"kubernetes","namespace":"moved"}`)), http.StatusOK)
+	if rec := e.specRecord(db.ID); rec.PlanInstances[small] != 1 || rec.PlanInstances[large] != 1 {
+		t.Fatalf("pins after the refused change on a marked spec: %v", rec.PlanInstances)
+	}
+	invariant.Require(t, e.client, invariant.Options{Canaries: []string{brokerPass, adminToken, "correct horse battery"}})
+}
+
+// Refused updates: each is the OSB status with an OSB body, and none
+// writes anything.
+func TestBadUpdatesWriteNothing(t *testing.T) {
+	e := newEnv(t, time.Minute)
+	db := parseSpec(t, specYAML("db"))
+	pg := parseSpec(t, specYAML("pg"))
+	pg.Platforms = []spec.Platform{{OS: "linux", Architecture: "amd64"}}
+	e.seed(db, pg)
+	small := db.Plans[0].ID
+	e.provision("u1", db.ID, small)
+	e.provision("p1", pg.ID, pg.Plans[0].ID)
+	before := e.dbState()
+	cases := []struct {
+		name, id, body string
+		status         int
+		code           string
+	}{
+		{"unknown instance", "nope", patchBody(db.ID, small, ""), 400, "InstanceNotFound"},
+		{"no service_id", "u1", `{"plan_id":"` + small + `"}`, 400, "BadRequest"},
+		{"another service", "u1", patchBody(pg.ID, "", ""), 400, "BadRequest"},
+		{"previous service differs", "u1", patchBody(db.ID, "", `"previous_values":{"service_id":"`+pg.ID+`"}`), 400, "BadRequest"},
+		{"previous plan stale", "u1", patchBody(db.ID, db.Plans[1].ID, `"previous_values":{"plan_id":"other"}`), 400, "BadRequest"},
+		{"maintenance_info without version", "u1", patchBody(db.ID, "", `"maintenance_info":{}`), 400, "BadRequest"},
+		{"context a list", "u1", patchBody(db.ID, "", `"context":[1]`), 400, "BadRequest"},
+		{"parameters a string", "u1", patchBody(db.ID, "", `"parameters":"x"`), 400, "BadRequest"},
+		{"malformed oci_platform", "p1", patchBody(pg.ID, "", `"context":{"oci_platform":"amd64"}`), 400, "BadRequest"},
+		{"unsupported oci_platform", "p1", patchBody(pg.ID, "", `"context":{"oci_platform":"linux/s390x"}`), 400, "BadRequest"},
+		{"malformed JSON", "u1", `{"service_id":`, 400, "MalformedJSON"},
+		{"bad instance id", "bad%20id", patchBody(db.ID, "", ""), 400, "BadRequest"},
+		{"over the limit", "u1", patchBody(db.ID, "", `"context":{"x":"`+strings.Repeat("x", testMaxBody)+`"}`), 413, "PayloadTooLarge"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := e.do(http.MethodPatch, "/v2/service_instances/"+c.id, c.body)
+			wantOSBError(t, r, c.status, c.code)
+			if c.status != http.StatusRequestEntityTooLarge { // OSB declares no 413
+				wantOSBResponse(t, http.MethodPatch, instancePath, r)
+			}
+		})
+	}
+	if !reflect.DeepEqual(e.dbState(), before) {
+		t.Fatal("refused updates changed the database")
+	}
+}
+
+func TestInstanceLastOperation(t *testing.T) {
+	e, db := newDBEnv(t)
+	small, large := db.Plans[0].ID, db.Plans[1].ID
+	wantEmptyObject(t, e.do(http.MethodPut, "/v2/service_instances/lo1?accepts_incomplete=true", provisionBody(db.ID, small)), http.StatusCreated)
+
+	state := func(r response) (api.OperationState, string) {
+		t.Helper()
+		var lo api.OSBLastOperation
+		if err := json.Unmarshal(r.body, &lo); err != nil {
+			t.Fatal(err)
+		}
+		return lo.State, lo.Description
+	}
+	r := e.lastOp("lo1", "?service_id="+db.ID+"&plan_id="+small)
+	if st, desc := state(r); r.status != http.StatusOK || st != api.Succeeded || !strings.Contains(desc, "provisioned") {
+		t.Fatalf("after a provision: %d %s", r.status, r.body)
+	}
+	wantEmptyObject(t, e.patch("lo1?accepts_incomplete=true", patchBody(db.ID, large, "")), http.StatusOK)
+	// OSB: polling after a plan change names the plan before it.
+	for _, q := range []string{"", "?plan_id=" + small, "?plan_id=" + large, "?service_id=" + db.ID} {
+		r = e.lastOp("lo1", q)
+		if st, desc := state(r); r.status != http.StatusOK || st != api.Succeeded || !strings.Contains(desc, "updated") {
+			t.Fatalf("after an update, %q: %d %s", q, r.status, r.body)
+		}
+	}
+	wantOSBError(t, e.lastOp("lo1", "?service_id=other"), http.StatusBadRequest, "BadRequest")
+	wantOSBError(t, e.lastOp("lo1", "?plan_id=other"), http.StatusBadRequest, "BadRequest")
+	// This broker never hands out an operation id, so one is not ours.
+	wantOSBError(t, e.lastOp("lo1", "?operation=task_10"), http.StatusBadRequest, "BadRequest")
+	// Never provisioned: 404; deprovisioned: 410, what a platform polling a
+	// delete takes as success.
+	wantOSBError(t, e.lastOp("never", ""), http.StatusNotFound, "NotFound")
+	wantEmptyObject(t, e.do(http.MethodDelete, "/v2/service_instances/lo1?accepts_incomplete=true&service_id="+db.ID+"&plan_id="+large, ""), http.StatusOK)
+	eb := wantOSBError(t, e.lastOp("lo1", "?service_id="+db.ID+"&plan_id="+large), http.StatusGone, "Gone")
+	if !strings.Contains(eb.Description, "deprovisioned") {
+		t.Errorf("410 description %q", eb.Description)
+	}
+	// Provisioned again under the same id, it is there again.
+	e.provision("lo1", db.ID, small)
+	if r := e.lastOp("lo1", ""); r.status != http.StatusOK {
+		t.Fatalf("re-provisioned: %d %s", r.status, r.body)
+	}
+}
+
+// A Content-Length over the limit is refused before a byte of the body is
+// read; a body without one is read up to the limit and no further, and
+// is 413 whatever it holds (4 MiB of garbage is not a 400).
+func TestDecodeBodyLimit(t *testing.T) {
+	const limit = 1 << 10
+	t.Run("content-length over the limit is not read", func(t *testing.T) {
+		body := &countingReader{r: strings.NewReader(`{}`)}
+		r := httptest.NewRequest(http.MethodPut, "/v2/service_instances/x", body)
+		r.ContentLength = 4 << 20
+		w := httptest.NewRecorder()
+		var v map[string]any
+		if osb.DecodeBody(w, r, limit, &v) || w.Code != http.StatusRequestEntityTooLarge {
+			t.Fatalf("%d %s", w.Code, w.Body)
+		}
+		if body.n != 0 {
+			t.Fatalf("%d bytes of the body were read", body.n)
+		}
+	})
+	t.Run("chunked garbage is read to the limit only", func(t *testing.T) {
+		body := &countingReader{r: bytes.NewReader(bytes.Repeat([]byte("not json "), (4<<20)/9))}
+		r := httptest.NewRequest(http.MethodPut, "/v2/service_instances/x", body)
+		r.ContentLength = -1
+		w := httptest.NewRecorder()
+		var v map[string]any
+		if osb.DecodeBody(w, r, limit, &v) || w.Code != http.StatusRequestEntityTooLarge {
+			t.Fatalf("%d %s", w.Code, w.Body)
+		}
+		// io.ReadAll reads in chunks of at most 512 bytes more than it has.
+		if body.n > limit+1+512 {
+			t.Fatalf("%d bytes read for a limit of %d", body.n, limit)
+		}
+	})
+	t.Run("the whole surface refuses unread", func(t *testing.T) {
+		body := &countingReader{r: strings.NewReader(`{}`)}
+		h := osb.LimitBody(limit, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			t.Error("the handler ran for a body over the limit")
+		}))
+		r := httptest.NewRequest(http.MethodPost, "/bootstrap", body)
+		r.ContentLength = limit + 1
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusRequestEntityTooLarge || body.n != 0 {
+			t.Fatalf("%d after reading %d bytes", w.Code, body.n)
+		}
+	})
+}
+
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
+func TestInstanceLifecycle(t *testing.T) {
+	e := newEnv(t, time.Minute)
+	db := parseSpec(t, specYAML("db"))
+	e.seed(db)
+	small, large := db.Plans[0].ID, db.Plans[1].ID
+	path := "/v2/service_instances/inst-1"
+
+	wantEmptyObject(t, e.do(http.MethodPut, path, provisionBody(db.ID, small)), http.StatusCreated)
+	if n := e.instanceCount(db.ID); n != 1 {
+		t.Fatalf("spec instance count %d after provision, want 1", n)
+	}
+	// The same request again is OSB's "already exists, identical": 200,
+	// and the count does not move.
+	wantEmptyObject(t, e.do(http.MethodPut, path, provisionBody(db.ID, small)), http.StatusOK)
+	if n := e.instanceCount(db.ID); n != 1 {
+		t.Fatalf("spec instance count %d after the repeat, want 1", n)
+	}
+	wantOSBError(t, e.do(http.MethodPut, path, provisionBody(db.ID, large)), http.StatusConflict, "")
+
+	r := e.do(http.MethodGet, path, "")
+	if r.status != http.StatusOK {
+		t.Fatalf("GET: %d %s", r.status, r.body)
+	}
+	wantOSBResponse(t, http.MethodGet, instancePath, r)
+	var got map[string]any
+	if err := json.Unmarshal(r.body, &got); err != nil {
+		t.Fatal(err)
+	}
+	// The instance is on the version it was provisioned at: generation 1.
+	want := map[string]any{"service_id": db.ID, "plan_id": small, "maintenance_info": map[string]any{"version": "1.0.0"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("GET body %v, want %v", got, want)
+	}
+	inst := e.instanceDocs()["inst-1"]
+	if inst.Context["platform"] != "kubernetes" || inst.Context["namespace"] != "apps" {
+		t.Errorf("recorded context %v, want the request's", inst.Context)
+	}
+	if inst.Platform != "" {
+		t.Errorf("OSB's context.platform %q was taken for an OCI platform", inst.Platform)
+	}
+
+	// Deprovision with ids other than the instance's is refused and keeps it.
+	wantOSBError(t, e.do(http.MethodDelete, path+"?service_id="+db.ID+"&plan_id="+large, ""), http.StatusBadRequest, "")
+	wantOSBError(t, e.do(http.MethodDelete, path+"?service_id=other&plan_id="+small, ""), http.StatusBadRequest, "")
+	wantOSBError(t, e.do(http.MethodDelete, path+"?service_id="+db.ID, ""), http.StatusBadRequest, "")
+	wantOSBError(t, e.do(http.MethodDelete, path, ""), http.StatusBadRequest, "")
+	if _, ok := e.instanceDocs()["inst-1"]; !ok {
+		t.Fatal("a refused deprovision removed the instance")
+	}
+
+	wantEmptyObject(t, e.do(http.MethodDelete, path+"?service_id="+db.ID+"&plan_id="+small, ""), http.StatusOK)
+	if n := e.instanceCount(db.ID); n != 0 {
+		t.Fatalf("spec instance count %d after deprovision, want 0", n)
+	}
+	wantOSBError(t, e.do(http.MethodGet, path, ""), http.StatusNotFound, "NotFound")
+	wantEmptyObject(t, e.do(http.MethodDelete, path+"?service_id="+db.ID+"&plan_id="+small, ""), http.StatusGone)
+
+	// After deprovisioning, the id is free again, for any plan.
+	wantEmptyObject(t, e.do(http.MethodPut, path, provisionBody(db.ID, large)), http.StatusCreated)
+}
+
+func TestProvisionBodyNearLimit(t *testing.T) {
+	e := newEnv(t, time.Minute)
+	db := parseSpec(t, specYAML("db"))
+	e.seed(db)
+	// Just under MaxBodyBytes is accepted: the limit is not off by a
+	// margin that would refuse real requests.
+	pad := strings.Repeat("x", testMaxBody-300)
+	body := `{"service_id":"` + db.ID + `","plan_id":"` + db.Plans[0].ID + `","context":{"platform":"kubernetes","note":"` + pad + `"}}`
+	if len(body) >= testMaxBody {
+		t.Fatalf("test body is %d bytes, want under %d", len(body), testMaxBody)
+	}
+	wantEmptyObject(t, e.do(http.MethodPut, "/v2/service_instances/big", body), http.StatusCreated)
+}
+
+func TestOCIPlatform(t *testing.T) {
+	e := newEnv(t, time.Minute)
+	pg := parseSpec(t, specYAML("pg"))
+	pg.Platforms = []spec.Platform{{OS: "linux", Architecture: "amd64"}, {OS: "linux", Architecture: "arm64"}}
+	e.seed(pg)
+	body := func(p string) string {
+		return `{"service_id":"` + pg.ID + `","plan_id":"` + pg.Plans[0].ID + `","context":{"platform":"kubernetes","oci_platform":"` + p + `"}}`
+	}
+	wantEmptyObject(t, e.do(http.MethodPut, "/v2/service_instances/arm", body("linux/arm64")), http.StatusCreated)
+	rec, err := e.st.GetSpec(e.ctx, pg.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.PlatformInstances["linux/arm64"] != 1 || rec.PlanInstances[pg.Plans[0].ID] != 1 {
+		t.Fatalf("usage counters %v %v, want the arm64 instance counted", rec.PlatformInstances, rec.PlanInstances)
+	}
+}
+
+// TestConcurrentProvisionAndDelete races provisions of one spec against
+// marking and deleting it. Whatever the interleaving, an instance record
+// never outlives its spec, and a 201 is never a lie.
+func TestConcurrentProvisionAndDelete(t *testing.T) {
+	// Kept small: the emulator serialises conflicting transactions with
+	// locks and times them out under heavy contention.
+	const n = 5
+	// The last round marks before the race, so only the delete competes
+	// with the provisions: that is the interleaving in which it must win.
+	for round, premarked := range []bool{false, false, false, true} {
+		e := newEnv(t, time.Minute)
+		victim := parseSpec(t, specYAML("victim"))
+		e.seed(victim)
+		if premarked {
+			e.mark(victim.ID, "run-1")
+		}
+
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		statuses := make([]int, n)
+		bodies := make([]string, n)
+		errs := make([]error, n)
+		for i := range n {
+			req := e.request(http.MethodPut, "/v2/service_instances/"+instName(i), provisionBody(victim.ID, victim.Plans[i%2].ID))
+			wg.Go(func() {
+				<-start
+				r, err := e.try(req)
+				statuses[i], bodies[i], errs[i] = r.status, string(r.body), err
+			})
+		}
+		var outcome store.DeleteOutcome
+		var markErr, delErr error
+		wg.Go(func() {
+			<-start
+			if !premarked {
+				_, markErr = e.st.MarkSpec(e.ctx, testReg, victim.ID, "run-1")
+			}
+			if markErr == nil {
+				outcome, _, delErr = e.st.DeleteMarked(e.ctx, testReg, victim.ID, "run-2", time.Now())
+			}
+		})
+		close(start)
+		wg.Wait()
+		if markErr != nil || delErr != nil {
+			t.Fatalf("round %d: mark %v, delete %v", round, markErr, delErr)
+		}
+		for _, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+
+		docs := e.instanceDocs()
+		rec, specErr := e.st.GetSpec(e.ctx, victim.ID)
+		created := 0
+		for i, st := range statuses {
+			switch st {
+			case http.StatusCreated:
+				created++
+				inst, ok := docs[instName(i)]
+				if !ok || inst.SpecID != victim.ID {
+					t.Fatalf("round %d: PUT %s answered 201 but the record is %+v (present %v)", round, instName(i), inst, ok)
+				}
+			case http.StatusBadRequest:
+				// Marked or deleted before this provision committed.
+				if _, ok := docs[instName(i)]; ok {
+					t.Fatalf("round %d: PUT %s refused (%s) but recorded", round, instName(i), bodies[i])
+				}
+			default:
+				t.Fatalf("round %d: PUT %s: %d %s", round, instName(i), st, bodies[i])
+			}
+		}
+		for id, inst := range docs {
+			if _, err := e.st.GetSpec(e.ctx, inst.SpecID); err != nil {
+				t.Fatalf("round %d: instance %s outlives its spec %s: %v", round, id, inst.SpecID, err)
+			}
+		}
+		switch outcome {
+		case store.Deleted:
+			if specErr == nil || len(docs) != 0 {
+				t.Fatalf("round %d: delete reported, spec read %v, %d instances", round, specErr, len(docs))
+			}
+		case store.Referenced:
+			if specErr != nil || created == 0 {
+				t.Fatalf("round %d: kept as referenced, spec read %v, %d created", round, specErr, created)
+			}
+			if rec.Instances != int64(len(docs)) {
+				t.Fatalf("round %d: spec counts %d instances, %d records exist", round, rec.Instances, len(docs))
+			}
+		default:
+			t.Fatalf("round %d: delete outcome %q", round, outcome)
+		}
+		if premarked && (created != 0 || outcome != store.Deleted) {
+			t.Fatalf("round %d: spec marked before the race: %d created, delete %s", round, created, outcome)
+		}
+		t.Logf("round %d: %d of %d provisions created, delete %s", round, created, n, outcome)
+	}
+}
+
+func instName(i int) string { return "race-" + string(rune('a'+i)) }

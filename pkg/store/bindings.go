@@ -1,0 +1,210 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"github.com/specsync/specsync/pkg/failure"
+)
+
+// BindingsCollection is the subcollection of an instance that holds its
+// bindings: instances/{instance_id}/bindings/{binding_id}.
+//
+// A subcollection rather than a top-level collection: a binding belongs to
+// its instance, and its path says which, so no field can disagree with it;
+// OSB addresses a binding by both ids (its 409 is "the same id, for the
+// same Service Instance"); and the instance's bindings are one listing of
+// the subcollection, which needs no index, in the deprovision transaction
+// that takes them along.
+const BindingsCollection = "bindings"
+
+// MaxBindingsPerInstance bounds an instance's bindings, so the deprovision
+// that deletes them with the instance stays one transaction of a known
+// size (a few hundred writes at most).
+const MaxBindingsPerInstance = 200
+
+// Binding is an instances/{id}/bindings/{binding_id} document: a service
+// binding the broker recorded. It pins nothing: its instance pins the spec.
+// Its bind parameters are not recorded (they may hold secrets).
+type Binding struct {
+	ID         string `firestore:"id" json:"id"`
+	InstanceID string `firestore:"instance_id" json:"instance_id"`
+	// SpecID and PlanID are the instance's service and plan at bind time.
+	SpecID string `firestore:"spec_id" json:"service_id"`
+	PlanID string `firestore:"plan_id" json:"plan_id"`
+	// AppGUID and Route are OSB's bind_resource (app_guid also from the
+	// deprecated top-level field).
+	AppGUID   string         `firestore:"app_guid,omitempty" json:"app_guid,omitempty"`
+	Route     string         `firestore:"route,omitempty" json:"route,omitempty"`
+	Context   map[string]any `firestore:"context,omitempty" json:"context,omitempty"`
+	CreatedAt time.Time      `firestore:"created_at" json:"created_at"`
+}
+
+// Sentinels of refused binds (see ErrNoInstance).
+var (
+	// ErrNotBindable: the instance's plan is not bindable.
+	ErrNotBindable = errors.New("plan not bindable")
+	// ErrBindingLimit: the instance has MaxBindingsPerInstance bindings.
+	ErrBindingLimit = errors.New("too many bindings")
+)
+
+// CreateBindingResult says whether CreateBinding wrote anything.
+type CreateBindingResult struct {
+	Binding Binding
+	Existed bool // an identical binding already existed; nothing written
+}
+
+func (s *Store) bindingRef(instanceID, bindingID string) *firestore.DocumentRef {
+	return s.instances().Doc(instanceID).Collection(BindingsCollection).Doc(bindingID)
+}
+
+// sameBinding is OSB's "already exists and identical": the same service,
+// application and route, on the plan it was bound on or the one its
+// instance is on now (a platform sends the current plan after a plan
+// change). Parameters are not compared: they are not recorded.
+func sameBinding(cur, b Binding, instancePlan string) bool {
+	return cur.SpecID == b.SpecID && cur.AppGUID == b.AppGUID && cur.Route == b.Route &&
+		(b.PlanID == cur.PlanID || b.PlanID == instancePlan)
+}
+
+// CreateBinding records a binding of an instance, in one transaction that
+// reads the instance (it must exist, with the service and plan the binding
+// names), the binding id (an identical binding is returned as is, another
+// one is a failure.Conflict) and the spec (the plan must be bindable), then
+// creates the binding and counts it on the instance. Writing the instance
+// document is what orders it against the deprovision that deletes the
+// instance with its bindings: one of the two commits first, and a bind
+// that loses finds no instance. The spec is read, never written: a binding
+// pins nothing its instance does not already pin, and a spec marked for
+// deletion still takes bindings of its existing instances.
+func (s *Store) CreateBinding(ctx context.Context, b Binding) (CreateBindingResult, error) {
+	if b.ID == "" || b.InstanceID == "" || b.SpecID == "" || b.PlanID == "" {
+		return CreateBindingResult{}, failure.New(failure.Invalid, "a binding needs an id, an instance id, a service id and a plan id")
+	}
+	instRef := s.instances().Doc(b.InstanceID)
+	ref := s.bindingRef(b.InstanceID, b.ID)
+	var res CreateBindingResult
+	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		res = CreateBindingResult{}
+		inst, err := txGet[Instance](s, tx, instRef)
+		if err != nil {
+			return err
+		}
+		if inst == nil {
+			return refused(failure.NotFound, ErrNoInstance, "instance %s does not exist", b.InstanceID)
+		}
+		cur, err := txGet[Binding](s, tx, ref)
+		if err != nil {
+			return err
+		}
+		if cur != nil {
+			if sameBinding(*cur, b, inst.PlanID) {
+				res = CreateBindingResult{Binding: *cur, Existed: true}
+				return nil
+			}
+			return failure.New(failure.Conflict, "binding %s of instance %s already exists with service %s plan %s app_guid %q route %q",
+				b.ID, b.InstanceID, cur.SpecID, cur.PlanID, cur.AppGUID, cur.Route)
+		}
+		if b.SpecID != inst.SpecID || b.PlanID != inst.PlanID {
+			return failure.New(failure.Invalid, "instance %s is of service %s plan %s, not service %s plan %s", b.InstanceID, inst.SpecID, inst.PlanID, b.SpecID, b.PlanID)
+		}
+		_, sp, err := s.txSpecOf(tx, inst)
+		if err != nil {
+			return err
+		}
+		plan, ok := sp.PlanByID(inst.PlanID)
+		if !ok {
+			return failure.New(failure.NotFound, "service %s has no plan %s", inst.SpecID, inst.PlanID)
+		}
+		if !sp.PlanBindable(plan) {
+			return refused(failure.Invalid, ErrNotBindable, "plan %s (%s) of service %s is not bindable", plan.Name, plan.ID, sp.Name)
+		}
+		if inst.Bindings >= MaxBindingsPerInstance {
+			return refused(failure.Precondition, ErrBindingLimit, "instance %s has %d bindings, the most it may have", b.InstanceID, inst.Bindings)
+		}
+		if b.CreatedAt.IsZero() {
+			b.CreatedAt = s.now().UTC()
+		}
+		res.Binding = b
+		if err := tx.Create(ref, b); err != nil {
+			return err
+		}
+		return tx.Update(instRef, []firestore.Update{{Path: "bindings", Value: firestore.Increment(1)}})
+	})
+	if err != nil {
+		return CreateBindingResult{}, classify(err, "bind %s to instance %s", b.ID, b.InstanceID)
+	}
+	if !res.Existed {
+		s.ops.write(2)
+	}
+	return res, nil
+}
+
+// GetBinding reads one binding; a missing one is a failure.NotFound.
+func (s *Store) GetBinding(ctx context.Context, instanceID, bindingID string) (*Binding, error) {
+	snap, err := s.bindingRef(instanceID, bindingID).Get(ctx)
+	s.ops.read(1)
+	if isNotFound(err) {
+		return nil, failure.New(failure.NotFound, "binding %s of instance %s does not exist", bindingID, instanceID)
+	}
+	if err != nil {
+		return nil, classify(err, "read binding %s of instance %s", bindingID, instanceID)
+	}
+	var b Binding
+	if err := snap.DataTo(&b); err != nil {
+		return nil, classify(err, "decode binding %s of instance %s", bindingID, instanceID)
+	}
+	return &b, nil
+}
+
+// Unbind names a binding to delete and the service and plan the platform
+// says it has (OSB's required query parameters).
+type Unbind struct {
+	InstanceID, BindingID string
+	ServiceID, PlanID     string
+}
+
+// DeleteBinding deletes a binding, uncounts it on its instance and writes
+// its tombstone, in one transaction that checks the service and plan the
+// platform named: the binding's service, and the plan it was bound on or
+// the one its instance is on now. A binding that does not exist (or whose
+// instance does not) is a failure.NotFound.
+func (s *Store) DeleteBinding(ctx context.Context, u Unbind) (*Binding, error) {
+	instRef := s.instances().Doc(u.InstanceID)
+	ref := s.bindingRef(u.InstanceID, u.BindingID)
+	var b Binding
+	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		inst, err := txGet[Instance](s, tx, instRef)
+		if err != nil {
+			return err
+		}
+		cur, err := txGet[Binding](s, tx, ref)
+		if err != nil {
+			return err
+		}
+		if inst == nil || cur == nil {
+			return failure.New(failure.NotFound, "binding %s of instance %s does not exist", u.BindingID, u.InstanceID)
+		}
+		if u.ServiceID != cur.SpecID || (u.PlanID != cur.PlanID && u.PlanID != inst.PlanID) {
+			return failure.New(failure.Invalid, "binding %s of instance %s is of service %s plan %s, not service %s plan %s",
+				u.BindingID, u.InstanceID, cur.SpecID, inst.PlanID, u.ServiceID, u.PlanID)
+		}
+		b = *cur
+		if err := tx.Delete(ref); err != nil {
+			return err
+		}
+		if err := tx.Update(instRef, []firestore.Update{{Path: "bindings", Value: firestore.Increment(-1)}}); err != nil {
+			return err
+		}
+		return tx.Set(s.tombstones().Doc(bindingTombstoneID(u.InstanceID, u.BindingID)),
+			s.tombstone(TombstoneBinding, u.InstanceID, u.BindingID, cur.SpecID, cur.PlanID))
+	})
+	if err != nil {
+		return nil, classify(err, "unbind %s from instance %s", u.BindingID, u.InstanceID)
+	}
+	s.ops.delete(1)
+	s.ops.write(2) // the instance's count and the tombstone
+	return &b, nil
+}
