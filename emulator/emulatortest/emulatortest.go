@@ -19,9 +19,11 @@ import (
 
 	"cloud.google.com/go/firestore"
 	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/specsync/specsync/emulator"
 )
@@ -158,4 +160,29 @@ func ProjectID(t testing.TB) string {
 		return prefix + hex.EncodeToString(rnd[:])
 	}
 	return prefix + name + "-" + hex.EncodeToString(rnd[:])
+}
+
+// PushTopic creates topic id in project, and a push subscription to it
+// that pushes to base + "/" + the topic's full name (the path
+// functions-framework-go takes the topic from), with message ordering if
+// ordered, the ack deadline given, and retries backing off from 100 ms to
+// 1 s. It returns the topic's full name.
+func PushTopic(t testing.TB, client *pubsub.Client, project, id, base string, ordered bool, ackDeadline time.Duration) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	topic := "projects/" + project + "/topics/" + id
+	if _, err := client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
+		t.Fatalf("create topic %s: %v", topic, err)
+	}
+	if _, err := client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
+		Name: "projects/" + project + "/subscriptions/" + id + "-push", Topic: topic,
+		PushConfig:            &pubsubpb.PushConfig{PushEndpoint: base + "/" + topic},
+		EnableMessageOrdering: ordered,
+		AckDeadlineSeconds:    int32(ackDeadline / time.Second),
+		RetryPolicy:           &pubsubpb.RetryPolicy{MinimumBackoff: durationpb.New(100 * time.Millisecond), MaximumBackoff: durationpb.New(time.Second)},
+	}); err != nil {
+		t.Fatalf("create the push subscription of %s: %v", topic, err)
+	}
+	return topic
 }

@@ -2,19 +2,15 @@ package bootstrap_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"testing/fstest"
 	"time"
 
-	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
 	"github.com/specsync/specsync/pkg/bootstrap"
@@ -22,7 +18,6 @@ import (
 	"github.com/specsync/specsync/pkg/invariant"
 	"github.com/specsync/specsync/pkg/queue"
 	"github.com/specsync/specsync/pkg/reconcile"
-	"github.com/specsync/specsync/pkg/registry"
 	"github.com/specsync/specsync/pkg/store"
 )
 
@@ -48,35 +43,11 @@ func TestHundredRegistriesAtOnceNeverContendOnTheCatalog(t *testing.T) {
 	runsClient := emulatortest.FirestoreVia(t, project, "", runsWatch.Unary, grpc.WithStreamInterceptor(runsWatch.Stream))
 	commitClient := emulatortest.FirestoreVia(t, project, "", commitWatch.Unary, grpc.WithStreamInterceptor(commitWatch.Stream))
 
-	regs := map[string]reconcile.Registry{}
-	var names []string
-	for r := range registries {
-		name := fmt.Sprintf("reg-%03d", r)
-		fsys := fstest.MapFS{}
-		for i := range specsEach {
-			n := fmt.Sprintf("svc-%03d-%03d", r, i)
-			fsys[n+".yaml"] = &fstest.MapFile{Data: []byte("name: " + n + "\ndescription: d\nplans:\n  - name: p\n    description: p\n")}
-		}
-		src, err := registry.NewDir(registry.DirConfig{FS: fsys, Root: "test:" + name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		regs[name] = reconcile.Registry{Name: name, Source: src, Policy: reconcile.Policy{MaxMarkShare: 0.5}}
-		names = append(names, name)
-	}
+	regs, names, _ := dirRegistries(t, registries, specsEach)
 
 	// The commit topic and its ordered push subscription, pushing to the
 	// committer the way the reconcile function receives it.
 	ps, psProject := emulatortest.PubSub(t)
-	topic := "projects/" + psProject + "/topics/commit"
-	if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
-		t.Fatal(err)
-	}
-	commits := queue.NewCommitPublisher(ps, topic)
-	defer commits.Stop()
-	var sent atomic.Int64
-	requester := countingCommits{pub: commits, sent: &sent}
-	runner := &reconcile.Runner{Store: store.New(runsClient), Logger: quiet, LeaseTTL: time.Minute, Commits: requester}
 	w := &bootstrap.Worker{Committer: &reconcile.Committer{Store: store.New(commitClient), Logger: quiet}, Logger: quiet}
 	var inFlight, maxInFlight, handled atomic.Int64
 	push := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
@@ -99,15 +70,10 @@ func TestHundredRegistriesAtOnceNeverContendOnTheCatalog(t *testing.T) {
 		rw.WriteHeader(http.StatusNoContent)
 	}))
 	defer push.Close()
-	if _, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
-		Name: "projects/" + psProject + "/subscriptions/commit-push", Topic: topic,
-		PushConfig:            &pubsubpb.PushConfig{PushEndpoint: push.URL + "/" + topic},
-		EnableMessageOrdering: true,
-		AckDeadlineSeconds:    600,
-		RetryPolicy:           &pubsubpb.RetryPolicy{MinimumBackoff: durationpb.New(100 * time.Millisecond), MaximumBackoff: durationpb.New(time.Second)},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	commits := queue.NewCommitPublisher(ps, emulatortest.PushTopic(t, ps, psProject, "commit", push.URL, true, 10*time.Minute))
+	defer commits.Stop()
+	var sent atomic.Int64
+	runner := &reconcile.Runner{Store: store.New(runsClient), Logger: quiet, LeaseTTL: time.Minute, Commits: countingCommits{pub: commits, sent: &sent}}
 
 	// Every registry at once; a retryable failure is what Pub/Sub would
 	// redeliver.

@@ -53,8 +53,14 @@ func workerOn(t *testing.T, client, opsClient *firestore.Client) (*bootstrap.Wor
 	}
 	regs := map[string]reconcile.Registry{"local": {Name: "local", Source: src, Policy: reconcile.Policy{MaxMarkShare: 0.5}}}
 	ops := bootstrap.NewOperations(store.New(opsClient), 10*time.Minute, time.Hour)
+	return newWorker(st, ops, regs), ops, st
+}
+
+// newWorker is a worker on st and ops for regs (with leases, as
+// deployed), its commit requests queued in process (deliverCommits).
+func newWorker(st *store.Store, ops *bootstrap.Operations, regs map[string]reconcile.Registry) *bootstrap.Worker {
 	commits := &queuedCommits{}
-	w := &bootstrap.Worker{
+	return &bootstrap.Worker{
 		Operations: ops,
 		Runner:     &reconcile.Runner{Store: st, Logger: quiet, LeaseTTL: time.Minute, Commits: commits},
 		Lookup:     func(n string) (reconcile.Registry, bool) { r, ok := regs[n]; return r, ok },
@@ -62,7 +68,6 @@ func workerOn(t *testing.T, client, opsClient *firestore.Client) (*bootstrap.Wor
 		Committer:  &reconcile.Committer{Store: st, Logger: quiet},
 		Logger:     quiet,
 	}
-	return w, ops, st
 }
 
 // queuedCommits stands in for the commit topic in process: it keeps the

@@ -35,6 +35,13 @@
 //	spec-generation   a stored spec has adopted a version (generation >= 1)
 //	registry-marked   a registry's recorded marked count is the number of
 //	                  its marked specs (settled state only)
+//	manifest          a registry's manifest that a run would trust (its run
+//	                  is the registry's writer, no lease left) is whole
+//	                  (every shard of that run) and describes the store: an
+//	                  entry for every spec the registry owns, with its entry,
+//	                  digest and state, clean only if the spec is active
+//	                  without entry error or hold; none for another's spec
+//	                  (a marked entry may outlive its deleted spec)
 //	feed-dense        committed change revisions are distinct and dense
 //	                  (a pruned prefix aside) up to meta/catalog's revision
 //	feed-pending      a pending change carries pending_at (what the
@@ -137,6 +144,8 @@ type State struct {
 	Registries map[string]store.RegistryStatus
 	Changes    []ChangeDoc
 	Operations map[string]api.Operation
+	// Manifests are the manifest shards, by document id.
+	Manifests map[string]store.ManifestShard
 	// Catalog is meta/catalog: revision and published.
 	Catalog struct {
 		Revision  int64 `firestore:"revision"`
@@ -166,6 +175,7 @@ func read(ctx context.Context, client *firestore.Client, shallow bool) (*State, 
 		Tombstones: map[string]store.Tombstone{},
 		Registries: map[string]store.RegistryStatus{},
 		Operations: map[string]api.Operation{},
+		Manifests:  map[string]store.ManifestShard{},
 		Raw:        map[string]map[string]any{},
 	}
 	cols := client.Collections(ctx)
@@ -291,6 +301,13 @@ func (s *State) decode(collection string, snap *firestore.DocumentSnapshot) {
 			return
 		}
 		s.Changes = append(s.Changes, ChangeDoc{DocID: id, Change: c})
+	case store.ManifestsCollection:
+		var m store.ManifestShard
+		if err := snap.DataTo(&m); err != nil {
+			bad(err)
+			return
+		}
+		s.Manifests[id] = m
 	case store.OperationsCollection:
 		var op api.Operation
 		if err := snap.DataTo(&op); err != nil {
@@ -351,6 +368,7 @@ func (s *State) Check(opts Options) []Violation {
 	c.bindings()
 	c.specs()
 	c.registries()
+	c.manifests()
 	c.feed()
 	c.operations()
 	c.secrets()
@@ -579,6 +597,77 @@ func (c *checker) registries() {
 			c.add("registry-marked", store.RegistriesCollection+"/"+name, "records %d marked specs, %d are stored marked", st.Marked, marked[name])
 		}
 	}
+}
+
+func (c *checker) manifests() {
+	for _, name := range sortedKeys(c.s.Registries) {
+		st := c.s.Registries[name]
+		if !st.ManifestTrusted() {
+			continue
+		}
+		doc := store.RegistriesCollection + "/" + name
+		h := st.Manifest
+		entries := map[string]store.ManifestEntry{}
+		whole := true
+		for i := range h.Shards {
+			id := fmt.Sprintf("%s.%d", name, i)
+			sh, ok := c.s.Manifests[id]
+			if !ok || sh.Run != h.Run || sh.Shard != i || sh.Shards != h.Shards || sh.Registry != name {
+				c.add("manifest", store.ManifestsCollection+"/"+id, "shard %d of the manifest of run %s is missing or another's (%+v)", i, h.Run, sh)
+				whole = false
+				continue
+			}
+			es, err := sh.Decode()
+			if err != nil {
+				c.add("manifest", store.ManifestsCollection+"/"+id, "%v", err)
+				whole = false
+				continue
+			}
+			for _, e := range es {
+				if _, dup := entries[e.SpecID]; dup {
+					c.add("manifest", doc, "spec %s is in the manifest twice", e.SpecID)
+				}
+				entries[e.SpecID] = e
+			}
+		}
+		if !whole {
+			continue
+		}
+		if len(entries) != h.Entries {
+			c.add("manifest", doc, "the header says %d entries, the shards hold %d", h.Entries, len(entries))
+		}
+		for _, id := range sortedKeys(c.s.Specs) {
+			r := c.s.Specs[id]
+			if r.Registry != name {
+				continue
+			}
+			e, ok := entries[id]
+			switch {
+			case !ok:
+				c.add("manifest", doc, "spec %s (%s) is not in the trusted manifest: a run would never see it", id, r.Name)
+			case e.Entry != r.Entry || e.Digest != r.Digest || e.State != r.State:
+				c.add("manifest", doc, "spec %s: the manifest says entry %q digest %s %s, the store %q %s %s", id, e.Entry, e.Digest, e.State, r.Entry, r.Digest, r.State)
+			case e.Clean && !r.Clean():
+				c.add("manifest", doc, "spec %s is clean in the manifest, but %s with entry error %q and held back %v", id, r.State, r.EntryError, r.HeldBack != nil)
+			}
+		}
+		for _, id := range sortedKeys(entries) {
+			r, stored := c.s.Specs[id]
+			if stored && r.Registry == name {
+				continue
+			}
+			if e := entries[id]; e.State != store.StateMarked {
+				c.add("manifest", doc, "spec %s is in the manifest %s, but %s", id, e.State, describeOwner(r, stored))
+			}
+		}
+	}
+}
+
+func describeOwner(r store.SpecRecord, stored bool) string {
+	if !stored {
+		return "not stored"
+	}
+	return "owned by registry " + r.Registry
 }
 
 func (c *checker) feed() {

@@ -373,6 +373,30 @@ func TestCheckerDetectsSeededViolations(t *testing.T) {
 					Results: map[string]api.RegistryResult{"team": {State: api.Succeeded}}})
 				return "operations/op-x"
 			}},
+		{name: "trusted manifest misses a spec", rule: "manifest", doc: "registries/team",
+			seed: func(t *testing.T, w *world) string {
+				r := w.spec(t, "postgres")
+				r.ID, r.Name = "99999999-0000-4000-8000-000000000000", "extra"
+				sp, _ := r.Spec()
+				sp.ID, sp.Name = r.ID, r.Name
+				for i := range sp.Plans {
+					sp.Plans[i].ID = spec.DerivePlanID(r.ID, sp.Plans[i].Name)
+				}
+				r.SpecJSON = mustJSON(t, sp)
+				r.Digest = digestOf(t, r)
+				w.set(t, "specs/"+r.ID, r)
+				return ""
+			}},
+		{name: "trusted manifest with a stale digest", rule: "manifest", doc: "registries/team",
+			seed: func(t *testing.T, w *world) string {
+				w.update(t, "specs/"+w.ids["redis"], firestore.Update{Path: "entry_error", Value: "broken since"})
+				return ""
+			}},
+		{name: "trusted manifest whose shard is another run's", rule: "manifest", doc: "manifests/team.0",
+			seed: func(t *testing.T, w *world) string {
+				w.update(t, "manifests/team.0", firestore.Update{Path: "run", Value: "someone-else"})
+				return ""
+			}},
 		{name: "operation succeeded before its commit", rule: "operation",
 			seed: func(t *testing.T, w *world) string {
 				w.update(t, "operations/"+w.op, firestore.Update{Path: "catalog_revision", Value: firestore.Delete})
@@ -486,6 +510,10 @@ func TestCheckerDetectsChangedID(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.set(t, "specs/"+r.ID, r)
+	// Whatever rewrote the spec wrote the registry's specs: the manifest
+	// no longer describes them (the manifest rule would give it away
+	// otherwise).
+	w.update(t, "registries/team", firestore.Update{Path: "writer", Value: "the-buggy-run"})
 	// The feed would give it away (feed-truth); without it only the
 	// earlier snapshot can.
 	clearFeed(t, w)

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
-	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
 )
@@ -32,7 +30,8 @@ type pushProbe struct {
 	acked    int
 }
 
-func (p *pushProbe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// pushedData is the data of the message a push request carries.
+func pushedData(r *http.Request) string {
 	body, _ := io.ReadAll(r.Body)
 	var env struct {
 		Message struct {
@@ -40,7 +39,11 @@ func (p *pushProbe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		} `json:"message"`
 	}
 	_ = json.Unmarshal(body, &env)
-	data := string(env.Message.Data)
+	return string(env.Message.Data)
+}
+
+func (p *pushProbe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	data := pushedData(r)
 	p.mu.Lock()
 	p.inFlight++
 	p.maxIn = max(p.maxIn, p.inFlight)
@@ -88,19 +91,7 @@ func TestPubSubPushOrderingHoldsTheKey(t *testing.T) {
 			}
 			srv := httptest.NewServer(probe)
 			defer srv.Close()
-			topic := "projects/" + project + "/topics/commit"
-			if _, err := client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
-				Name: "projects/" + project + "/subscriptions/commit-push", Topic: topic,
-				PushConfig:            &pubsubpb.PushConfig{PushEndpoint: srv.URL + "/" + topic},
-				EnableMessageOrdering: ordered,
-				AckDeadlineSeconds:    10,
-				RetryPolicy:           &pubsubpb.RetryPolicy{MinimumBackoff: durationpb.New(100 * time.Millisecond), MaximumBackoff: durationpb.New(time.Second)},
-			}); err != nil {
-				t.Fatal(err)
-			}
+			topic := emulatortest.PushTopic(t, client, project, "commit", srv.URL, ordered, 10*time.Second)
 			pub := client.Publisher(topic)
 			pub.EnableMessageOrdering = true
 			defer pub.Stop()
@@ -154,16 +145,10 @@ func TestPubSubPushOrderingIsNoLockPastTheAckDeadline(t *testing.T) {
 	inFlight, maxIn := 0, 0
 	firstDone := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		var env struct {
-			Message struct {
-				Data []byte `json:"data"`
-			} `json:"message"`
-		}
-		_ = json.Unmarshal(body, &env)
+		data := pushedData(r)
 		mu.Lock()
 		first := len(order) == 0
-		order = append(order, string(env.Message.Data))
+		order = append(order, data)
 		inFlight++
 		maxIn = max(maxIn, inFlight)
 		mu.Unlock()
@@ -177,18 +162,7 @@ func TestPubSubPushOrderingIsNoLockPastTheAckDeadline(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer srv.Close()
-	topic := "projects/" + project + "/topics/commit"
-	if _, err := client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
-		Name: "projects/" + project + "/subscriptions/commit-push", Topic: topic,
-		PushConfig:            &pubsubpb.PushConfig{PushEndpoint: srv.URL + "/" + topic},
-		EnableMessageOrdering: true,
-		AckDeadlineSeconds:    int32(deadline / time.Second),
-	}); err != nil {
-		t.Fatal(err)
-	}
+	topic := emulatortest.PushTopic(t, client, project, "commit", srv.URL, true, deadline)
 	pub := client.Publisher(topic)
 	pub.EnableMessageOrdering = true
 	defer pub.Stop()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"google.golang.org/api/iterator"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
 	"github.com/specsync/specsync/pkg/failure"
@@ -22,27 +23,29 @@ import (
 	"github.com/specsync/specsync/pkg/store"
 )
 
-const benchRegistries = 10
+// This file is the same in the code before the committer (e6a017d); only
+// bench_commit_test.go differs (how commits are made), so the two can be
+// measured the same day (docs/BENCHMARKS.md).
 
 // benchRetries counts redeliveries bootstrapAll needed.
 var benchRetries atomic.Int64
 
-// benchWorld is 10 dir registries sharing total specs between them.
+// benchWorld is n dir registries sharing total specs between them.
 type benchWorld struct {
 	fs   []fstest.MapFS
 	regs []reconcile.Registry
 }
 
-func newBenchWorld(b *testing.B, total int) *benchWorld {
+func newBenchWorld(b *testing.B, registries, total int) *benchWorld {
 	b.Helper()
 	w := &benchWorld{}
-	for r := range benchRegistries {
+	for r := range registries {
 		fsys := fstest.MapFS{}
-		for i := range total / benchRegistries {
-			n := fmt.Sprintf("svc-%02d-%05d", r, i)
+		for i := range total / registries {
+			n := fmt.Sprintf("svc-%03d-%05d", r, i)
 			fsys[n+".yaml"] = &fstest.MapFile{Data: []byte(specYAML(n))}
 		}
-		name := fmt.Sprintf("reg-%02d", r)
+		name := fmt.Sprintf("reg-%03d", r)
 		src, err := registry.NewDir(registry.DirConfig{FS: fsys, Root: "bench:" + name})
 		if err != nil {
 			b.Fatal(err)
@@ -71,9 +74,15 @@ func (w *benchWorld) change(share float64, gen int) int {
 	return changed
 }
 
-// bootstrap reconciles every registry at once, as the fan-out does, and
-// sums their Firestore operations.
-func bootstrapAll(b *testing.B, runner *reconcile.Runner, w *benchWorld) store.Counts {
+// runsDone is when the last run of the last bootstrapAll returned (before
+// its commits were waited for).
+var runsDone time.Time
+
+// bootstrapAll reconciles every registry at once, as the fan-out does,
+// waits for the commits they asked for, and sums the Firestore operations
+// of the runs and of the commits (where a committer makes them; before
+// it, each run's count includes its own commit).
+func bootstrapAll(b *testing.B, runner *reconcile.Runner, commits benchCommits, w *benchWorld) (runs, commit store.Counts) {
 	b.Helper()
 	var mu sync.Mutex
 	var sum store.Counts
@@ -102,19 +111,24 @@ func bootstrapAll(b *testing.B, runner *reconcile.Runner, w *benchWorld) store.C
 		})
 	}
 	wg.Wait()
+	runsDone = time.Now()
 	if b.Failed() {
 		b.FailNow()
 	}
-	return sum
+	return sum, commits.wait(b)
+}
+
+func plus(a, b store.Counts) store.Counts {
+	return store.Counts{Reads: a.Reads + b.Reads, Writes: a.Writes + b.Writes, Deletes: a.Deletes + b.Deletes}
 }
 
 // classic is what the abandoned approach (delete every spec, re-add every
 // offered one, every bootstrap) costs on the same data: one query read per
 // stored spec (at least one per registry), a delete per stored spec, a
 // write per offered spec, plus the same one status write per registry.
-func classic(stored, offered int) store.Counts {
-	reads := max(stored, benchRegistries)
-	return store.Counts{Reads: int64(reads), Writes: int64(offered + benchRegistries), Deletes: int64(stored)}
+func classic(registries, stored, offered int) store.Counts {
+	reads := max(stored, registries)
+	return store.Counts{Reads: int64(reads), Writes: int64(offered + registries), Deletes: int64(stored)}
 }
 
 func report(b *testing.B, prefix string, c store.Counts) {
@@ -151,48 +165,67 @@ func peakHeap(f func()) uint64 {
 	return peak.Load()
 }
 
-// BenchmarkBootstrapCost: Firestore documents read, written and deleted by
-// a bootstrap of 10 registries (first import; unchanged re-run; 1%
-// changed), beside the classic delete-all-re-add on the same data; the
-// first import's wall time against the BulkWriter floor (the same
-// documents written straight with the client's bulk writer, same run);
-// the peak heap of the import. Run with -benchtime 1x: one iteration is a
-// whole import.
+// BenchmarkBootstrapCost: a bootstrap of many registries at once (first
+// import; unchanged re-run; 1% and 10% changed), in Firestore documents
+// read, written and deleted beside the classic delete-all-re-add on the
+// same data, and reads per changed run against the registry's size; the
+// first import's wall time (until its changes are committed) against the
+// BulkWriter floor: every document the import ends with, written again
+// straight with the client's bulk writer, same run; the peak heap of the
+// import. Run with -benchtime 1x: one iteration is a whole import.
 func BenchmarkBootstrapCost(b *testing.B) {
 	// The emulator is a JVM: its first thousand transactions run
 	// interpreted and would be charged to whichever import came first.
 	// One untimed import in a project of its own warms it.
 	warm, _ := emulatortest.FirestoreProject(b)
-	bootstrapAll(b, &reconcile.Runner{Store: store.New(warm), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, newBenchWorld(b, 1000))
-	for _, total := range []int{1000, 10000} {
-		b.Run(fmt.Sprintf("specs=%d", total), func(b *testing.B) {
+	{
+		st := store.New(warm)
+		runner, commits := newBenchRunner(b, st, 0)
+		_, _ = bootstrapAll(b, runner, commits, newBenchWorld(b, 10, 1000))
+	}
+	for _, size := range []struct{ registries, total int }{{10, 1000}, {10, 10000}, {100, 10000}} {
+		b.Run(fmt.Sprintf("registries=%d/specs=%d", size.registries, size.total), func(b *testing.B) {
 			for b.Loop() {
 				client, _ := emulatortest.FirestoreProject(b)
 				st := store.New(client)
-				runner := &reconcile.Runner{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), LeaseTTL: time.Minute}
-				w := newBenchWorld(b, total)
+				runner, commits := newBenchRunner(b, st, time.Minute)
+				w := newBenchWorld(b, size.registries, size.total)
 
 				benchRetries.Store(0)
 				runtime.GC()
-				var first store.Counts
+				var firstRuns, firstCommit store.Counts
 				start := time.Now()
-				heap := peakHeap(func() { first = bootstrapAll(b, runner, w) })
-				importWall := time.Since(start)
-				unchanged := bootstrapAll(b, runner, w)
-				changed := w.change(0.01, 2)
-				oneChanged := bootstrapAll(b, runner, w)
+				heap := peakHeap(func() { firstRuns, firstCommit = bootstrapAll(b, runner, commits, w) })
+				importWall, ran := time.Since(start), runsDone.Sub(start)
+				unchanged := plus(bootstrapAll(b, runner, commits, w))
+				perReg := size.total / size.registries
+				changed1 := w.change(0.01, 2)
+				runs1, commit1 := bootstrapAll(b, runner, commits, w)
+				changed10 := w.change(0.10, 3)
+				runs10, commit10 := bootstrapAll(b, runner, commits, w)
 
-				floor := bulkFloor(b, client, st, total)
+				floor, docs := bulkFloor(b, client)
 
-				report(b, "first", first)
-				report(b, "first-classic", classic(0, total))
+				report(b, "first", plus(firstRuns, firstCommit))
+				report(b, "first-commit", firstCommit)
+				report(b, "first-classic", classic(size.registries, 0, size.total))
 				report(b, "unchanged", unchanged)
-				report(b, "unchanged-classic", classic(total, total))
-				report(b, "1pct", oneChanged)
-				report(b, "1pct-classic", classic(total, total))
-				b.ReportMetric(float64(changed), "1pct-changed-specs")
+				report(b, "unchanged-classic", classic(size.registries, size.total, size.total))
+				report(b, "1pct", plus(runs1, commit1))
+				report(b, "10pct", plus(runs10, commit10))
+				report(b, "changed-classic", classic(size.registries, size.total, size.total))
+				regs := float64(size.registries)
+				b.ReportMetric(float64(perReg), "registry-size")
+				b.ReportMetric(float64(changed1)/regs, "1pct-changed-per-run")
+				b.ReportMetric(float64(runs1.Reads)/regs, "1pct-reads-per-run")
+				b.ReportMetric(float64(commit1.Reads), "1pct-commit-reads")
+				b.ReportMetric(float64(changed10)/regs, "10pct-changed-per-run")
+				b.ReportMetric(float64(runs10.Reads)/regs, "10pct-reads-per-run")
+				b.ReportMetric(float64(commit10.Reads), "10pct-commit-reads")
+				b.ReportMetric(ran.Seconds(), "runs-s")
 				b.ReportMetric(importWall.Seconds(), "import-s")
 				b.ReportMetric(floor.Seconds(), "bulkwriter-floor-s")
+				b.ReportMetric(float64(docs), "floor-docs")
 				b.ReportMetric(importWall.Seconds()/floor.Seconds(), "import/floor")
 				b.ReportMetric(float64(heap)/(1<<20), "peak-heap-MiB")
 				b.ReportMetric(float64(benchRetries.Swap(0)), "redeliveries")
@@ -201,24 +234,40 @@ func BenchmarkBootstrapCost(b *testing.B) {
 	}
 }
 
-// bulkFloor writes the stored spec documents again into a collection of
-// their own with the client's BulkWriter and times the writing: the least
-// any import of these documents could take on this emulator.
-func bulkFloor(b *testing.B, client *firestore.Client, st *store.Store, total int) time.Duration {
+// bulkFloor writes every document the project holds again, into
+// collections of their own, with the client's BulkWriter, and times the
+// writing: the least any import that ends with these documents could take
+// on this emulator. It returns the time and the number of documents.
+func bulkFloor(b *testing.B, client *firestore.Client) (time.Duration, int) {
 	b.Helper()
 	ctx := context.Background()
-	recs, err := st.ActiveSpecs(ctx)
-	if err != nil {
-		b.Fatal(err)
+	type doc struct {
+		ref  *firestore.DocumentRef
+		data map[string]any
 	}
-	if len(recs) != total {
-		b.Fatalf("%d specs stored, want %d", len(recs), total)
+	var docs []doc
+	cols := client.Collections(ctx)
+	for {
+		col, err := cols.Next()
+		if err == iterator.Done {
+			break
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		snaps, err := col.Documents(ctx).GetAll()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, s := range snaps {
+			docs = append(docs, doc{client.Collection("bench_floor_" + col.ID).Doc(s.Ref.ID), s.Data()})
+		}
 	}
 	start := time.Now()
 	bw := client.BulkWriter(ctx)
-	jobs := make([]*firestore.BulkWriterJob, 0, len(recs))
-	for _, r := range recs {
-		job, err := bw.Create(client.Collection("bench_floor").Doc(r.ID), r)
+	jobs := make([]*firestore.BulkWriterJob, 0, len(docs))
+	for _, d := range docs {
+		job, err := bw.Create(d.ref, d.data)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -230,5 +279,8 @@ func bulkFloor(b *testing.B, client *firestore.Client, st *store.Store, total in
 			b.Fatal(err)
 		}
 	}
-	return time.Since(start)
+	return time.Since(start), len(docs)
 }
+
+// quiet is a logger for the benchmark's runs.
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))

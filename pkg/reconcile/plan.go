@@ -34,12 +34,21 @@ type Candidate struct {
 
 // Stored is what planning needs to know about a spec the store holds for
 // the registry.
+//
+// A Partial one comes from the registry's manifest, not from the spec
+// document: its id, entry, digest and state, and whether it was Clean
+// (active, no entry error, nothing held back) when the last run ended;
+// nothing else (no name, no instance counts). The plan uses it only to
+// find a listing entry unchanged; anything more needs the spec itself,
+// and the plan says which ones to read (Plan.Read).
 type Stored struct {
 	ID         string
 	Entry      string
 	Name       string
 	Digest     string
 	State      string
+	Partial    bool
+	Clean      bool // Partial only
 	Instances  int
 	EntryError string
 	// HeldBackDigest is the digest of a newer version held back earlier.
@@ -99,6 +108,14 @@ type Plan struct {
 	Errors   []EntryError
 	// Guarded says why marking (and deleting) was withheld, if it was.
 	Guarded string
+	// Read, when set, is the only field set: the partial records (by id,
+	// sorted) the plan needs in full. Read them and plan again.
+	Read []string
+}
+
+// Writes reports whether carrying out the plan may write a spec.
+func (p *Plan) Writes() bool {
+	return len(p.Create)+len(p.Update)+len(p.Unmark)+len(p.Repair)+len(p.Mark)+len(p.Delete)+len(p.HoldBack)+len(p.ErrorOn) > 0
 }
 
 // Visible reports whether carrying out the plan changes the catalog.
@@ -107,13 +124,20 @@ func (p *Plan) Visible() bool {
 }
 
 // MakePlan decides what a run does. listing is every entry of a complete,
-// successful fetch; stored is every spec the store holds for the registry.
-// It is deterministic: the same inputs give the same plan, in sorted order.
+// successful fetch; stored is every spec the store holds for the registry,
+// each either read in full or known from the manifest (Partial). If the
+// plan needs more than a partial record says, it is only a list of the
+// specs to read (Plan.Read): a run reads the specs whose entry changed
+// (new ones need no read), went away or broke, and the marked ones, not
+// the registry's size. It is deterministic: the same inputs give the same
+// plan, in sorted order.
 func MakePlan(listing []Candidate, stored []Stored, policy Policy) Plan {
+	if read := needFull(listing, stored); len(read) > 0 {
+		return Plan{Read: read}
+	}
 	var p Plan
 
-	entries := append([]Candidate(nil), listing...)
-	sort.SliceStable(entries, func(i, j int) bool { return entries[i].Entry < entries[j].Entry })
+	entries := vetted(listing)
 
 	byID := make(map[string]Stored, len(stored))
 	byEntry := make(map[string][]Stored)
@@ -123,16 +147,8 @@ func MakePlan(listing []Candidate, stored []Stored, policy Policy) Plan {
 	}
 
 	offered := map[string]string{}     // spec id -> entry that offers it
-	names := map[string]string{}       // spec name -> entry, for OSB name uniqueness
 	failedEntries := map[string]bool{} // entries present but broken protect their stored specs
 	for _, c := range entries {
-		if c.Err == nil && c.Spec != nil {
-			if prev, dup := offered[c.ID]; dup {
-				c.Err = fmt.Errorf("spec id %s is already offered by entry %q of this registry", c.ID, prev)
-			} else if prev, dup := names[c.Spec.Name]; dup {
-				c.Err = fmt.Errorf("spec name %q is already offered by entry %q of this registry", c.Spec.Name, prev)
-			}
-		}
 		if c.Err != nil || c.Spec == nil {
 			msg := "entry has no spec"
 			if c.Err != nil {
@@ -152,7 +168,6 @@ func MakePlan(listing []Candidate, stored []Stored, policy Policy) Plan {
 			continue
 		}
 		offered[c.ID] = c.Entry
-		names[c.Spec.Name] = c.Entry
 		s, known := byID[c.ID]
 		switch {
 		case !known:
@@ -213,6 +228,61 @@ func MakePlan(listing []Candidate, stored []Stored, policy Policy) Plan {
 		return p.Errors[i].Message < p.Errors[j].Message
 	})
 	return p
+}
+
+// needFull lists the partial records the plan cannot do without reading:
+// every one but those whose entry offers the same content, unchanged and
+// clean (what most of a large registry is on most runs).
+func needFull(listing []Candidate, stored []Stored) []string {
+	partial := map[string]Stored{}
+	for _, s := range stored {
+		if s.Partial {
+			partial[s.ID] = s
+		}
+	}
+	if len(partial) == 0 {
+		return nil
+	}
+	unchanged := map[string]bool{}
+	for _, c := range vetted(listing) {
+		if c.Err != nil || c.Spec == nil {
+			continue // a broken entry's specs need reading
+		}
+		if s, ok := partial[c.ID]; ok && s.Clean && s.State == StateActive && s.Digest == c.Digest && s.Entry == c.Entry {
+			unchanged[c.ID] = true
+		}
+	}
+	var out []string
+	for id := range partial {
+		if !unchanged[id] {
+			out = append(out, id)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// vetted is the listing sorted by entry, with the entries that offer an
+// id or a name an earlier entry offers turned into entry errors (OSB
+// wants both unique).
+func vetted(listing []Candidate) []Candidate {
+	entries := append([]Candidate(nil), listing...)
+	sort.SliceStable(entries, func(i, j int) bool { return entries[i].Entry < entries[j].Entry })
+	ids := map[string]string{}   // spec id -> entry that offers it
+	names := map[string]string{} // spec name -> entry
+	for i, c := range entries {
+		if c.Err != nil || c.Spec == nil {
+			continue
+		}
+		if prev, dup := ids[c.ID]; dup {
+			entries[i].Err = fmt.Errorf("spec id %s is already offered by entry %q of this registry", c.ID, prev)
+		} else if prev, dup := names[c.Spec.Name]; dup {
+			entries[i].Err = fmt.Errorf("spec name %q is already offered by entry %q of this registry", c.Spec.Name, prev)
+		} else {
+			ids[c.ID], names[c.Spec.Name] = c.Entry, c.Entry
+		}
+	}
+	return entries
 }
 
 func sortedStored(stored []Stored) []Stored {

@@ -289,3 +289,133 @@ func TestGuardReasonSaysWhy(t *testing.T) {
 		t.Fatalf("guard reason %q does not give the numbers", p.Guarded)
 	}
 }
+
+// known is a partial record: what the manifest says of a spec.
+func known(id, entry, digest string, clean bool) Stored {
+	return Stored{ID: id, Entry: entry, Digest: digest, State: StateActive, Partial: true, Clean: clean}
+}
+
+func knownMarked(id, entry string) Stored {
+	return Stored{ID: id, Entry: entry, Digest: "d-" + id, State: StateMarked, Partial: true}
+}
+
+// Per-entry digests: with the manifest's partial records a plan reads only
+// the specs whose entry changed (changed, gone, broken, not clean) and the
+// marked ones; new entries need no read; an unchanged clean entry is
+// planned as unchanged without one. Once the needed specs are read in
+// full, the plan is what a plan over the whole registry would be.
+func TestMakePlanWithManifest(t *testing.T) {
+	def := Policy{MaxMarkShare: 0.5}
+	cases := []struct {
+		name     string
+		listing  []Candidate
+		stored   []Stored
+		wantRead []string
+		// full replaces the partial records read; want is the plan then,
+		// which must equal the plan over full records only.
+		full []Stored
+		want summary
+	}{
+		{name: "nothing changed: nothing read",
+			listing: []Candidate{cand("a", "A", "d1"), cand("b", "B", "d1")},
+			stored:  []Stored{known("A", "a", "d1", true), known("B", "b", "d1", true)},
+			want:    summary{Unchanged: 2}},
+		{name: "a new entry needs no read",
+			listing: []Candidate{cand("a", "A", "d1"), cand("n", "N", "d1")},
+			stored:  []Stored{known("A", "a", "d1", true)},
+			want:    summary{Create: []string{"N"}, Unchanged: 1}},
+		{name: "a changed entry is read, then updated",
+			listing:  []Candidate{cand("a", "A", "d2"), cand("b", "B", "d1")},
+			stored:   []Stored{known("A", "a", "d1", true), known("B", "b", "d1", true)},
+			wantRead: []string{"A"},
+			full:     []Stored{active("A", "a", "d1")},
+			want:     summary{Update: []string{"A"}, Unchanged: 1}},
+		{name: "a gone entry is read, then marked",
+			listing:  []Candidate{cand("a", "A", "d1"), cand("b", "B", "d1")},
+			stored:   []Stored{known("A", "a", "d1", true), known("B", "b", "d1", true), known("C", "c", "d1", true)},
+			wantRead: []string{"C"},
+			full:     []Stored{active("C", "c", "d1")},
+			want:     summary{Unchanged: 2, Mark: []string{"C"}}},
+		{name: "a broken entry is read, keeps its spec and records the error",
+			listing:  []Candidate{cand("a", "A", "d1"), bad("b", "bad label")},
+			stored:   []Stored{known("A", "a", "d1", true), known("B", "b", "d1", true)},
+			wantRead: []string{"B"},
+			full:     []Stored{active("B", "b", "d1")},
+			want:     summary{Unchanged: 1, ErrorOn: []string{"B=bad label"}, Errors: []string{"b: bad label"}}},
+		{name: "an entry not clean (error, hold) is read even if unchanged",
+			listing:  []Candidate{cand("b", "B", "d1")},
+			stored:   []Stored{known("B", "b", "d1", false)},
+			wantRead: []string{"B"},
+			full:     []Stored{withError(active("B", "b", "d1"), "bad label")},
+			want:     summary{Repair: []string{"B"}}},
+		{name: "the marked ones are always read",
+			listing:  []Candidate{cand("a", "A", "d1"), cand("m", "M", "d-M")},
+			stored:   []Stored{known("A", "a", "d1", true), knownMarked("M", "m"), knownMarked("K", "k"), knownMarked("Z", "z")},
+			wantRead: []string{"K", "M", "Z"},
+			full:     []Stored{marked("M", "m", 0), marked("K", "k", 1), marked("Z", "z", 0)},
+			want:     summary{Unchanged: 1, Unmark: []string{"M"}, Keep: []string{"K"}, Delete: []string{"Z"}}},
+		{name: "a renamed entry is read",
+			listing:  []Candidate{cand("b2", "B", "d1")},
+			stored:   []Stored{known("B", "b", "d1", true)},
+			wantRead: []string{"B"},
+			full:     []Stored{active("B", "b", "d1")},
+			want:     summary{Repair: []string{"B"}}},
+		{name: "a duplicate id offered by an earlier entry is read (it is an error)",
+			listing:  []Candidate{cand("a", "X", "d1"), cand("b", "Y", "d1"), cand("c", "Y", "d1")},
+			stored:   []Stored{known("X", "a", "d1", true), known("Y", "c", "d1", true)},
+			wantRead: []string{"Y"},
+			full:     []Stored{active("Y", "c", "d1")},
+			want: summary{Unchanged: 1, Repair: []string{"Y"}, ErrorOn: []string{`Y=spec id Y is already offered by entry "b" of this registry`},
+				Errors: []string{`c: spec id Y is already offered by entry "b" of this registry`}}},
+		{name: "the guard counts what the manifest knows",
+			listing:  []Candidate{cand("a", "A", "d1")},
+			stored:   []Stored{known("A", "a", "d1", true), known("B", "b", "d1", true), known("C", "c", "d1", true), known("D", "d", "d1", true)},
+			wantRead: []string{"B", "C", "D"},
+			full:     []Stored{active("B", "b", "d1"), active("C", "c", "d1"), active("D", "d", "d1")},
+			want:     summary{Unchanged: 1, Guarded: true}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := MakePlan(c.listing, c.stored, def)
+			if !reflect.DeepEqual(p.Read, c.wantRead) {
+				t.Fatalf("read %v, want %v (plan %+v)", p.Read, c.wantRead, summarize(p))
+			}
+			stored := c.stored
+			if len(p.Read) > 0 {
+				if got := summarize(p); !reflect.DeepEqual(got, summary{}) {
+					t.Fatalf("a plan that needs reads also planned %+v", got)
+				}
+				byID := map[string]Stored{}
+				for _, s := range c.full {
+					byID[s.ID] = s
+				}
+				stored = nil
+				for _, s := range c.stored {
+					if f, ok := byID[s.ID]; ok {
+						s = f
+					}
+					stored = append(stored, s)
+				}
+				p = MakePlan(c.listing, stored, def)
+				if len(p.Read) > 0 {
+					t.Fatalf("after the reads it still needs %v", p.Read)
+				}
+			}
+			if got := summarize(p); !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("plan mismatch\n got: %+v\nwant: %+v", got, c.want)
+			}
+			// The same plan as over full records only (an unchanged
+			// clean partial is a clean active spec of the same digest).
+			var fullOnly []Stored
+			for _, s := range stored {
+				if s.Partial {
+					s = active(s.ID, s.Entry, s.Digest)
+				}
+				fullOnly = append(fullOnly, s)
+			}
+			if got := summarize(MakePlan(c.listing, fullOnly, def)); !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("the plan over full records differs\n got: %+v\nwant: %+v", got, c.want)
+			}
+		})
+	}
+}

@@ -41,6 +41,12 @@ func TestRacesProvisionVersusDelete(t *testing.T) {
 		}
 		return sp.Plans[0].ID
 	}
+	// The marks and deletes below are a run's steps 5 and 3, called
+	// directly: like a run, say first that the specs are being written,
+	// so the registry's manifest is no longer trusted.
+	if err := e.store.BeginWriting(ctx, "local", "run-mark"); err != nil {
+		t.Fatal(err)
+	}
 	// The deprovision races start from a marked spec with one instance.
 	for _, n := range names[provisions:] {
 		rec := specs[n]

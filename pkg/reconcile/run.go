@@ -159,9 +159,10 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 	baseline := status.ListingDigest != "" &&
 		(status.LastRun.Result == ResultSucceeded || status.LastRun.Result == ResultUnchanged) &&
 		len(status.LastRun.Conflicts) == 0 &&
-		// A lease left behind is a run that died part-way: its writes (and
-		// pending changes) are not described by the recorded listing.
-		status.Lease == nil &&
+		// A lease left behind, or a writer that never recorded, is a run
+		// that died part-way: its writes (and pending changes) are not
+		// described by the recorded listing.
+		status.Lease == nil && !status.Interrupted() &&
 		// A held-back version may be adoptable now that instances went.
 		len(status.LastRun.HeldBack) == 0
 	if baseline && (listing.NotModified || listing.Digest == status.ListingDigest) {
@@ -173,6 +174,9 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 		return r.deleteOnly(ctx, st, reg, status, run, finish, log)
 	}
 
+	// The lease also says this run writes the registry's specs now (see
+	// began below).
+	began := false
 	if r.LeaseTTL > 0 {
 		if err := st.AcquireLease(ctx, reg.Name, runID, r.LeaseTTL); err != nil {
 			run.Error = err.Error()
@@ -187,12 +191,13 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 				log.Warn("lease not released; it expires by itself", "error", err)
 			}
 		}()
+		began = true
 	}
 
 	// A run after one that did not finish: what that run wrote may still
 	// be pending, and, if it ran the version before the committer, marked
 	// the old way.
-	recovering := status.Lease != nil || status.LastRun.Result == ResultError
+	recovering := status.Lease != nil || status.Interrupted() || status.LastRun.Result == ResultError
 	if recovering {
 		if n, err := st.AdoptLegacyPending(ctx, reg.Name); err != nil {
 			return r.failed(ctx, st, reg, status, run, finish, err)
@@ -201,19 +206,20 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 		}
 	}
 
-	// Step 2: what the store holds for this registry.
-	records, err := st.OwnedSpecs(ctx, reg.Name)
+	// Step 2: what the store holds for this registry: from the manifest
+	// when it can be trusted, then in full only the specs the plan needs.
+	candidates := Candidates(reg.Name, listing.Entries)
+	k, err := r.known(ctx, st, reg, status, candidates)
 	if err != nil {
 		return r.failed(ctx, st, reg, status, run, finish, err)
 	}
-	stored := storedFrom(records)
+	stored, plan := k.stored, k.plan
 	wasMarked := map[string]bool{}
-	for _, rec := range records {
-		wasMarked[rec.ID] = rec.State == StateMarked
+	for _, s := range stored {
+		wasMarked[s.ID] = s.State == StateMarked
 	}
-
-	plan := MakePlan(Candidates(reg.Name, listing.Entries), stored, reg.Policy)
 	run.Guard = plan.Guarded
+	man := newManifest(stored)
 
 	// How many specs stay marked after this run: drives the short path of
 	// the next run with an unchanged listing.
@@ -224,10 +230,20 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 		}
 	}
 
+	// Before its first spec write the run says it writes now (with a
+	// lease, the lease said so), so that the last run's manifest is no
+	// longer trusted should this one die part-way.
+	if !began && plan.Writes() {
+		if err := st.BeginWriting(ctx, reg.Name, runID); err != nil {
+			return r.failed(ctx, st, reg, status, run, finish, err)
+		}
+		began = true
+	}
+
 	// Step 3: delete what an earlier run marked and nothing references.
-	for _, k := range plan.Keep {
+	for _, kept := range plan.Keep {
 		run.Counts.Kept++
-		run.Kept = append(run.Kept, store.KeptSpec{SpecID: k.ID, Name: k.Name, Instances: int64(k.Instances)})
+		run.Kept = append(run.Kept, store.KeptSpec{SpecID: kept.ID, Name: kept.Name, Instances: int64(kept.Instances)})
 	}
 	for _, d := range plan.Delete {
 		outcome, refs, err := st.DeleteMarked(ctx, reg.Name, d.ID, runID, status.LastSuccessAt)
@@ -238,6 +254,7 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 		case store.Deleted:
 			run.Counts.Deleted++
 			markedAfter--
+			man.remove(d.ID)
 		case store.Referenced:
 			run.Counts.Kept++
 			run.Kept = append(run.Kept, store.KeptSpec{SpecID: d.ID, Name: d.Name, Instances: refs})
@@ -248,11 +265,11 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 	var conflicts []store.SpecConflict
 	entryErrors := planErrors(plan)
 	run.Counts.Unchanged = plan.Unchanged
-	// The upserts touch distinct documents, so they run a few at a time:
-	// each is a round trip or three, and one at a time a large first
-	// import would wait on them in turn. New specs (not among the ones just
-	// read) are created a batch to a commit, without reading them first.
-	// Outcomes are counted in plan order.
+	// New specs (not among the ones the run knows) are created fifty to a
+	// commit, without reading them first; specs the run read are written
+	// fifty to a commit on condition that they are as read. The commits
+	// touch distinct documents, so a couple run at once. Outcomes are
+	// counted in plan order.
 	offer := func(c Candidate) store.Offer {
 		return store.Offer{Registry: reg.Name, Entry: c.Entry, Ref: c.Ref, Spec: c.Spec, Digest: c.Digest, Run: runID}
 	}
@@ -271,16 +288,22 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 		return r.failed(ctx, st, reg, status, run, finish, err)
 	}
 	upserts := slices.Concat(plan.Update, plan.Unmark, plan.Repair)
-	upserted, err := inParallel(ctx, r.concurrency(), upserts, func(ctx context.Context, c Candidate) (store.UpsertResult, error) {
-		return st.UpsertSpec(ctx, offer(c))
-	})
+	var updates [][]store.SpecUpdate
+	for i, c := range upserts {
+		if i%writeBatch == 0 {
+			updates = append(updates, nil)
+		}
+		updates[len(updates)-1] = append(updates[len(updates)-1], store.SpecUpdate{Offer: offer(c), Read: k.full[c.ID]})
+	}
+	upserted, err := inParallel(ctx, min(r.concurrency(), createBatchesInFlight), updates, st.UpdateSpecs)
 	if err != nil {
 		return r.failed(ctx, st, reg, status, run, finish, err)
 	}
 	offers := slices.Concat(plan.Create, upserts)
-	results := slices.Concat(slices.Concat(created...), upserted)
+	results := slices.Concat(slices.Concat(created...), slices.Concat(upserted...))
 	for i, c := range offers {
 		res := results[i]
+		man.offered(c, res.Outcome)
 		switch res.Outcome {
 		case store.Created:
 			run.Counts.Created++
@@ -318,6 +341,7 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 		if outcome == store.HeldNew {
 			heldNew++
 		}
+		man.held(h.SpecID, outcome)
 		if outcome == store.HeldUnmarked {
 			run.Counts.Unmarked++
 			if wasMarked[h.SpecID] {
@@ -329,14 +353,21 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 		if err := st.RecordEntryError(ctx, e.SpecID, e.Message); err != nil {
 			return r.failed(ctx, st, reg, status, run, finish, err)
 		}
+		man.dirty(e.SpecID)
 	}
 
-	// Step 5: mark what is no longer offered (unless the guard withheld it).
-	for _, m := range plan.Mark {
-		ok, err := st.MarkSpec(ctx, reg.Name, m.ID, runID)
-		if err != nil {
-			return r.failed(ctx, st, reg, status, run, finish, err)
-		}
+	// Step 5: mark what is no longer offered (unless the guard withheld
+	// it), on condition that each is as read.
+	toMark := make([]store.SpecRecord, len(plan.Mark))
+	for i, m := range plan.Mark {
+		toMark[i] = k.full[m.ID]
+	}
+	marks, err := st.MarkSpecs(ctx, reg.Name, runID, toMark)
+	if err != nil {
+		return r.failed(ctx, st, reg, status, run, finish, err)
+	}
+	for i, ok := range marks {
+		man.marked(plan.Mark[i].ID, ok)
 		if ok {
 			run.Counts.Marked++
 			markedAfter++
@@ -367,14 +398,28 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 		log.Warn("mass-deletion guard withheld marking", "reason", plan.Guarded)
 	}
 	finish(&run, result)
-	run.Ops.Writes++ // the status write below
 	if markedAfter < 0 {
 		markedAfter = 0
 	}
-	if err := st.RecordRun(ctx, reg.Name, run, result == ResultSucceeded, listing.Digest, listing.ETag, markedAfter); err != nil {
-		return run, fmt.Errorf("reconcile %s: %w", reg.Name, err)
+	if !began && k.fromManifest && k.gone == 0 {
+		// It wrote no spec: the manifest it started from still describes
+		// the store, and stays.
+		run.Ops.Writes++ // the status write below
+		if err := st.RecordRun(ctx, reg.Name, run, result == ResultSucceeded, listing.Digest, listing.ETag, markedAfter); err != nil {
+			return run, fmt.Errorf("reconcile %s: %w", reg.Name, err)
+		}
+	} else {
+		// (It adds what recording costs to the run's counts.)
+		written, err := st.RecordRunWithManifest(ctx, reg.Name, &run, result == ResultSucceeded, listing.Digest, listing.ETag, markedAfter,
+			store.Seen{LastRun: status.LastRun.ID, Writer: status.Writer, Began: began}, man.entries())
+		if err != nil {
+			return run, fmt.Errorf("reconcile %s: %w", reg.Name, err)
+		}
+		if !written {
+			log.Warn("another run of the registry ran meanwhile: no manifest recorded, the next run reads every spec")
+		}
 	}
-	log.Info("registry reconciled", "result", result, "counts", run.Counts, "firestore", run.Ops, "duration_ms", run.DurationMS)
+	log.Info("registry reconciled", "result", result, "counts", run.Counts, "firestore", run.Ops, "duration_ms", run.DurationMS, "manifest", k.fromManifest, "specs_read", k.read)
 	return run, nil
 }
 

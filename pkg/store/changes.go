@@ -285,15 +285,19 @@ func (s *Store) AdoptLegacyPending(ctx context.Context, registry string) (int, e
 		if len(docs) == 0 {
 			return adopted, nil
 		}
-		batch := s.client.Batch()
-		for _, d := range docs {
-			at, _ := d.DataAt("at")
-			batch.Update(d.Ref, []firestore.Update{
-				{Path: "pending_at", Value: at},
-				{Path: "pending_registry", Value: firestore.Delete},
-			}, firestore.LastUpdateTime(d.UpdateTime))
-		}
-		if _, err := batch.Commit(ctx); err != nil {
+		err = s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+			for _, d := range docs {
+				at, _ := d.DataAt("at")
+				if err := tx.Update(d.Ref, []firestore.Update{
+					{Path: "pending_at", Value: at},
+					{Path: "pending_registry", Value: firestore.Delete},
+				}, firestore.LastUpdateTime(d.UpdateTime)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
 			return adopted, classify(err, "adopt %d legacy pending changes of registry %s", len(docs), registry)
 		}
 		s.ops.write(len(docs))

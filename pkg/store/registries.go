@@ -101,6 +101,30 @@ type RegistryStatus struct {
 	// Lease is set while a run holds the registry, and left behind by a
 	// run that died (until the next run takes it over).
 	Lease *Lease `json:"lease,omitempty" firestore:"lease,omitempty"`
+	// Writer is the run that last began writing the registry's specs
+	// (BeginWriting, AcquireLease).
+	Writer string `json:"writer,omitempty" firestore:"writer,omitempty"`
+	// Manifest names the registry's manifest (per-entry digests). It
+	// describes the store only while Writer is the run that wrote it and
+	// no lease is left behind: ManifestTrusted.
+	Manifest *ManifestHeader `json:"manifest,omitempty" firestore:"manifest,omitempty"`
+}
+
+// Interrupted reports whether a run began writing the registry's specs
+// after the last run that recorded (or recorded a manifest) and never
+// recorded itself: it died part-way, even where no lease says so (runs
+// without one: the local tools). Its writes are not described by the
+// recorded listing or manifest.
+func (st *RegistryStatus) Interrupted() bool {
+	return st.Writer != "" && st.Writer != st.LastRun.ID && (st.Manifest == nil || st.Writer != st.Manifest.Run)
+}
+
+// ManifestTrusted reports whether the status' manifest describes the
+// registry's specs: the run that wrote it is the last that began writing
+// them, and no run died holding the lease (a run that died part-way may
+// have written after it).
+func (st *RegistryStatus) ManifestTrusted() bool {
+	return st.Manifest != nil && st.Manifest.Run != "" && st.Manifest.Run == st.Writer && st.Lease == nil
 }
 
 // RegistryStatus reads a registry's status; a registry never run has a
@@ -146,6 +170,18 @@ func (s *Store) RegistryStatuses(ctx context.Context) ([]RegistryStatus, error) 
 // the old baseline so the next run does the full work again. Fields other
 // registries or other components own (contested_by, leases) are left alone.
 func (s *Store) RecordRun(ctx context.Context, name string, run Run, success bool, digest, etag string, marked int) error {
+	data, paths := runRecord(name, run, success, digest, etag, marked)
+	if _, err := s.registries().Doc(name).Set(ctx, data, firestore.Merge(paths...)); err != nil {
+		return classify(err, "record run of registry %s", name)
+	}
+	s.ops.write(1)
+	return nil
+}
+
+// runRecord is what recording a run writes, and the top-level fields it
+// merges: last_run is replaced whole (MergeAll would merge it leaf by leaf
+// and keep, say, an old run's error).
+func runRecord(name string, run Run, success bool, digest, etag string, marked int) (map[string]any, []firestore.FieldPath) {
 	data := map[string]any{
 		"name":     name,
 		"last_run": run,
@@ -156,17 +192,11 @@ func (s *Store) RecordRun(ctx context.Context, name string, run Run, success boo
 		data["etag"] = etag
 		data["last_success_at"] = run.FinishedAt
 	}
-	// Merge by top-level field: last_run is replaced whole (MergeAll would
-	// merge it leaf by leaf and keep, say, an old run's error).
-	paths := make([]firestore.FieldPath, 0, len(data))
+	paths := make([]firestore.FieldPath, 0, len(data)+1)
 	for k := range data {
 		paths = append(paths, firestore.FieldPath{k})
 	}
-	if _, err := s.registries().Doc(name).Set(ctx, data, firestore.Merge(paths...)); err != nil {
-		return classify(err, "record run of registry %s", name)
-	}
-	s.ops.write(1)
-	return nil
+	return data, paths
 }
 
 // SetContested records on owner's status which spec ids registry offers
@@ -197,8 +227,9 @@ type leaseDoc struct {
 	Lease *Lease `firestore:"lease"`
 }
 
-// AcquireLease takes the registry's lease for holder until ttl from now.
-// A lease held by another holder and not yet expired is a
+// AcquireLease takes the registry's lease for holder until ttl from now,
+// and records holder as the registry's writer (BeginWriting) in the same
+// write. A lease held by another holder and not yet expired is a
 // failure.Precondition: the caller should retry later (for Pub/Sub: return
 // the error so the message is redelivered with backoff), not wait here.
 // A holder re-acquiring its own lease extends it.
@@ -215,7 +246,8 @@ func (s *Store) AcquireLease(ctx context.Context, registry, holder string, ttl t
 				return failure.New(failure.Precondition, "registry %s is being reconciled by %s until %s", registry, l.Holder, l.ExpiresAt.Format(time.RFC3339))
 			}
 		}
-		return tx.Set(ref, map[string]any{"lease": Lease{Holder: holder, ExpiresAt: now.Add(ttl)}}, firestore.Merge(firestore.FieldPath{"lease"}))
+		return tx.Set(ref, map[string]any{"lease": Lease{Holder: holder, ExpiresAt: now.Add(ttl)}, "writer": holder},
+			firestore.Merge(firestore.FieldPath{"lease"}, firestore.FieldPath{"writer"}))
 	})
 	if err != nil {
 		return classify(err, "acquire lease of registry %s", registry)

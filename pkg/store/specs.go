@@ -60,6 +60,19 @@ type SpecRecord struct {
 	// not adopt, with what blocks it; cleared when a version is adopted or
 	// the registry offers the stored one again.
 	HeldBack *HeldBackSpec `firestore:"held_back,omitempty"`
+	// ReadAt is the document's update time when it was read (not stored):
+	// a write decided on what was read is conditional on it
+	// (UpdateSpecs, MarkSpecs).
+	ReadAt time.Time `firestore:"-"`
+}
+
+// fromSnapshot implements snapshotted: the update time it was read at.
+func (r *SpecRecord) fromSnapshot(snap *firestore.DocumentSnapshot) { r.ReadAt = snap.UpdateTime }
+
+// Clean reports whether the spec is active with no entry error and
+// nothing held back: what a manifest entry may call clean.
+func (r *SpecRecord) Clean() bool {
+	return r.State == StateActive && r.EntryError == "" && r.HeldBack == nil
 }
 
 // Spec decodes the stored spec.
@@ -115,6 +128,41 @@ func (s *Store) OwnedSpecs(ctx context.Context, registry string) ([]SpecRecord, 
 func (s *Store) MarkedSpecs(ctx context.Context, registry string) ([]SpecRecord, error) {
 	q := s.specs().Where("registry", "==", registry).Where("state", "==", StateMarked)
 	return queryAll[SpecRecord](ctx, s, q, "marked specs of registry "+registry)
+}
+
+// RegistrySpecs reads the specs with the given ids that registry owns, in
+// id order, one read each: a missing spec, or one another registry owns
+// now, is left out.
+func (s *Store) RegistrySpecs(ctx context.Context, registry string, ids []string) ([]SpecRecord, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	refs := make([]*firestore.DocumentRef, len(ids))
+	for i, id := range ids {
+		refs[i] = s.specs().Doc(id)
+	}
+	snaps, err := s.client.GetAll(ctx, refs)
+	s.ops.read(len(refs))
+	if err != nil {
+		return nil, classify(err, "read %d specs of registry %s", len(ids), registry)
+	}
+	var out []SpecRecord
+	for _, snap := range snaps {
+		if !snap.Exists() {
+			continue
+		}
+		var r SpecRecord
+		if err := snap.DataTo(&r); err != nil {
+			return nil, classify(err, "decode %s", snap.Ref.Path)
+		}
+		if r.Registry != registry {
+			continue
+		}
+		r.fromSnapshot(snap)
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
 }
 
 // ActiveSpecs returns every spec the catalog serves, in id order.
@@ -208,61 +256,178 @@ func (s *Store) UpsertSpec(ctx context.Context, o Offer) (UpsertResult, error) {
 		if err != nil {
 			return err
 		}
-		change := Change{SpecID: o.Spec.ID, Registry: o.Registry, Name: o.Spec.Name, SpecJSON: string(body), Run: o.Run}
 		var cur SpecRecord
 		if err := snap.DataTo(&cur); err != nil {
 			return err
 		}
-		if cur.Registry != o.Registry {
-			res = UpsertResult{Outcome: Conflict, Owner: cur.Registry}
+		var updates []firestore.Update
+		var change *Change
+		res, updates, change = upsertWrites(&cur, encoded{o, body, platforms}, now)
+		if updates == nil {
 			return nil
 		}
-		updates := []firestore.Update{{Path: "updated_at", Value: now}}
-		change.Generation, change.SpecCreatedAt = cur.Generation, cur.CreatedAt
-		switch {
-		case cur.Digest != o.Digest:
-			res.Outcome = Updated
-			change.Kind, change.Generation = KindUpdated, cur.Generation+1
-			updates = append(updates,
-				firestore.Update{Path: "digest", Value: o.Digest},
-				firestore.Update{Path: "spec", Value: string(body)},
-				firestore.Update{Path: "name", Value: o.Spec.Name},
-				firestore.Update{Path: "platforms", Value: platforms},
-				firestore.Update{Path: "generation", Value: change.Generation})
-		case cur.State == StateMarked:
-			res.Outcome = Unmarked
-			change.Kind = KindUnmarked
-		case cur.EntryError != "" || cur.Entry != o.Entry || cur.HeldBack != nil:
-			res.Outcome = Repaired
-		default:
-			res.Outcome = Unchanged
-			return nil
-		}
-		updates = append(updates,
-			firestore.Update{Path: "state", Value: StateActive},
-			firestore.Update{Path: "marked_at", Value: firestore.Delete},
-			firestore.Update{Path: "marked_run", Value: firestore.Delete},
-			firestore.Update{Path: "entry_error", Value: firestore.Delete},
-			firestore.Update{Path: "entry_error_at", Value: firestore.Delete},
-			firestore.Update{Path: "held_back", Value: firestore.Delete},
-			firestore.Update{Path: "entry", Value: o.Entry},
-			firestore.Update{Path: "ref", Value: o.Ref})
 		if err := tx.Update(ref, updates); err != nil {
 			return err
 		}
-		if change.Kind == "" {
-			return nil // a repair is not a catalog change
+		if change == nil {
+			return nil
 		}
-		return s.pend(tx, change)
+		return s.pend(tx, *change)
 	})
 	if err != nil {
 		return UpsertResult{}, classify(err, "upsert spec %s", o.Spec.ID)
 	}
-	switch res.Outcome {
+	s.ops.write(upsertCost(res.Outcome))
+	return res, nil
+}
+
+// upsertCost is what an upsert outcome writes.
+func upsertCost(o UpsertOutcome) int {
+	switch o {
 	case Created, Updated, Unmarked:
-		s.ops.write(2) // the spec and its change
+		return 2 // the spec and its change
 	case Repaired:
-		s.ops.write(1)
+		return 1
+	}
+	return 0
+}
+
+// upsertWrites decides what offering e does to the spec as stored (cur):
+// the outcome, the updates (nil: write nothing) and the catalog change
+// (nil for a repair, which the catalog does not see).
+func upsertWrites(cur *SpecRecord, e encoded, now time.Time) (UpsertResult, []firestore.Update, *Change) {
+	o := e.Offer
+	if cur.Registry != o.Registry {
+		return UpsertResult{Outcome: Conflict, Owner: cur.Registry}, nil, nil
+	}
+	change := Change{SpecID: o.Spec.ID, Registry: o.Registry, Name: o.Spec.Name, SpecJSON: string(e.body), Run: o.Run,
+		Generation: cur.Generation, SpecCreatedAt: cur.CreatedAt}
+	updates := []firestore.Update{{Path: "updated_at", Value: now}}
+	var res UpsertResult
+	switch {
+	case cur.Digest != o.Digest:
+		res.Outcome = Updated
+		change.Kind, change.Generation = KindUpdated, cur.Generation+1
+		updates = append(updates,
+			firestore.Update{Path: "digest", Value: o.Digest},
+			firestore.Update{Path: "spec", Value: string(e.body)},
+			firestore.Update{Path: "name", Value: o.Spec.Name},
+			firestore.Update{Path: "platforms", Value: e.platforms},
+			firestore.Update{Path: "generation", Value: change.Generation})
+	case cur.State == StateMarked:
+		res.Outcome = Unmarked
+		change.Kind = KindUnmarked
+	case cur.EntryError != "" || cur.Entry != o.Entry || cur.HeldBack != nil:
+		res.Outcome = Repaired
+	default:
+		return UpsertResult{Outcome: Unchanged}, nil, nil
+	}
+	updates = append(updates,
+		firestore.Update{Path: "state", Value: StateActive},
+		firestore.Update{Path: "marked_at", Value: firestore.Delete},
+		firestore.Update{Path: "marked_run", Value: firestore.Delete},
+		firestore.Update{Path: "entry_error", Value: firestore.Delete},
+		firestore.Update{Path: "entry_error_at", Value: firestore.Delete},
+		firestore.Update{Path: "held_back", Value: firestore.Delete},
+		firestore.Update{Path: "entry", Value: o.Entry},
+		firestore.Update{Path: "ref", Value: o.Ref})
+	if change.Kind == "" {
+		return res, updates, nil // a repair is not a catalog change
+	}
+	return res, updates, &change
+}
+
+// SpecUpdate is an offer for a spec the caller read (Read, with its
+// ReadAt): UpdateSpecs writes what UpsertSpec would decide on that
+// record, if the spec is still as read.
+type SpecUpdate struct {
+	Offer Offer
+	Read  SpecRecord
+}
+
+// UpdateSpecs applies offers of specs the caller read, up to fifty to a
+// commit, without reading them again: each write is what UpsertSpec
+// would do to the record as read, conditional on the spec's update time
+// being the one read (a provision or another run since then fails the
+// commit whole, atomically, and every offer of that batch goes through
+// UpsertSpec, which reads and decides again). So a run that read the
+// specs it changes pays no second read for them. Results are in order.
+func (s *Store) UpdateSpecs(ctx context.Context, items []SpecUpdate) ([]UpsertResult, error) {
+	out := make([]UpsertResult, 0, len(items))
+	for start := 0; start < len(items); {
+		end, size := start, 0
+		for end < len(items) && end-start < createBatch && (end == start || size+2*len(items[end].Read.SpecJSON) <= createBatchBytes) {
+			size += 2 * len(items[end].Read.SpecJSON)
+			end++
+		}
+		res, err := s.updateBatch(ctx, items[start:end])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, res...)
+		start = end
+	}
+	return out, nil
+}
+
+func (s *Store) updateBatch(ctx context.Context, items []SpecUpdate) ([]UpsertResult, error) {
+	for _, it := range items {
+		if it.Read.ReadAt.IsZero() || it.Read.ID != it.Offer.Spec.ID {
+			// Not read after all: nothing to condition on.
+			return s.upsertEach(ctx, items)
+		}
+	}
+	es := make([]encoded, len(items))
+	for i, it := range items {
+		body, platforms, err := encodeOffer(it.Offer)
+		if err != nil {
+			return nil, err
+		}
+		es[i] = encoded{it.Offer, body, platforms}
+	}
+	res := make([]UpsertResult, len(items))
+	writes := 0
+	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		writes = 0
+		now := s.now().UTC()
+		for i, it := range items {
+			cur := it.Read
+			r, updates, change := upsertWrites(&cur, es[i], now)
+			res[i] = r
+			if updates == nil {
+				continue
+			}
+			if err := tx.Update(s.specs().Doc(cur.ID), updates, firestore.LastUpdateTime(cur.ReadAt)); err != nil {
+				return err
+			}
+			if change != nil {
+				if err := s.pend(tx, *change); err != nil {
+					return err
+				}
+			}
+			writes += upsertCost(r.Outcome)
+		}
+		return nil
+	})
+	if c := status.Code(err); c == codes.FailedPrecondition || c == codes.NotFound {
+		// A spec of the batch changed (or went) since it was read.
+		return s.upsertEach(ctx, items)
+	}
+	if err != nil {
+		return nil, classify(err, "update %d specs (first %s)", len(items), items[0].Read.ID)
+	}
+	s.ops.write(writes)
+	return res, nil
+}
+
+// upsertEach offers each item through UpsertSpec, which reads and decides.
+func (s *Store) upsertEach(ctx context.Context, items []SpecUpdate) ([]UpsertResult, error) {
+	res := make([]UpsertResult, len(items))
+	for i, it := range items {
+		var err error
+		if res[i], err = s.UpsertSpec(ctx, it.Offer); err != nil {
+			return nil, err
+		}
 	}
 	return res, nil
 }
@@ -415,6 +580,69 @@ func (s *Store) MarkSpec(ctx context.Context, registry, id, runID string) (bool,
 		s.ops.write(2) // the spec and its change
 	}
 	return marked, nil
+}
+
+// MarkSpecs marks specs of registry the caller read (with their ReadAt),
+// up to fifty to a commit, without reading them again: each active one
+// is marked, with its change, on condition that it is still as read; a
+// commit whose condition fails (a spec changed or went since) is redone
+// spec by spec with MarkSpec, which reads and decides again. It reports,
+// in order, which were marked.
+func (s *Store) MarkSpecs(ctx context.Context, registry, runID string, read []SpecRecord) ([]bool, error) {
+	out := make([]bool, 0, len(read))
+	for start := 0; start < len(read); start += createBatch {
+		batch := read[start:min(start+createBatch, len(read))]
+		marked := make([]bool, len(batch))
+		n := 0
+		unread := false
+		for _, cur := range batch {
+			unread = unread || cur.ReadAt.IsZero()
+		}
+		var err error
+		if unread {
+			// Not read after all: nothing to condition on.
+			err = status.Error(codes.FailedPrecondition, "not read")
+		} else {
+			err = s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+				n = 0
+				now := s.now().UTC()
+				for i, cur := range batch {
+					marked[i] = cur.Registry == registry && cur.State == StateActive
+					if !marked[i] {
+						continue
+					}
+					if err := tx.Update(s.specs().Doc(cur.ID), []firestore.Update{
+						{Path: "state", Value: StateMarked},
+						{Path: "marked_at", Value: now},
+						{Path: "marked_run", Value: runID},
+						{Path: "updated_at", Value: now},
+					}, firestore.LastUpdateTime(cur.ReadAt)); err != nil {
+						return err
+					}
+					if err := s.pend(tx, Change{Kind: KindMarked, SpecID: cur.ID, Registry: registry, Name: cur.Name, Run: runID}); err != nil {
+						return err
+					}
+					n++
+				}
+				return nil
+			})
+		}
+		if c := status.Code(err); c == codes.FailedPrecondition || c == codes.NotFound {
+			for i, cur := range batch {
+				if marked[i], err = s.MarkSpec(ctx, registry, cur.ID, runID); err != nil {
+					return nil, err
+				}
+			}
+			out = append(out, marked...)
+			continue
+		}
+		if err != nil {
+			return nil, classify(err, "mark %d specs (first %s)", len(batch), batch[0].ID)
+		}
+		s.ops.write(2 * n) // each spec and its change
+		out = append(out, marked...)
+	}
+	return out, nil
 }
 
 // DeleteOutcome says what DeleteMarked did.
