@@ -1052,8 +1052,7 @@ var expiring = map[string]struct{ Collection, Field string }{
 }
 
 var nestedExpiry = map[string]string{
-	"api.Lease":   "registries/{name}.lease: a TTL on it would delete the registry's status",
-	"store.Lease": "registries/{name}.lease (the store's declaration of api.Lease's shape)",
+	"api.Lease": "registries/{name}.lease: a TTL on it would delete the registry's status",
 }
 
 func TestTTLPolicies(t *testing.T) {

@@ -58,7 +58,7 @@ func reconcileAll(ctx context.Context, runner *reconcile.Runner, committer *reco
 		switch {
 		case err != nil:
 			failed = append(failed, fmt.Sprintf("%s: %v", reg.Name, err))
-		case !api.RunResult(run.Result).OK():
+		case !run.Result.OK():
 			failed = append(failed, fmt.Sprintf("%s: %s", reg.Name, run.Result))
 		}
 	}
@@ -76,7 +76,7 @@ func reconcileAll(ctx context.Context, runner *reconcile.Runner, committer *reco
 func printRun(w io.Writer, name string, run store.Run) {
 	c := run.Counts
 	fmt.Fprintf(w, "registry %s: %s in %dms\n", name, run.Result, run.DurationMS)
-	if api.RunResult(run.Result) != api.ResultUnchanged {
+	if run.Result != api.ResultUnchanged {
 		fmt.Fprintf(w, "  specs: %d created, %d updated, %d unchanged, %d unmarked, %d repaired, %d marked, %d deleted, %d kept (referenced), %d entry errors, %d conflicts\n",
 			c.Created, c.Updated, c.Unchanged, c.Unmarked, c.Repaired, c.Marked, c.Deleted, c.Kept, c.EntryErrors, c.Conflicts)
 	}

@@ -28,6 +28,39 @@ type RegistryStatus struct {
 	// Lease is set while a run holds the registry, and left behind by a
 	// run that died (until the next run takes it over).
 	Lease *Lease `json:"lease,omitempty" firestore:"lease,omitempty"`
+	// Writer is the run that last began writing the registry's specs.
+	Writer string `json:"writer,omitempty" firestore:"writer,omitempty"`
+	// Manifest names the registry's manifest (per-entry digests). It
+	// describes the store only while Writer is the run that wrote it and
+	// no lease is left behind: ManifestTrusted.
+	Manifest *ManifestHeader `json:"manifest,omitempty" firestore:"manifest,omitempty"`
+}
+
+// ManifestHeader names a registry's manifest: the run that wrote it (it
+// describes the store as that run left it) and how many shards it has.
+// It is written with the shards, in one transaction.
+type ManifestHeader struct {
+	Run     string    `json:"run" firestore:"run"`
+	Shards  int       `json:"shards" firestore:"shards"`
+	Entries int       `json:"entries" firestore:"entries"`
+	At      time.Time `json:"at" firestore:"at"`
+}
+
+// Interrupted reports whether a run began writing the registry's specs
+// after the last run that recorded (or recorded a manifest) and never
+// recorded itself: it died part-way, even where no lease says so (runs
+// without one: the local tools). Its writes are not described by the
+// recorded listing or manifest.
+func (st *RegistryStatus) Interrupted() bool {
+	return st.Writer != "" && st.Writer != st.LastRun.ID && (st.Manifest == nil || st.Writer != st.Manifest.Run)
+}
+
+// ManifestTrusted reports whether the status' manifest describes the
+// registry's specs: the run that wrote it is the last that began writing
+// them, and no run died holding the lease (a run that died part-way may
+// have written after it).
+func (st *RegistryStatus) ManifestTrusted() bool {
+	return st.Manifest != nil && st.Manifest.Run != "" && st.Manifest.Run == st.Writer && st.Lease == nil
 }
 
 // Run is the record of one reconcile run of a registry.

@@ -17,6 +17,7 @@ import (
 	"strconv"
 
 	"cloud.google.com/go/pubsub/v2"
+
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/catalog"
 	"github.com/specsync/specsync/pkg/spec"
@@ -25,7 +26,7 @@ import (
 
 // FromChange renders a committed change.
 func FromChange(c store.Change) api.Change {
-	it := api.Change{Revision: c.Revision, Kind: api.ChangeKind(c.Kind), ServiceID: c.SpecID, Registry: c.Registry, Name: c.Name, At: c.At,
+	it := api.Change{Revision: c.Revision, Kind: c.Kind, ServiceID: c.SpecID, Registry: c.Registry, Name: c.Name, At: c.At,
 		HeldBack: (*api.HeldBackSpec)(c.HeldBack)}
 	if !c.InCatalog() {
 		return it

@@ -41,7 +41,7 @@ func (b *Broker) adminRoutes(mux *http.ServeMux, verify func(*http.Request, stri
 // specView is a stored spec as the admin listing shows it.
 func specView(r store.SpecRecord) api.SpecView {
 	v := api.SpecView{
-		ID: r.ID, Name: r.Name, Registry: r.Registry, Entry: r.Entry, Ref: r.Ref, State: api.SpecState(r.State),
+		ID: r.ID, Name: r.Name, Registry: r.Registry, Entry: r.Entry, Ref: r.Ref, State: r.State,
 		Digest: r.Digest, Generation: r.Generation, Platforms: r.Platforms, Plans: []api.PlanView{},
 		Instances: r.Instances, PlanInstances: r.PlanInstances, PlatformInstances: r.PlatformInstances,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, MarkedRun: r.MarkedRun, EntryError: r.EntryError, HeldBack: (*api.HeldBackSpec)(r.HeldBack),
@@ -126,7 +126,7 @@ func (b *Broker) instancesOf(ctx context.Context, specs []store.SpecRecord) ([]a
 		sort.Slice(insts, func(i, j int) bool { return insts[i].ID < insts[j].ID })
 		view := specView(rec)
 		for _, in := range insts {
-			iv := api.InstanceView{ID: in.ID, ServiceID: in.SpecID, ServiceName: rec.Name, ServiceState: api.SpecState(rec.State), Registry: rec.Registry,
+			iv := api.InstanceView{ID: in.ID, ServiceID: in.SpecID, ServiceName: rec.Name, ServiceState: rec.State, Registry: rec.Registry,
 				PlanID: in.PlanID, Platform: in.Platform, Context: in.Context, CreatedAt: in.CreatedAt}
 			for _, p := range view.Plans {
 				if p.ID == in.PlanID {
@@ -155,7 +155,7 @@ func (b *Broker) adminInstances(w http.ResponseWriter, r *http.Request) {
 			WriteFailure(w, err)
 			return
 		}
-		if (f.Registry == "" || rec.Registry == f.Registry) && (f.State == "" || api.SpecState(rec.State) == f.State) {
+		if (f.Registry == "" || rec.Registry == f.Registry) && (f.State == "" || rec.State == f.State) {
 			specs = []store.SpecRecord{*rec}
 		}
 	} else {

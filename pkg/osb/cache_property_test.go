@@ -138,7 +138,7 @@ func (w *world) stored(states ...api.SpecState) *store.SpecRecord {
 	}
 	var in []store.SpecRecord
 	for _, r := range all {
-		if len(states) == 0 || slices.Contains(states, api.SpecState(r.State)) {
+		if len(states) == 0 || slices.Contains(states, r.State) {
 			in = append(in, r)
 		}
 	}

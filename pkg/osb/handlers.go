@@ -129,9 +129,8 @@ func (b *Broker) getRegistries(w http.ResponseWriter, r *http.Request) {
 		WriteFailure(w, err)
 		return
 	}
-	out := api.RegistryList{Registries: make([]api.RegistryStatus, 0, len(statuses))}
-	for _, st := range statuses {
-		out.Registries = append(out.Registries, store.APIRegistryStatus(st))
+	if statuses == nil {
+		statuses = []api.RegistryStatus{}
 	}
-	WriteJSON(w, http.StatusOK, out)
+	WriteJSON(w, http.StatusOK, api.RegistryList{Registries: statuses})
 }

@@ -153,8 +153,7 @@ func (b *Broker) statusData(r *http.Request) statusData {
 		problem("registry statuses", err)
 	}
 	seen := map[string]bool{}
-	for _, stored := range statuses {
-		st := store.APIRegistryStatus(stored)
+	for _, st := range statuses {
 		seen[st.Name] = true
 		lr := st.LastRun
 		row := registryRow{Name: st.Name, Result: lr.Result, FinishedAt: lr.FinishedAt, Age: api.Age(now, lr.FinishedAt),

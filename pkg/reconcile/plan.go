@@ -12,13 +12,15 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/specsync/specsync/pkg/api"
+
 	"github.com/specsync/specsync/pkg/spec"
 )
 
 // Spec states as stored.
 const (
-	StateActive = "active"
-	StateMarked = "marked"
+	StateActive = api.SpecActive
+	StateMarked = api.SpecMarked
 )
 
 // Candidate is one entry of a fetched listing, ready to be planned: ids
@@ -46,7 +48,7 @@ type Stored struct {
 	Entry      string
 	Name       string
 	Digest     string
-	State      string
+	State      api.SpecState
 	Partial    bool
 	Clean      bool // Partial only
 	Instances  int
@@ -72,12 +74,7 @@ type Policy struct {
 const DefaultMaxMarkShare = 0.5
 
 // EntryError is a listing entry that failed, as reported in status.
-type EntryError struct {
-	Entry   string `json:"entry" firestore:"entry"`
-	Ref     string `json:"ref,omitempty" firestore:"ref"`
-	SpecID  string `json:"spec_id,omitempty" firestore:"spec_id"`
-	Message string `json:"message" firestore:"message"`
-}
+type EntryError = api.EntryError
 
 // HeldBack is a candidate version withheld, and the instances it would strand.
 type HeldBack struct {

@@ -9,22 +9,25 @@ import (
 	"sort"
 	"time"
 
+	"github.com/specsync/specsync/pkg/api"
+
 	"github.com/google/uuid"
+	"golang.org/x/sync/errgroup"
+
 	"github.com/specsync/specsync/pkg/queue"
 	"github.com/specsync/specsync/pkg/registry"
 	"github.com/specsync/specsync/pkg/spec"
 	"github.com/specsync/specsync/pkg/store"
-	"golang.org/x/sync/errgroup"
 )
 
 // Run results, as recorded in a registry's status.
 const (
-	ResultSucceeded   = "succeeded"
-	ResultUnchanged   = "unchanged"    // listing equal to the last successful one; nothing read or written
-	ResultFetchFailed = "fetch_failed" // the registry could not be listed; nothing changed
-	ResultGuarded     = "guarded"      // the mass-deletion guard withheld marking
-	ResultError       = "error"        // the store failed part-way; safe to run again
-	ResultBusy        = "busy"         // another run holds the registry's lease; try again later
+	ResultSucceeded   = api.ResultSucceeded
+	ResultUnchanged   = api.ResultUnchanged   // listing equal to the last successful one; nothing read or written
+	ResultFetchFailed = api.ResultFetchFailed // the registry could not be listed; nothing changed
+	ResultGuarded     = api.ResultGuarded     // the mass-deletion guard withheld marking
+	ResultError       = api.ResultError       // the store failed part-way; safe to run again
+	ResultBusy        = api.ResultBusy        // another run holds the registry's lease; try again later
 )
 
 // MaxRecordedErrors bounds the entry errors a status keeps (sorted, so the
@@ -129,7 +132,7 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 
 	// finish stamps the run; closures would capture one copy of it, so
 	// it takes the run explicitly.
-	finish := func(run *store.Run, result string) {
+	finish := func(run *store.Run, result api.RunResult) {
 		run.Result = result
 		run.FinishedAt = r.now().UTC()
 		run.DurationMS = run.FinishedAt.Sub(run.StartedAt).Milliseconds()
@@ -425,7 +428,7 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 
 // deleteOnly is the run for an unchanged listing while marked specs wait:
 // only step 3 has anything to do, so only the marked specs are read.
-func (r *Runner) deleteOnly(ctx context.Context, st *store.Store, reg Registry, status *store.RegistryStatus, run store.Run, finish func(*store.Run, string), log *slog.Logger) (store.Run, error) {
+func (r *Runner) deleteOnly(ctx context.Context, st *store.Store, reg Registry, status *store.RegistryStatus, run store.Run, finish func(*store.Run, api.RunResult), log *slog.Logger) (store.Run, error) {
 	marked, err := st.MarkedSpecs(ctx, reg.Name)
 	if err != nil {
 		return r.failed(ctx, st, reg, status, run, finish, err)
@@ -482,7 +485,7 @@ func (r *Runner) requestCommit(ctx context.Context, registry string, run *store.
 }
 
 // failed records a run the store broke off and returns the error.
-func (r *Runner) failed(ctx context.Context, st *store.Store, reg Registry, status *store.RegistryStatus, run store.Run, finish func(*store.Run, string), cause error) (store.Run, error) {
+func (r *Runner) failed(ctx context.Context, st *store.Store, reg Registry, status *store.RegistryStatus, run store.Run, finish func(*store.Run, api.RunResult), cause error) (store.Run, error) {
 	run.Error = cause.Error()
 	finish(&run, ResultError)
 	run.Ops.Writes++
@@ -596,7 +599,7 @@ func sameKept(a, b []store.KeptSpec) bool {
 
 // ResultDryRun is the result of a dry run: the counts say what a real run
 // would do; nothing was written.
-const ResultDryRun = "dry_run"
+const ResultDryRun = api.ResultDryRun
 
 // DryRun fetches the registry and plans a run without writing anything:
 // no spec, no status, no lease, no revision. Its counts are what a real
@@ -607,7 +610,7 @@ func (r *Runner) DryRun(ctx context.Context, reg Registry) (store.Run, error) {
 	ops := &store.Ops{}
 	st := r.Store.WithOps(ops)
 	run := store.Run{ID: "dry-run", StartedAt: r.now().UTC()}
-	stamp := func(result string) {
+	stamp := func(result api.RunResult) {
 		run.Result = result
 		run.FinishedAt = r.now().UTC()
 		run.DurationMS = run.FinishedAt.Sub(run.StartedAt).Milliseconds()

@@ -36,7 +36,7 @@ func activeNames(specs map[string]store.SpecRecord) []string {
 
 func wantResult(t *testing.T, run store.Run, result api.RunResult) {
 	t.Helper()
-	if api.RunResult(run.Result) != result {
+	if run.Result != result {
 		t.Fatalf("run result %q (error %q, guard %q), want %q", run.Result, run.Error, run.Guard, result)
 	}
 }

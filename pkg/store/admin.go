@@ -37,7 +37,7 @@ func (s *Store) ListSpecs(ctx context.Context, f SpecFilter) ([]SpecRecord, erro
 		if err == nil && f.State != "" {
 			kept := out[:0]
 			for _, r := range out {
-				if api.SpecState(r.State) == f.State {
+				if r.State == f.State {
 					kept = append(kept, r)
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+
 	"github.com/specsync/specsync/pkg/failure"
 )
 

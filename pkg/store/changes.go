@@ -6,6 +6,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/specsync/specsync/pkg/api"
+
 	"cloud.google.com/go/firestore"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -19,12 +21,12 @@ const ChangesCollection = "changes"
 
 // Change kinds: what happened to a spec, as the catalog sees it.
 const (
-	KindCreated  = "created"
-	KindUpdated  = "updated"   // a new version adopted
-	KindUnmarked = "unmarked"  // offered again: back in the catalog
-	KindMarked   = "marked"    // no longer offered: out of the catalog, kept until unreferenced
-	KindDeleted  = "deleted"   // gone for good
-	KindHeldBack = "held_back" // a new version not adopted; the served one is unchanged
+	KindCreated  = api.ChangeCreated
+	KindUpdated  = api.ChangeUpdated  // a new version adopted
+	KindUnmarked = api.ChangeUnmarked // offered again: back in the catalog
+	KindMarked   = api.ChangeMarked   // no longer offered: out of the catalog, kept until unreferenced
+	KindDeleted  = api.ChangeDeleted  // gone for good
+	KindHeldBack = api.ChangeHeldBack // a new version not adopted; the served one is unchanged
 )
 
 // Change is a changes/{id} document.
@@ -43,11 +45,11 @@ const (
 type Change struct {
 	// Revision is 0 (absent) while pending; absent fields are outside
 	// every "revision >" query, so a pending change is never served.
-	Revision int64  `firestore:"revision,omitempty"`
-	Kind     string `firestore:"kind"`
-	SpecID   string `firestore:"spec_id"`
-	Registry string `firestore:"registry"`
-	Name     string `firestore:"name"`
+	Revision int64          `firestore:"revision,omitempty"`
+	Kind     api.ChangeKind `firestore:"kind"`
+	SpecID   string         `firestore:"spec_id"`
+	Registry string         `firestore:"registry"`
+	Name     string         `firestore:"name"`
 	// SpecJSON is the spec as the catalog serves it after the change (see
 	// SpecRecord.SpecJSON), Generation its adopted version; both are empty
 	// when the spec left the catalog (marked, deleted). A change carries

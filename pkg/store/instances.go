@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/spec"
 )

@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"time"
+
+	"github.com/specsync/specsync/pkg/api"
 
 	"cloud.google.com/go/firestore"
 )
@@ -23,7 +24,7 @@ type ManifestEntry struct {
 	SpecID string
 	Entry  string
 	Digest string
-	State  string
+	State  api.SpecState
 	Clean  bool
 }
 
@@ -48,16 +49,6 @@ func (e *ManifestEntry) UnmarshalJSON(b []byte) error {
 		}
 	}
 	return nil
-}
-
-// ManifestHeader, in the registry's status, names the manifest: the run
-// that wrote it (it describes the store as that run left it) and how many
-// shards it has. It is written with the shards, in one transaction.
-type ManifestHeader struct {
-	Run     string    `json:"run" firestore:"run"`
-	Shards  int       `json:"shards" firestore:"shards"`
-	Entries int       `json:"entries" firestore:"entries"`
-	At      time.Time `json:"at" firestore:"at"`
 }
 
 // ManifestShard is a manifests/{name}.{i} document. The entries are one

@@ -4,128 +4,29 @@ import (
 	"context"
 	"time"
 
+	"github.com/specsync/specsync/pkg/api"
+
 	"cloud.google.com/go/firestore"
+
 	"github.com/specsync/specsync/pkg/failure"
 )
 
-// RunCounts are the per-run counters a registry status records.
-type RunCounts struct {
-	Created     int `json:"created" firestore:"created"`
-	Updated     int `json:"updated" firestore:"updated"`
-	Unchanged   int `json:"unchanged" firestore:"unchanged"`
-	Unmarked    int `json:"unmarked" firestore:"unmarked"`
-	Repaired    int `json:"repaired" firestore:"repaired"`
-	Marked      int `json:"marked" firestore:"marked"`
-	Deleted     int `json:"deleted" firestore:"deleted"`
-	Kept        int `json:"kept_referenced" firestore:"kept_referenced"`
-	EntryErrors int `json:"entry_errors" firestore:"entry_errors"`
-	Conflicts   int `json:"conflicts" firestore:"conflicts"`
-	HeldBack    int `json:"held_back" firestore:"held_back"`
-	// Changes is how many catalog changes the run wrote; they are
-	// pending until the committer numbers them.
-	Changes int `json:"changes" firestore:"changes"`
-}
-
-// HeldBackSpec is a new version not adopted because instances would be
-// stranded; the last good version keeps serving.
-type HeldBackSpec struct {
-	SpecID   string   `json:"spec_id" firestore:"spec_id"`
-	Name     string   `json:"name" firestore:"name"`
-	Digest   string   `json:"digest" firestore:"digest"` // of the held-back version
-	Blockers []string `json:"blockers" firestore:"blockers"`
-	// Instances are the ids of instances the version would strand (at
-	// most MaxBlockingInstances; Blockers has the full counts).
-	Instances []string `json:"instances,omitempty" firestore:"instances,omitempty"`
-}
+// The registries/{name} document is the api type a GET /registries
+// answers, field for field.
+type (
+	RegistryStatus = api.RegistryStatus
+	ManifestHeader = api.ManifestHeader
+	Run            = api.Run
+	RunCounts      = api.RunCounts
+	HeldBackSpec   = api.HeldBackSpec
+	EntryError     = api.EntryError
+	KeptSpec       = api.KeptSpec
+	SpecConflict   = api.SpecConflict
+	Lease          = api.Lease
+)
 
 // MaxBlockingInstances bounds the instance ids a held-back version lists.
 const MaxBlockingInstances = 20
-
-// EntryError is one failed registry entry, as recorded.
-type EntryError struct {
-	Entry   string `json:"entry" firestore:"entry"`
-	Ref     string `json:"ref,omitempty" firestore:"ref,omitempty"`
-	SpecID  string `json:"spec_id,omitempty" firestore:"spec_id,omitempty"`
-	Message string `json:"message" firestore:"message"`
-}
-
-// KeptSpec is a marked spec kept because instances still use it.
-type KeptSpec struct {
-	SpecID    string `json:"spec_id" firestore:"spec_id"`
-	Name      string `json:"name" firestore:"name"`
-	Instances int64  `json:"instances" firestore:"instances"`
-}
-
-// SpecConflict is a spec id this registry offers that another owns.
-type SpecConflict struct {
-	SpecID string `json:"spec_id" firestore:"spec_id"`
-	Entry  string `json:"entry" firestore:"entry"`
-	Owner  string `json:"owner" firestore:"owner"`
-}
-
-// Run is the record of one reconcile run of a registry.
-type Run struct {
-	ID          string         `json:"id" firestore:"id"`
-	Result      string         `json:"result" firestore:"result"`
-	Error       string         `json:"error,omitempty" firestore:"error,omitempty"`
-	Guard       string         `json:"guard,omitempty" firestore:"guard,omitempty"`
-	StartedAt   time.Time      `json:"started_at" firestore:"started_at"`
-	FinishedAt  time.Time      `json:"finished_at" firestore:"finished_at"`
-	DurationMS  int64          `json:"duration_ms" firestore:"duration_ms"`
-	Counts      RunCounts      `json:"counts" firestore:"counts"`
-	Ops         Counts         `json:"firestore" firestore:"firestore"`
-	Errors      []EntryError   `json:"errors,omitempty" firestore:"errors"`
-	ErrorsTotal int            `json:"errors_total" firestore:"errors_total"`
-	Kept        []KeptSpec     `json:"kept,omitempty" firestore:"kept"`
-	Conflicts   []SpecConflict `json:"conflicts,omitempty" firestore:"conflicts"`
-	HeldBack    []HeldBackSpec `json:"held_back,omitempty" firestore:"held_back"`
-	// Planned is set by dry runs only (which record no run): admin.go.
-	Planned []PlannedChange `json:"planned,omitempty" firestore:"planned,omitempty"`
-}
-
-// RegistryStatus is a registries/{name} document.
-type RegistryStatus struct {
-	Name string `json:"name" firestore:"name"`
-	// ListingDigest and ETag are those of the last successful run; a fetch
-	// that yields the same digest needs no further work.
-	ListingDigest string    `json:"listing_digest,omitempty" firestore:"listing_digest"`
-	ETag          string    `json:"etag,omitempty" firestore:"etag"`
-	LastSuccessAt time.Time `json:"last_success_at,omitempty" firestore:"last_success_at"`
-	// Marked is how many of its specs were marked after the last run; while
-	// any are, an unchanged listing still checks whether they can go.
-	Marked  int `json:"marked" firestore:"marked"`
-	LastRun Run `json:"last_run" firestore:"last_run"`
-	// ContestedBy is written by other registries: registry name -> spec ids
-	// it offers that this registry owns.
-	ContestedBy map[string][]string `json:"contested_by,omitempty" firestore:"contested_by,omitempty"`
-	// Lease is set while a run holds the registry, and left behind by a
-	// run that died (until the next run takes it over).
-	Lease *Lease `json:"lease,omitempty" firestore:"lease,omitempty"`
-	// Writer is the run that last began writing the registry's specs
-	// (BeginWriting, AcquireLease).
-	Writer string `json:"writer,omitempty" firestore:"writer,omitempty"`
-	// Manifest names the registry's manifest (per-entry digests). It
-	// describes the store only while Writer is the run that wrote it and
-	// no lease is left behind: ManifestTrusted.
-	Manifest *ManifestHeader `json:"manifest,omitempty" firestore:"manifest,omitempty"`
-}
-
-// Interrupted reports whether a run began writing the registry's specs
-// after the last run that recorded (or recorded a manifest) and never
-// recorded itself: it died part-way, even where no lease says so (runs
-// without one: the local tools). Its writes are not described by the
-// recorded listing or manifest.
-func (st *RegistryStatus) Interrupted() bool {
-	return st.Writer != "" && st.Writer != st.LastRun.ID && (st.Manifest == nil || st.Writer != st.Manifest.Run)
-}
-
-// ManifestTrusted reports whether the status' manifest describes the
-// registry's specs: the run that wrote it is the last that began writing
-// them, and no run died holding the lease (a run that died part-way may
-// have written after it).
-func (st *RegistryStatus) ManifestTrusted() bool {
-	return st.Manifest != nil && st.Manifest.Run != "" && st.Manifest.Run == st.Writer && st.Lease == nil
-}
 
 // RegistryStatus reads a registry's status; a registry never run has a
 // zero status with its name.
@@ -214,12 +115,6 @@ func (s *Store) SetContested(ctx context.Context, owner, registry string, ids []
 	}
 	s.ops.write(1)
 	return nil
-}
-
-// Lease is the one-reconcile-at-a-time lock of a registry.
-type Lease struct {
-	Holder    string    `json:"holder" firestore:"holder"`
-	ExpiresAt time.Time `json:"expires_at" firestore:"expires_at"`
 }
 
 // leaseDoc is the part of a registries/{name} document the lease reads.

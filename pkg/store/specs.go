@@ -8,6 +8,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/specsync/specsync/pkg/api"
+
 	"cloud.google.com/go/firestore"
 	"google.golang.org/api/iterator"
 	"google.golang.org/grpc/codes"
@@ -19,8 +21,8 @@ import (
 
 // Spec states.
 const (
-	StateActive = "active"
-	StateMarked = "marked"
+	StateActive = api.SpecActive
+	StateMarked = api.SpecMarked
 )
 
 // SpecRecord is a specs/{id} document. The spec itself is kept as its
@@ -28,15 +30,15 @@ const (
 // every number into a float or an int by guesswork) and so its digest can
 // be recomputed from what is stored.
 type SpecRecord struct {
-	ID        string   `firestore:"id"`
-	Registry  string   `firestore:"registry"`
-	Entry     string   `firestore:"entry"`
-	Ref       string   `firestore:"ref"`
-	Name      string   `firestore:"name"`
-	Digest    string   `firestore:"digest"`
-	SpecJSON  string   `firestore:"spec"`
-	State     string   `firestore:"state"`
-	Platforms []string `firestore:"platforms"`
+	ID        string        `firestore:"id"`
+	Registry  string        `firestore:"registry"`
+	Entry     string        `firestore:"entry"`
+	Ref       string        `firestore:"ref"`
+	Name      string        `firestore:"name"`
+	Digest    string        `firestore:"digest"`
+	SpecJSON  string        `firestore:"spec"`
+	State     api.SpecState `firestore:"state"`
+	Platforms []string      `firestore:"platforms"`
 	// Generation counts the versions adopted: 1 when created, +1 for each
 	// new content adopted. A held-back version does not count; the plans'
 	// OSB maintenance_info is derived from it.

@@ -30,10 +30,11 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
-	"github.com/specsync/specsync/pkg/api"
-	"github.com/specsync/specsync/pkg/failure"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/specsync/specsync/pkg/api"
+	"github.com/specsync/specsync/pkg/failure"
 )
 
 // Collection names.

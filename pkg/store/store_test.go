@@ -365,7 +365,7 @@ func TestHoldBack(t *testing.T) {
 	cs := commit(t, st)
 	var kinds []api.ChangeKind
 	for _, c := range cs {
-		kinds = append(kinds, api.ChangeKind(c.Kind))
+		kinds = append(kinds, c.Kind)
 	}
 	if want := []api.ChangeKind{api.ChangeCreated, api.ChangeHeldBack, api.ChangeMarked, api.ChangeUnmarked}; !slices.Equal(kinds, want) {
 		t.Fatalf("changes %v, want %v", kinds, want)
