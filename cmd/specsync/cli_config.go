@@ -59,6 +59,9 @@ func cmdConfig(_ context.Context, args []string, stdout, _ io.Writer) error {
 		}
 	}
 	if !res.OK() {
+		if len(res.Problems) == 1 {
+			return withExit(ExitFailed, "%s: 1 problem", file)
+		}
 		return withExit(ExitFailed, "%s: %d problems", file, len(res.Problems))
 	}
 	return nil

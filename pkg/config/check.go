@@ -81,29 +81,21 @@ func Check(data []byte, source, baseDir string) *CheckResult {
 	add := func(line, col int, format string, args ...any) {
 		res.Problems = append(res.Problems, Problem{Line: line, Column: col, Message: fmt.Sprintf(format, args...)})
 	}
-	// 1. ${VAR} references, line by line.
-	missingOn := map[int]bool{}
-	for i, line := range strings.Split(string(data), "\n") {
-		for _, m := range envRef.FindAllStringSubmatchIndex(line, -1) {
-			name := line[m[2]:m[3]]
-			if _, ok := os.LookupEnv(name); !ok {
-				add(i+1, m[0]+1, "environment variable %s is not set (referenced as ${%s})", name, name)
-				missingOn[i+1] = true
-			}
-		}
-	}
-	expanded := envRef.ReplaceAllStringFunc(string(data), func(m string) string {
-		return os.Getenv(envRef.FindStringSubmatch(m)[1])
-	})
-	// 2. YAML syntax.
-	var doc yaml.Node
-	if err := yaml.Unmarshal([]byte(expanded), &doc); err != nil {
+	// 1. YAML syntax, with the ${VAR} references replaced in the values
+	// (comments are no references) and reported at their lines.
+	doc, unset, err := parseExpanded(data)
+	if err != nil {
 		line := 0
 		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
 			line, _ = strconv.Atoi(m[1])
 		}
-		add(line, 0, "not valid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+		add(line, 0, "%s", strings.Replace(err.Error(), "yaml: ", "", 1))
 		return finish(res)
+	}
+	missingOn := map[int]bool{}
+	for _, u := range unset {
+		add(u.Line, u.Column, "environment variable %s is not set (referenced as ${%s})", u.Name, u.Name)
+		missingOn[u.Line] = true
 	}
 	if len(doc.Content) == 0 {
 		add(1, 0, "registries: at least one registry is required (the file is empty)")

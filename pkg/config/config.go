@@ -16,8 +16,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	yaml3 "go.yaml.in/yaml/v3"
 
 	"sigs.k8s.io/yaml"
 
@@ -162,12 +166,21 @@ func Parse(data []byte, source, baseDir string) (*Config, error) {
 	fail := func(err error) (*Config, error) {
 		return nil, fmt.Errorf("registries file %s: %w", source, err)
 	}
-	expanded, err := expandEnv(string(data))
+	expanded, missing, err := expandEnv(data)
 	if err != nil {
 		return fail(err)
 	}
+	if len(missing) > 0 {
+		var names []string
+		for _, m := range missing {
+			if !slices.Contains(names, m.Name) {
+				names = append(names, m.Name)
+			}
+		}
+		return fail(fmt.Errorf("environment variables not set: %s", strings.Join(names, ", ")))
+	}
 	var f File
-	if err := yaml.UnmarshalStrict([]byte(expanded), &f); err != nil {
+	if err := yaml.UnmarshalStrict(expanded, &f); err != nil {
 		return fail(err)
 	}
 	if len(f.Registries) == 0 {
@@ -196,20 +209,82 @@ func Parse(data []byte, source, baseDir string) (*Config, error) {
 	return cfg, nil
 }
 
-func expandEnv(s string) (string, error) {
-	var missing []string
-	out := envRef.ReplaceAllStringFunc(s, func(m string) string {
-		name := envRef.FindStringSubmatch(m)[1]
-		v, ok := os.LookupEnv(name)
-		if !ok {
-			missing = append(missing, name)
-		}
-		return v
-	})
-	if len(missing) > 0 {
-		return "", fmt.Errorf("environment variables not set: %s", strings.Join(missing, ", "))
+// unsetRef is a ${VAR} reference to a variable the environment does not
+// have, where the file has it.
+type unsetRef struct {
+	Name         string
+	Line, Column int
+}
+
+// expandEnv replaces the ${VAR} references in the scalars of a YAML
+// document with the environment's values (see parseExpanded) and returns
+// it as YAML again, with the references it could not resolve.
+func expandEnv(data []byte) ([]byte, []unsetRef, error) {
+	doc, missing, err := parseExpanded(data)
+	if err != nil {
+		return nil, nil, err
 	}
-	return out, nil
+	if len(doc.Content) == 0 {
+		return data, missing, nil
+	}
+	out, err := yaml3.Marshal(doc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("expand environment variables: %w", err)
+	}
+	return out, missing, nil
+}
+
+// envMark stands in for a ${VAR} reference while the file is parsed: a
+// plain word, so the reference may stand anywhere a value may, in block
+// and flow style alike (a bare "${" would end a flow mapping).
+var envMark = regexp.MustCompile(`__specsync_env_([0-9]+)__`)
+
+// parseExpanded parses a registries file with its ${VAR} references
+// replaced by the environment's values in the scalars (keys and values),
+// never in comments: a comment that mentions a variable is no reference
+// to it. A plain scalar is read again after the replacement (as if the
+// value had been written there); a quoted one stays a string. It returns
+// the references it could not resolve, where they are in the file; the
+// tree keeps the file's lines.
+func parseExpanded(data []byte) (*yaml3.Node, []unsetRef, error) {
+	var names []string
+	marked := envRef.ReplaceAllStringFunc(string(data), func(m string) string {
+		names = append(names, envRef.FindStringSubmatch(m)[1])
+		return fmt.Sprintf("__specsync_env_%d__", len(names)-1)
+	})
+	var doc yaml3.Node
+	if err := yaml3.Unmarshal([]byte(marked), &doc); err != nil {
+		return nil, nil, fmt.Errorf("not valid YAML: %w", err)
+	}
+	lines := strings.Split(string(data), "\n")
+	var missing []unsetRef
+	var walk func(n *yaml3.Node)
+	walk = func(n *yaml3.Node) {
+		if n.Kind == yaml3.ScalarNode && envMark.MatchString(n.Value) {
+			n.Value = envMark.ReplaceAllStringFunc(n.Value, func(m string) string {
+				k, _ := strconv.Atoi(envMark.FindStringSubmatch(m)[1])
+				v, ok := os.LookupEnv(names[k])
+				if !ok {
+					u := unsetRef{Name: names[k], Line: n.Line, Column: n.Column}
+					if n.Line-1 < len(lines) {
+						if c := strings.Index(lines[n.Line-1], "${"+names[k]+"}"); c >= 0 {
+							u.Column = c + 1
+						}
+					}
+					missing = append(missing, u)
+				}
+				return v
+			})
+			if n.Style == 0 {
+				n.Tag = plainTag(n.Value)
+			}
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(&doc)
+	return &doc, missing, nil
 }
 
 // build checks one registry's own settings and builds its source.
@@ -291,4 +366,14 @@ func build(r Registry, baseDir string) (registry.Source, error) {
 		return nil, fmt.Errorf("%s: %w", r.Type, err)
 	}
 	return out, nil
+}
+
+// plainTag is the tag YAML gives v written as a plain scalar: !!int for
+// 50, !!bool for true, !!str for a host name.
+func plainTag(v string) string {
+	var n yaml3.Node
+	if err := yaml3.Unmarshal([]byte(v), &n); err != nil || len(n.Content) != 1 || n.Content[0].Kind != yaml3.ScalarNode {
+		return "!!str"
+	}
+	return n.Content[0].Tag
 }

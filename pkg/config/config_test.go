@@ -112,3 +112,36 @@ func TestSecretsAreNamedNotRead(t *testing.T) {
 		t.Fatal("registry missing")
 	}
 }
+
+// A ${VAR} in a comment is no reference: an unset variable a comment
+// mentions neither fails the load nor is reported by the check, while one
+// in a value does both, at its line. A plain value is read again after
+// the replacement (a number stays a number), a quoted one stays a string.
+func TestEnvReferencesAreValuesNotComments(t *testing.T) {
+	t.Setenv("SPECSYNC_TEST_PAGE", "50")
+	t.Setenv("SPECSYNC_TEST_HOST", "registry.example.com:5000")
+	file := "# Set ${SPECSYNC_TEST_UNSET_IN_COMMENT} before loading this file.\n" +
+		"registries:\n" +
+		"- name: a # ${SPECSYNC_TEST_UNSET_IN_COMMENT} again\n" +
+		"  type: oci\n" +
+		"  oci: {host: \"${SPECSYNC_TEST_HOST}\", page_size: ${SPECSYNC_TEST_PAGE}}\n"
+	cfg, err := Parse([]byte(file), "test", ".")
+	if err != nil {
+		t.Fatalf("a variable named only in comments failed the load: %v", err)
+	}
+	if oci := cfg.File.Registries[0].OCI; oci.Host != "registry.example.com:5000" || oci.PageSize != 50 {
+		t.Fatalf("expanded oci block %+v", oci)
+	}
+	if res := Check([]byte(file), "test", "."); len(res.Problems) != 0 {
+		t.Fatalf("check reported %+v", res.Problems)
+	}
+
+	unset := file + "- name: b\n  type: http\n  http: {url: \"https://${SPECSYNC_TEST_UNSET_IN_VALUE}/index.yaml\"}\n"
+	if _, err := Parse([]byte(unset), "test", "."); err == nil || !strings.Contains(err.Error(), "SPECSYNC_TEST_UNSET_IN_VALUE") || strings.Contains(err.Error(), "IN_COMMENT") {
+		t.Fatalf("load with an unset variable in a value: %v", err)
+	}
+	res := Check([]byte(unset), "test", ".")
+	if len(res.Problems) != 1 || res.Problems[0].Line != 8 || !strings.Contains(res.Problems[0].Message, "SPECSYNC_TEST_UNSET_IN_VALUE") {
+		t.Fatalf("check: %+v, want one problem at line 8 naming the variable", res.Problems)
+	}
+}
