@@ -3,7 +3,7 @@
 #
 # The emulator does not enforce indexes; production does. The indexes are
 # derived from pkg/store/queries.go (store.Queries, itself checked against
-# the store's code), and terraform/terraform_test.go checks that every query
+# the store's code), and terraform/firestore_test.go checks that every query
 # there has its index here and that no index here is left without a query.
 # Queries on one field are served by Firestore's automatic single-field
 # indexes and need nothing here.

@@ -3,7 +3,7 @@
 # the archive (specsync.go, which registers every function) and serves the
 # entry point named by build_config.entry_point. Each function runs as its
 # own service account (iam.tf) with only the settings it reads
-# (pkg/settings), which terraform/terraform_test.go checks against the code.
+# (pkg/settings), which terraform/functions_test.go checks against the code.
 
 locals {
   repo_root = abspath("${path.module}/..")

@@ -1,6 +1,6 @@
 # Identities and what they may do. One service account per function, one
 # for the push subscription, one for the scheduler, one for the builds; no
-# primitive role anywhere (terraform/terraform_test.go checks it).
+# primitive role anywhere (terraform/iam_test.go checks it).
 #
 #   bootstrap  Firestore (operations), publish to the work topic, the admin token
 #   reconcile  Firestore (specs, registries, operations, the change feed), the

@@ -1,0 +1,284 @@
+package terraform_test
+
+// What the Go code says, read for the checks: the functions it registers
+// and what each does at cold start, the settings each loader reads, the
+// credentials and where they may come from, and what it makes of the
+// reference registries file.
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/specsync/specsync/pkg/config"
+	"github.com/specsync/specsync/pkg/settings"
+)
+
+// registration is a function the code registers with functions-framework-go.
+type registration struct {
+	Name, Kind, Handler string // Kind: HTTP or CloudEvent
+}
+
+// functionsPackage is the parsed functions/ package (entry points and wiring).
+type functionsPackage struct {
+	fset  *token.FileSet
+	regs  []registration
+	funcs map[string]*ast.FuncDecl
+}
+
+func parseFunctions(t *testing.T) *functionsPackage {
+	t.Helper()
+	p := &functionsPackage{fset: token.NewFileSet(), funcs: map[string]*ast.FuncDecl{}}
+	names, _ := filepath.Glob("../functions/*.go")
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(p.fset, name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Recv != nil {
+				continue
+			}
+			if fd.Name.Name == "init" {
+				ast.Inspect(fd.Body, func(n ast.Node) bool {
+					call, ok := n.(*ast.CallExpr)
+					if !ok {
+						return true
+					}
+					sel, ok := call.Fun.(*ast.SelectorExpr)
+					if !ok || len(call.Args) != 2 {
+						return true
+					}
+					if x, ok := sel.X.(*ast.Ident); !ok || x.Name != "functions" {
+						return true
+					}
+					if sel.Sel.Name != "HTTP" && sel.Sel.Name != "CloudEvent" {
+						t.Errorf("functions.%s registration: unknown kind, update this test", sel.Sel.Name)
+						return true
+					}
+					lit, ok := call.Args[0].(*ast.BasicLit)
+					handler, ok2 := call.Args[1].(*ast.Ident)
+					if !ok || !ok2 {
+						t.Errorf("%s: register functions with a literal name and a named handler", p.fset.Position(call.Pos()))
+						return true
+					}
+					name, _ := strconv.Unquote(lit.Value)
+					p.regs = append(p.regs, registration{Name: name, Kind: sel.Sel.Name, Handler: handler.Name})
+					return true
+				})
+				continue
+			}
+			p.funcs[fd.Name.Name] = fd
+		}
+	}
+	if len(p.regs) == 0 {
+		t.Fatal("no function registration found in functions/functions.go")
+	}
+	return p
+}
+
+// reach walks the package-local calls from a handler and reports what the
+// function does at cold start: the settings loaders it calls, whether it
+// loads the registries file (reconcile.LoadRegistries, or config.Load
+// itself) and whether it runs reconciles
+// (which fetch registries with their credentials).
+type reach struct {
+	Loaders           []string
+	LoadsRegistries   bool
+	FetchesRegistries bool
+}
+
+func (p *functionsPackage) reach(handler string) reach {
+	var r reach
+	seen := map[string]bool{}
+	var walk func(name string)
+	walk = func(name string) {
+		if seen[name] {
+			return
+		}
+		seen[name] = true
+		fd, ok := p.funcs[name]
+		if !ok {
+			return
+		}
+		ast.Inspect(fd.Body, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.CallExpr:
+				switch fun := n.Fun.(type) {
+				case *ast.Ident:
+					walk(fun.Name)
+				case *ast.SelectorExpr:
+					if x, ok := fun.X.(*ast.Ident); ok && x.Name == "settings" && strings.HasPrefix(fun.Sel.Name, "Load") {
+						r.Loaders = append(r.Loaders, fun.Sel.Name)
+					}
+					if x, ok := fun.X.(*ast.Ident); ok && (x.Name == "config" && strings.HasPrefix(fun.Sel.Name, "Load") ||
+						x.Name == "reconcile" && fun.Sel.Name == "LoadRegistries") {
+						r.LoadsRegistries = true
+					}
+				}
+			case *ast.SelectorExpr:
+				if x, ok := n.X.(*ast.Ident); ok && x.Name == "reconcile" && n.Sel.Name == "Runner" {
+					r.FetchesRegistries = true
+				}
+			}
+			return true
+		})
+	}
+	walk(handler)
+	return r
+}
+
+// loaders are the settings loaders, by name; a loader the code calls that is
+// not here fails the test.
+var loaders = map[string]func(settings.Lookup) error{
+	"LoadBootstrap": func(l settings.Lookup) error { _, err := settings.LoadBootstrap(l); return err },
+	"LoadReconcile": func(l settings.Lookup) error { _, err := settings.LoadReconcile(l); return err },
+	"LoadCatalog":   func(l settings.Lookup) error { _, err := settings.LoadCatalog(l); return err },
+}
+
+// keysRead is the exact set of environment variables a loader asks for.
+func keysRead(load func(settings.Lookup) error) map[string]bool {
+	keys := map[string]bool{}
+	_ = load(func(k string) (string, bool) { keys[k] = true; return "", false })
+	return keys
+}
+
+// functionsByEntryPoint maps each terraform function to its entry point.
+func functionsByEntryPoint(t *testing.T, m *module) map[string]*instance {
+	t.Helper()
+	out := map[string]*instance{}
+	for _, fn := range m.ofType("google_cloudfunctions2_function") {
+		bc := fn.one("build_config")
+		if bc == nil {
+			t.Fatalf("%s has no build_config", fn.addr())
+		}
+		ep := bc.str("entry_point")
+		if _, dup := out[ep]; dup {
+			t.Errorf("two functions with entry point %s", ep)
+		}
+		out[ep] = fn
+	}
+	var got, want []string
+	for ep := range out {
+		got = append(got, ep)
+	}
+	for _, r := range parseFunctions(t).regs {
+		want = append(want, r.Name)
+	}
+	sort.Strings(got)
+	sort.Strings(want)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("function resources have entry points %v; the code registers %v (functions/functions.go)", got, want)
+	}
+	return out
+}
+
+// credential is one secret a function checks callers against and the
+// settings it can come from.
+type credential struct {
+	key     string
+	sources []string
+}
+
+// credentialSources are the credentials a loader reads, each with the
+// sources it reads for it. That at most one source may be set is checked
+// against the loader, so the table cannot claim alternatives the code does
+// not treat as such.
+func credentialSources(t *testing.T, loader string, load func(settings.Lookup) error) []credential {
+	t.Helper()
+	read := keysRead(load)
+	example := map[string]string{"": "a-placeholder-secret-value-0123456789", settings.SuffixSHA256: sha256Hex("x"), settings.SuffixFile: "/secrets/x"}
+	var out []credential
+	for _, key := range keysOf(secretSettings) {
+		c := credential{key: key}
+		for _, suffix := range []string{"", settings.SuffixSHA256, settings.SuffixFile} {
+			if read[key+suffix] {
+				c.sources = append(c.sources, key+suffix)
+			}
+		}
+		if len(c.sources) == 0 {
+			continue
+		}
+		for i, a := range c.sources {
+			for _, b := range c.sources[i+1:] {
+				both := map[string]string{a: example[strings.TrimPrefix(a, key)], b: example[strings.TrimPrefix(b, key)]}
+				err := load(func(k string) (string, bool) { v, ok := both[k]; return v, ok })
+				if err == nil || !strings.Contains(err.Error(), "set only one of "+a+", "+b) {
+					t.Errorf("settings.%s accepts both %s and %s (%v); the test treats them as alternatives", loader, a, b, err)
+				}
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// goRegistries is what the Go code makes of the reference registries file:
+// the ${VAR}s it needs and the credentials it reads.
+type goRegistries struct {
+	EnvRefs, SecretEnvs, SecretFiles []string
+}
+
+func loadGoRegistries(t *testing.T) goRegistries {
+	t.Helper()
+	for k, v := range referenceEnv {
+		t.Setenv(k, v)
+	}
+	path := filepath.Join("..", referenceRegistries)
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatalf("the Go config does not load %s with the test's registry_env: %v", referenceRegistries, err)
+	}
+	var g goRegistries
+	// Every variable of referenceEnv is needed: without it the file fails
+	// to load.
+	for k := range referenceEnv {
+		os.Unsetenv(k)
+		if _, err := config.Load(path); err == nil {
+			t.Errorf("%s loads without %s: the test's registry_env is not what the file references", referenceRegistries, k)
+		}
+		os.Setenv(k, referenceEnv[k])
+		g.EnvRefs = append(g.EnvRefs, k)
+	}
+	for _, r := range cfg.File.Registries {
+		var auths []struct{ env, file []string }
+		if r.OCI != nil {
+			a := r.OCI.Auth
+			auths = append(auths, struct{ env, file []string }{[]string{a.UsernameEnv, a.PasswordEnv, a.TokenEnv}, []string{a.PasswordFile, a.TokenFile}})
+		}
+		if r.HTTP != nil {
+			a := r.HTTP.Auth
+			auths = append(auths, struct{ env, file []string }{[]string{a.UsernameEnv, a.PasswordEnv, a.TokenEnv}, []string{a.PasswordFile, a.TokenFile}})
+		}
+		for _, a := range auths {
+			for _, e := range a.env {
+				if e != "" {
+					g.SecretEnvs = append(g.SecretEnvs, e)
+				}
+			}
+			for _, f := range a.file {
+				if f != "" {
+					g.SecretFiles = append(g.SecretFiles, f)
+				}
+			}
+		}
+	}
+	sort.Strings(g.EnvRefs)
+	sort.Strings(g.SecretEnvs)
+	sort.Strings(g.SecretFiles)
+	if len(g.SecretEnvs) == 0 || len(g.SecretFiles) == 0 {
+		t.Fatalf("%s no longer names an *_env and a *_file credential; the secret checks need both", referenceRegistries)
+	}
+	return g
+}
