@@ -2,7 +2,10 @@ package specsync
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,15 +53,23 @@ func TestDocs(t *testing.T) {
 
 // TestNoReferenceLeavesTheRepository: the repository is read on its own,
 // so neither documents nor code comments may send a reader to files
-// outside it (the planning folder next to the checkout).
+// outside it (the planning folder next to the checkout), and every path of
+// the repository they mention (docs/design.md, pkg/store, ../README.md, a
+// glob such as pkg/*/doc.go) exists, with its #anchor if it has one.
 func TestNoReferenceLeavesTheRepository(t *testing.T) {
-	out, err := exec.Command("git", "ls-files", "*.go", "*.md", "*.tf", "Makefile", ".ci/*").Output()
+	root, err := filepath.Abs(".")
 	if err != nil {
-		t.Fatalf("git ls-files: %v", err)
+		t.Fatal(err)
+	}
+	mention := repositoryPathMention(t)
+	readme, err := readMarkdown(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	outside := regexp.MustCompile(`\.\./shared/|shared/(DESIGN|seeds|osb)`)
-	checked := 0
-	for _, f := range strings.Fields(string(out)) {
+	docs := map[string]*markdownDoc{}
+	checked, mentions := 0, 0
+	for _, f := range sourceFiles(t) {
 		if f == "docs_test.go" {
 			continue
 		}
@@ -70,15 +81,211 @@ func TestNoReferenceLeavesTheRepository(t *testing.T) {
 			t.Fatal(err)
 		}
 		checked++
-		for i, line := range strings.Split(string(b), "\n") {
+		for i, line := range proseLines(f, string(b)) {
+			if line == "" {
+				continue
+			}
 			if outside.MatchString(line) {
 				t.Errorf("%s:%d: refers outside the repository: %s", f, i+1, strings.TrimSpace(line))
+			}
+			for _, m := range readmeSection.FindAllStringSubmatch(line, -1) {
+				name := m[1] + m[2]
+				if !readme.anchors[anchor(name)] {
+					t.Errorf("%s:%d: %s: README.md has no section %q (name the doc it moved to, docs/x.md#anchor)", f, i+1, m[0], name)
+				}
+			}
+			for _, m := range mention.FindAllStringSubmatch(line, -1) {
+				mentions++
+				if err := checkMention(root, f, m[1], strings.TrimPrefix(m[2], "#"), docs); err != nil {
+					t.Errorf("%s:%d: %s: %v", f, i+1, m[0], err)
+				}
 			}
 		}
 	}
 	if checked < 50 {
 		t.Fatalf("checked %d files; git ls-files found too few", checked)
 	}
+	if mentions < 100 {
+		t.Fatalf("found %d mentions of repository paths; the pattern is broken", mentions)
+	}
+}
+
+// readmeSection matches a README section named in prose: README "Exit
+// codes", the README's "The registries file", (README: Deploy to Google
+// Cloud).
+var readmeSection = regexp.MustCompile(`README(?:'s)?(?: section)?\s*\\?"([^"\\]+)\\?"|README: ([A-Z][\w ]*\w)`)
+
+// planningWords are words of the plan the code was written to, which a
+// reader of the repository cannot look up: a numbered issue, milestone or
+// phase, an invariant by number, one part of several. A guarantee is named
+// as docs/design.md#guarantees names it. The design's own numbered lists
+// are not planning words: "Guarantee 3 (nothing in use is deleted)" and
+// "step 5 of a run" can be looked up there.
+var planningWords = regexp.MustCompile(`(?i)\b(issue|invariant|milestone|phase)s? #?\d+\b|\bpart #?\d+ of\b`)
+
+// TestNoPlanningWords: code comments and documents speak of the system,
+// not of the plan that built it.
+func TestNoPlanningWords(t *testing.T) {
+	checked := 0
+	for _, f := range sourceFiles(t) {
+		b, err := os.ReadFile(f)
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(b)
+		if strings.HasSuffix(f, ".go") {
+			text, err = goComments(f, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		checked++
+		for i, line := range strings.Split(text, "\n") {
+			if m := planningWords.FindString(line); m != "" {
+				hint := ""
+				if f == "docs/RELIABILITY.md" {
+					hint = " (generated: change scripts/reliability)"
+				}
+				t.Errorf("%s:%d: planning word %q%s: %s", f, i+1, m, hint, strings.TrimSpace(line))
+			}
+		}
+	}
+	if checked < 50 {
+		t.Fatalf("checked %d files; git ls-files found too few", checked)
+	}
+	for _, bad := range []string{"see Issue 13", "invariant 3:", "(Invariant #6)", "invariants 3 and 9", "part 2 of 3", "phase 1"} {
+		if !planningWords.MatchString(bad) {
+			t.Errorf("planningWords misses %q", bad)
+		}
+	}
+	for _, fine := range []string{"step 2 of a run", "Guarantee 3 (nothing in use is deleted)", "the issue is 3 reads", "part of 2 runs", "invariant.Check", "1. **An outage changes nothing.**"} {
+		if planningWords.MatchString(fine) {
+			t.Errorf("planningWords flags %q", fine)
+		}
+	}
+}
+
+// sourceFiles are the tracked files people read: code, documents, the
+// module and the build.
+func sourceFiles(t *testing.T) []string {
+	t.Helper()
+	out, err := exec.Command("git", "ls-files", "*.go", "*.md", "*.tf", "Makefile", ".ci/*").Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v", err)
+	}
+	return strings.Fields(string(out))
+}
+
+// goComments is a Go file's comments, each at its own line (other lines
+// empty), so a line number is the file's.
+func goComments(name string, src []byte) (string, error) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, name, src, parser.ParseComments|parser.SkipObjectResolution)
+	if err != nil {
+		return "", err
+	}
+	lines := make([]string, bytes.Count(src, []byte("\n"))+1)
+	for _, g := range f.Comments {
+		for _, c := range g.List {
+			at := fset.Position(c.Pos()).Line - 1
+			for k, l := range strings.Split(c.Text, "\n") {
+				lines[at+k] += l
+			}
+		}
+	}
+	return strings.Join(lines, "\n"), nil
+}
+
+// repositoryPathMention matches a mention of a path of the repository: one
+// that starts with a top-level directory of it (or README.md), optionally
+// behind ./ or ../ and followed by a #anchor. Import paths do not match
+// (a slash comes before them), nor does a spec named registry/name in a
+// command's output (proseLines drops it).
+func repositoryPathMention(t *testing.T) *regexp.Regexp {
+	t.Helper()
+	out, err := exec.Command("git", "ls-files").Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v", err)
+	}
+	seen := map[string]bool{}
+	var tops []string
+	for _, f := range strings.Fields(string(out)) {
+		if dir, _, ok := strings.Cut(f, "/"); ok && !seen[dir] {
+			seen[dir] = true
+			tops = append(tops, regexp.QuoteMeta(dir))
+		}
+	}
+	if len(tops) < 5 {
+		t.Fatalf("top-level directories %v: git ls-files found too few", tops)
+	}
+	return regexp.MustCompile(`(?:^|[^\w./-])((?:\./|(?:\.\./)+)?(?:(?:` + strings.Join(tops, "|") + `)/[\w./*-]*[\w*]|README\.md))(#[\w-]+)?`)
+}
+
+// proseLines are a file's lines as mentions are looked for in them: in a
+// Markdown console block only the commands ($ lines), not what they print.
+func proseLines(name, text string) []string {
+	lines := strings.Split(text, "\n")
+	if !strings.HasSuffix(name, ".md") {
+		return lines
+	}
+	console := false
+	for i, line := range lines {
+		trimmed := strings.TrimSpace(line)
+		if strings.HasPrefix(trimmed, "```") {
+			console = !console && strings.TrimPrefix(trimmed, "```") == "console"
+			continue
+		}
+		if console && !strings.HasPrefix(trimmed, "$ ") {
+			lines[i] = ""
+		}
+	}
+	return lines
+}
+
+// checkMention resolves a mentioned path: ../ is relative to the file
+// mentioning it, ./ to the file or the repository root, anything else to
+// the root. A glob must match something; an anchor into a Markdown file
+// must be one of its headings.
+func checkMention(root, from, path, frag string, docs map[string]*markdownDoc) error {
+	var candidates []string
+	switch {
+	case strings.HasPrefix(path, "../"):
+		candidates = []string{filepath.Join(root, filepath.Dir(from), path)}
+	case strings.HasPrefix(path, "./"):
+		candidates = []string{filepath.Join(root, filepath.Dir(from), path), filepath.Join(root, path)}
+	default:
+		candidates = []string{filepath.Join(root, path)}
+	}
+	for _, c := range candidates {
+		if r, err := filepath.Rel(root, c); err != nil || strings.HasPrefix(r, "..") {
+			return fmt.Errorf("leaves the repository")
+		}
+		matches, err := filepath.Glob(c)
+		if err != nil {
+			return err
+		}
+		if len(matches) == 0 {
+			continue
+		}
+		if frag == "" || !strings.HasSuffix(c, ".md") {
+			return nil
+		}
+		d, ok := docs[c]
+		if !ok {
+			if d, err = readMarkdown(c); err != nil {
+				return err
+			}
+			docs[c] = d
+		}
+		if !d.anchors[frag] {
+			return fmt.Errorf("no heading of %s makes the anchor #%s", path, frag)
+		}
+		return nil
+	}
+	return fmt.Errorf("no such file or directory in the repository")
 }
 
 type markdownLink struct {

@@ -152,7 +152,8 @@ func TestE2ECoalesceAndETag(t *testing.T) {
 	}
 }
 
-// Bad input: every status code the README promises, with OSB error bodies.
+// Bad input: every status code docs/api.md#endpoints promises, with OSB
+// error bodies.
 func TestE2EBadInput(t *testing.T) {
 	t.Parallel()
 	_, urlA := newIndex(t, "alpha")

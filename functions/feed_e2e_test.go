@@ -34,9 +34,9 @@ type rawPage struct {
 	Changes []rawChange `json:"changes"`
 }
 
-// watcher mirrors the catalog the way the README tells clients to: list
-// /v2/catalog, then follow the feed from its X-Catalog-Revision, putting
-// or removing services; on 410 it lists again.
+// watcher mirrors the catalog the way docs/api.md#the-change-feed tells
+// clients to: list /v2/catalog, then follow the feed from its
+// X-Catalog-Revision, putting or removing services; on 410 it lists again.
 type watcher struct {
 	url      string
 	client   *http.Client

@@ -1,7 +1,7 @@
 # Secret Manager: the admin token, the broker password, and one secret for
 # every registry credential the registries file names. Secrets are created
 # empty; values are added out of band (`gcloud secrets versions add`, see
-# the README) or, with write_secrets, from an ephemeral input through
+# docs/deploy.md#secrets) or, with write_secrets, from an ephemeral input through
 # a write-only argument. Either way no value is ever in the plan or the
 # state. Each secret is readable only by the function that mounts it; the
 # catalog mounts none.

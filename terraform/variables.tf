@@ -69,7 +69,7 @@ variable "registries_file" {
   }
   validation {
     condition     = fileexists("${path.module}/../${var.registries_file}")
-    error_message = "registries_file does not exist. Write one (see examples/registries.reference.yaml and the README's \"The registries file\") at the repository root or set registries_file."
+    error_message = "registries_file does not exist. Write one (see examples/registries.reference.yaml and docs/configuration.md#the-registries-file) at the repository root or set registries_file."
   }
 }
 
@@ -117,7 +117,7 @@ variable "broker_username" {
 # `openssl rand -hex 32`; never a chosen password, whose digest could be
 # brute-forced): these variables are plain, not sensitive, and end up in
 # the catalog's environment and the state. The credentials themselves go
-# into the secrets of the same name (README: Deploy to Google Cloud).
+# into the secrets of the same name (docs/deploy.md#secrets).
 
 variable "broker_password_sha256" {
   type        = string
@@ -170,7 +170,7 @@ variable "admin_token_sha256" {
 
 variable "bootstrap_schedule" {
   type        = string
-  description = "Cron schedule of the Cloud Scheduler job that calls the bootstrap. An unchanged world costs a handful of Firestore operations per run (README: Deploy to Google Cloud)."
+  description = "Cron schedule of the Cloud Scheduler job that calls the bootstrap. An unchanged world costs a handful of Firestore operations per run (docs/deploy.md#cost)."
   default     = "0 * * * *"
 
   validation {
@@ -401,9 +401,10 @@ variable "deletion_protection" {
 }
 
 # Secret values never go through terraform by default: the secrets are
-# created empty and you add versions out of band (README). For a single
-# apply from an empty project, pass them as an ephemeral input instead:
-# write-only arguments keep them out of the plan and the state.
+# created empty and you add versions out of band (docs/deploy.md#secrets).
+# For a single apply from an empty project, pass them as an ephemeral
+# input instead: write-only arguments keep them out of the plan and the
+# state.
 
 variable "write_secrets" {
   type        = set(string)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Exit codes scripts can rely on (README "Exit codes").
+// Exit codes scripts can rely on (docs/cli.md#exit-codes).
 const (
 	ExitOK       = 0
 	ExitFailed   = 1 // the thing asked about failed: a bootstrap, a config check, status --check

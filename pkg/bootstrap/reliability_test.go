@@ -288,7 +288,7 @@ func (r *rig) specCount() int {
 	return n
 }
 
-// Invariant 6: every message of a bootstrap delivered three times, the
+// Redelivery is harmless: every message of a bootstrap delivered three times, the
 // copies in reverse order, a poison message and a message for an unknown
 // operation among them; then a second bootstrap with the first one's
 // messages arriving late. Each registry counts once per operation, the
@@ -434,7 +434,7 @@ func (c *countingPublisher) Publish(_ context.Context, m []queue.Message) error 
 	return nil
 }
 
-// Invariant 7: ten bootstraps at once through HTTP are one operation,
+// One at a time: ten bootstraps at once through HTTP are one operation,
 // published once.
 func TestTenConcurrentBootstrapsOneOperation(t *testing.T) {
 	t.Parallel()

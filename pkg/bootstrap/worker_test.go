@@ -118,7 +118,7 @@ func deliverCommits(t *testing.T, w *bootstrap.Worker) []queue.CommitRequest {
 	}
 }
 
-// Invariant 6: a redelivered message changes nothing more: the registry
+// Redelivery is harmless: a redelivered message changes nothing more: the registry
 // counts once and the second delivery does not even reconcile.
 func TestWorkerRedeliveryCountsOnce(t *testing.T) {
 	ctx := context.Background()

@@ -6,8 +6,8 @@
 //
 // What it checks (the rule names are those of Violation.Rule):
 //
-//	instance-spec     every instance points at a stored spec (invariant 3:
-//	                  no spec that instances use was deleted)
+//	instance-spec     every instance points at a stored spec (nothing
+//	                  in use is deleted)
 //	instance-id       an instance's id field is its document id
 //	binding-instance  every binding (instances/{id}/bindings/{b}) has its
 //	                  instance: no binding outlives a deprovision
@@ -22,9 +22,9 @@
 //	                  ids name, and it expires after it was written
 //	spec-id           a spec's id field, its stored spec's id and its
 //	                  document id agree; no plan carries the id derived
-//	                  from another spec id than its spec's (invariant 9)
+//	                  from another spec id than its spec's (ids are forever)
 //	spec-stable       a spec (registry, name) seen in an earlier snapshot
-//	                  still has the id it had then (invariant 9)
+//	                  still has the id it had then (ids are forever)
 //	spec-body         the stored spec decodes, has the recorded name, its
 //	                  digest is the content digest of what is stored, its
 //	                  plan ids are set and distinct
@@ -59,7 +59,7 @@
 //	                  least there; a succeeded real one has its revision
 //	                  (read-your-writes), a dry run none
 //	secret            no canary string appears in any document id, field
-//	                  name or value, in any collection (invariant 8)
+//	                  name or value, in any collection (secrets never travel)
 package invariant
 
 import (

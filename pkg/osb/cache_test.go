@@ -181,9 +181,10 @@ func (e *env) seedMany(n int) []store.Offer {
 	return offers
 }
 
-// TestCacheReads pins the cost model README promises for the catalog: a
-// warm instance answers from memory inside the window, re-checks with one
-// read after it, and pays for the changes only when the revision moved.
+// TestCacheReads pins the cost model docs/deploy.md#what-the-catalog-costs
+// promises for the catalog: a warm instance answers from memory inside the
+// window, re-checks with one read after it, and pays for the changes only
+// when the revision moved.
 func TestCacheReads(t *testing.T) {
 	e := newEnv(t, time.Minute)
 	specs := []*spec.Spec{parseSpec(t, specYAML("a")), parseSpec(t, specYAML("b")), parseSpec(t, specYAML("c"))}
