@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/logging"
 )
 
@@ -110,12 +111,6 @@ type answer struct {
 	body   []byte
 }
 
-// apiError is an OSB error body.
-type apiError struct {
-	Error       string `json:"error"`
-	Description string `json:"description"`
-}
-
 // do sends a request and returns the answer; statuses in ok are returned
 // as is, anything else becomes an error with the right exit code.
 func (a *client) do(ctx context.Context, method, rawURL string, auth authKind, ok ...int) (*answer, error) {
@@ -173,7 +168,7 @@ func (a *client) doWith(ctx context.Context, method, rawURL string, auth authKin
 		}
 	}
 	desc := strings.TrimSpace(string(body))
-	var e apiError
+	var e api.ErrorBody // every endpoint answers errors with it
 	if json.Unmarshal(body, &e) == nil && e.Description != "" {
 		desc = e.Description
 	}
