@@ -20,15 +20,20 @@ bench:
 
 ## reliability: the tests the rows of scripts/reliability name (the fault
 ## matrix, races, crashes, fuzz seed corpora), then (alone, so they measure
-## the code and not the rest of the suite) the loopback load tests of build
-## tag reliability; docs/RELIABILITY.md is written from the results, and a
-## row whose pattern matches no test fails the target.
+## the code and not the rest of the suite) the loopback load tests, the
+## tests of files of build tag reliability; scripts/reliability reads the
+## test files for which tests and packages each run takes.
+## docs/RELIABILITY.md is written from the results, and a row whose pattern
+## matches no test fails the target.
 RELIABILITY_OUT ?= docs/RELIABILITY.md
+RELIABILITY = $(GO) run ./scripts/reliability
 reliability:
-	$(WITH_EMULATORS) sh -c 'rc=0; run="$$($(GO) run ./scripts/reliability -run-pattern)" || exit 1; \
-	  $(GO) test -json -count=1 -timeout 15m -run "$$run" ./pkg/... ./functions/ ./emulator/stack/ > .reliability.json || rc=1; \
-	  $(GO) test -json -count=1 -timeout 5m -p 1 -tags reliability -run "^TestLoad" ./pkg/osb ./pkg/bootstrap >> .reliability.json || rc=1; \
-	  $(GO) run ./scripts/reliability -o $(RELIABILITY_OUT) .reliability.json || rc=1; exit $$rc'
+	$(WITH_EMULATORS) sh -c 'rc=0; \
+	  run="$$($(RELIABILITY) -run-pattern)" && pkgs="$$($(RELIABILITY) -packages)" || exit 1; \
+	  loadrun="$$($(RELIABILITY) -load -run-pattern)" && loadpkgs="$$($(RELIABILITY) -load -packages)" || exit 1; \
+	  $(GO) test -json -count=1 -timeout 15m -run "$$run" $$pkgs > .reliability.json || rc=1; \
+	  $(GO) test -json -count=1 -timeout 5m -p 1 -tags reliability -run "$$loadrun" $$loadpkgs >> .reliability.json || rc=1; \
+	  $(RELIABILITY) -o $(RELIABILITY_OUT) .reliability.json || rc=1; exit $$rc'
 
 ## fuzz-http: fuzz the HTTP input parsing, 30 s per target.
 fuzz-http:

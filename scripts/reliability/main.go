@@ -2,9 +2,19 @@
 // one row per fault (what must happen, the tests that show it, and their
 // result in that run) and the figures the load tests print as
 // "FIGURE name value unit" lines. `make reliability` runs the tests and
-// this command.
+// this command, and asks it which tests to run:
 //
+//	go run ./scripts/reliability -run-pattern          # the -run pattern of the rows' tests
+//	go run ./scripts/reliability -packages             # their packages
+//	go run ./scripts/reliability -load -run-pattern    # the same for the load tests
+//	go run ./scripts/reliability -load -packages
 //	go run ./scripts/reliability -o docs/RELIABILITY.md results.json...
+//
+// The load tests are the tests of files built only with the build tag
+// reliability (//go:build reliability): they run after the rest, alone
+// (go test -p 1 -tags reliability), so they measure the code and not the
+// suite beside them. Which tests and packages run is read from the
+// repository's test files, so no list is kept by hand.
 package main
 
 import (
@@ -12,15 +22,21 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"go/build/constraint"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"sort"
 	"strings"
 	"time"
 )
+
+// loadTag is the build tag of the load tests.
+const loadTag = "reliability"
 
 // row is one fault of the matrix.
 type row struct {
@@ -168,9 +184,24 @@ type result struct {
 func main() {
 	out := flag.String("o", "docs/RELIABILITY.md", "markdown file to write")
 	runPattern := flag.Bool("run-pattern", false, "print the go test -run pattern that selects every test the rows name, and exit")
+	packages := flag.Bool("packages", false, "print the packages (./dir) of the tests the rows name, and exit")
+	load := flag.Bool("load", false, "with -run-pattern or -packages: the load tests (files of build tag "+loadTag+") instead of the others")
+	root := flag.String("root", ".", "the repository, whose test files -run-pattern and -packages read")
 	flag.Parse()
-	if *runPattern {
-		fmt.Println(runFilter(rows))
+	if *runPattern || *packages {
+		funcs, err := scanTests(*root)
+		if err != nil {
+			fail(err)
+		}
+		pattern, pkgs := selection(rows, funcs, *load)
+		if len(pkgs) == 0 {
+			fail(fmt.Errorf("no test a row names is in a file %s build tag %s", map[bool]string{true: "of", false: "without"}[*load], loadTag))
+		}
+		if *runPattern {
+			fmt.Println(pattern)
+		} else {
+			fmt.Println(strings.Join(pkgs, " "))
+		}
 		return
 	}
 	var inputs []io.Reader
@@ -228,8 +259,10 @@ func main() {
 	fmt.Fprintf(&b, "([design.md](design.md#guarantees)) that can be seen in the data (instances\n")
 	fmt.Fprintf(&b, "→ specs, counters, ids, states, change-feed density and truth, operations,\n")
 	fmt.Fprintf(&b, "secret canaries). `make reliability` runs exactly the tests the rows name\n")
-	fmt.Fprintf(&b, "(`go run ./scripts/reliability -run-pattern`), and a row whose test\n")
-	fmt.Fprintf(&b, "pattern matches no test fails the run, so a renamed test cannot drop out.\n\n")
+	fmt.Fprintf(&b, "(`go run ./scripts/reliability -run-pattern`, `-packages`), then the load\n")
+	fmt.Fprintf(&b, "tests, those of files of build tag `reliability`, alone (the same with\n")
+	fmt.Fprintf(&b, "`-load`); a row whose test pattern matches no test fails the run, so a\n")
+	fmt.Fprintf(&b, "renamed test cannot drop out.\n\n")
 	fmt.Fprintf(&b, "Last run: %s, %s, %s/%s, %d CPUs (%s), emulators: Firestore and Pub/Sub from google-cloud-cli.\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), cpuModel())
 	fmt.Fprintf(&b, "| area | fault | what must happen | tests | last run |\n|---|---|---|---|---|\n")
@@ -301,17 +334,112 @@ func main() {
 	}
 }
 
-// runFilter is the go test -run pattern that selects, at the top level,
-// every test a row names. go test splits -run at slashes into one pattern
-// per level of subtests, so each row pattern contributes only its first
-// level (all of that test's subtests run; the rows pick theirs).
-func runFilter(rs []row) string {
+// testFunc is a test or fuzz function of the repository.
+type testFunc struct {
+	name string
+	pkg  string // its package, as go test takes it: ./pkg/osb
+	load bool   // declared in a file built only with the build tag loadTag
+}
+
+// scanTests reads every _test.go file under root for its Test and Fuzz
+// functions and its build constraint.
+func scanTests(root string) ([]testFunc, error) {
+	decl := regexp.MustCompile(`(?m)^func ((?:Test|Fuzz)\w+)\(`)
+	var out []testFunc
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "vendor") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		load, err := loadOnly(b)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		rel, err := filepath.Rel(root, filepath.Dir(path))
+		if err != nil {
+			return err
+		}
+		pkg := "./" + filepath.ToSlash(rel)
+		if rel == "." {
+			pkg = "."
+		}
+		for _, m := range decl.FindAllStringSubmatch(string(b), -1) {
+			out = append(out, testFunc{name: m[1], pkg: pkg, load: load})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// loadOnly reports whether a file's //go:build line (before the package
+// clause) builds it with the tag loadTag and not without it.
+func loadOnly(src []byte) (bool, error) {
+	for _, line := range strings.Split(string(src), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "package ") {
+			break
+		}
+		if !constraint.IsGoBuild(line) {
+			continue
+		}
+		expr, err := constraint.Parse(line)
+		if err != nil {
+			return false, err
+		}
+		with := func(tags ...string) func(string) bool {
+			return func(tag string) bool {
+				for _, t := range tags {
+					if tag == t {
+						return true
+					}
+				}
+				return tag == runtime.GOOS || tag == runtime.GOARCH || tag == "unix" || strings.HasPrefix(tag, "go1.")
+			}
+		}
+		return expr.Eval(with(loadTag)) && !expr.Eval(with()), nil
+	}
+	return false, nil
+}
+
+// selection is the go test -run pattern and the packages of the tests the
+// rows name: the load tests (load) or the others.
+func selection(rs []row, funcs []testFunc, load bool) (pattern string, pkgs []string) {
 	var tops []string
 	for _, r := range rs {
 		for _, pat := range r.tests {
-			tops = appendUnique(tops, topLevel(pat))
+			top := topLevel(pat)
+			re := regexp.MustCompile("^" + top)
+			for _, f := range funcs {
+				if f.load == load && re.MatchString(f.name) {
+					tops = appendUnique(tops, top)
+					pkgs = appendUnique(pkgs, f.pkg)
+				}
+			}
 		}
 	}
+	sort.Strings(pkgs)
+	return runFilter(tops), pkgs
+}
+
+// runFilter is the go test -run pattern that selects, at the top level,
+// the tests of row patterns whose top levels are tops. go test splits
+// -run at slashes into one pattern per level of subtests, so each row
+// pattern contributes only its first level (all of that test's subtests
+// run; the rows pick theirs).
+func runFilter(tops []string) string {
+	if len(tops) == 0 {
+		return "^$" // no test, rather than every test
+	}
+	tops = append([]string(nil), tops...)
 	sort.Strings(tops)
 	return "^(" + strings.Join(tops, "|") + ")"
 }

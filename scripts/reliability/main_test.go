@@ -1,10 +1,9 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
+	"runtime"
 	"testing"
 )
 
@@ -24,13 +23,33 @@ func TestTopLevel(t *testing.T) {
 
 // Every row names tests that exist: a pattern whose top level matches no
 // test function of the repository would make its row "not run" in the
-// next make reliability, so it fails here first, in make test.
+// next make reliability, so it fails here first, in make test. Each test
+// is selected by the run that make reliability gives it: the load rows'
+// (area load) are exactly the tests of files of the build tag reliability,
+// selected with -load, and every load test is named by a row (a load test
+// no row names would never run).
 func TestEveryRowNamesAnExistingTest(t *testing.T) {
-	funcs := testFunctions(t, filepath.Join("..", ".."))
+	funcs, err := scanTests(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(funcs) < 100 {
 		t.Fatalf("found %d test functions; the scan is broken", len(funcs))
 	}
-	filter := regexp.MustCompile(runFilter(rows))
+	type run struct {
+		filter *regexp.Regexp
+		pkgs   map[string]bool
+	}
+	runs := map[bool]run{}
+	for _, load := range []bool{false, true} {
+		pattern, pkgs := selection(rows, funcs, load)
+		r := run{regexp.MustCompile(pattern), map[string]bool{}}
+		for _, p := range pkgs {
+			r.pkgs[p] = true
+		}
+		runs[load] = r
+	}
+	named := map[testFunc]bool{}
 	for _, r := range rows {
 		if len(r.tests) == 0 {
 			t.Errorf("row %q names no test", r.fault)
@@ -39,11 +58,16 @@ func TestEveryRowNamesAnExistingTest(t *testing.T) {
 			top := regexp.MustCompile("^" + topLevel(pat))
 			found := false
 			for _, f := range funcs {
-				if top.MatchString(f) {
-					found = true
-					if !filter.MatchString(f) {
-						t.Errorf("%s (row %q) is not selected by the run pattern", f, r.fault)
-					}
+				if !top.MatchString(f.name) {
+					continue
+				}
+				found = true
+				named[f] = true
+				if f.load != (r.area == "load") {
+					t.Errorf("%s (row %q, area %s): load test %v; the load rows' tests, and only theirs, are in files of build tag %s", f.name, r.fault, r.area, f.load, loadTag)
+				}
+				if run := runs[f.load]; !run.filter.MatchString(f.name) || !run.pkgs[f.pkg] {
+					t.Errorf("%s in %s (row %q) is not selected by its run (-load=%v)", f.name, f.pkg, r.fault, f.load)
 				}
 			}
 			if !found {
@@ -51,33 +75,37 @@ func TestEveryRowNamesAnExistingTest(t *testing.T) {
 			}
 		}
 	}
+	loads := 0
+	for _, f := range funcs {
+		if f.load {
+			loads++
+			if !named[f] {
+				t.Errorf("%s in %s is a load test (build tag %s) no row names: it would never run", f.name, f.pkg, loadTag)
+			}
+		}
+	}
+	if loads == 0 {
+		t.Errorf("no test function is in a file of build tag %s; the scan is broken", loadTag)
+	}
 }
 
-func testFunctions(t *testing.T, root string) []string {
-	t.Helper()
-	decl := regexp.MustCompile(`(?m)^func ((?:Test|Fuzz)\w+)\(`)
-	var out []string
-	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
+// The build constraint decides what a load test is.
+func TestLoadOnly(t *testing.T) {
+	for src, want := range map[string]bool{
+		"//go:build reliability\n\npackage x_test\n":                  true,
+		"// A comment.\n\n//go:build reliability\n\npackage x_test\n": true,
+		"//go:build reliability && " + runtime.GOOS + "\npackage x\n": true,
+		"//go:build !reliability\n\npackage x_test\n":                 false,
+		"//go:build reliability || linux || !linux\npackage x\n":      false,
+		"package x_test\n\n//go:build reliability\n":                  false,
+		"package x_test\n": false,
+	} {
+		got, err := loadOnly([]byte(src))
+		if err != nil || got != want {
+			t.Errorf("loadOnly(%q) = %v, %v; want %v", src, got, err, want)
 		}
-		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata") {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		for _, m := range decl.FindAllStringSubmatch(string(b), -1) {
-			out = append(out, m[1])
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
-	return out
+	if p := runFilter(nil); regexp.MustCompile(p).MatchString("TestAnything") {
+		t.Errorf("an empty selection's pattern %q selects tests", p)
+	}
 }
