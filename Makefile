@@ -1,4 +1,4 @@
-# specsync — the commands the README documents.
+# specsync — the commands README.md and docs/testing.md document.
 GO ?= go
 # Tests run with the emulators started (or reused) by withemulators.
 WITH_EMULATORS = $(GO) run ./emulator/cmd/withemulators --
