@@ -3,6 +3,7 @@ package osb
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"regexp"
 	"time"
@@ -249,10 +250,16 @@ func (b *Broker) patchInstance(w http.ResponseWriter, r *http.Request) {
 		updateError(w, http.StatusBadRequest, "InstanceNotFound", false, err)
 	case errors.Is(err, store.ErrMaintenanceInfo):
 		updateError(w, http.StatusUnprocessableEntity, "MaintenanceInfoConflict", false, err)
-	case errors.Is(err, store.ErrPlanChange):
-		// The catalog told the platform it must not ask (plan_updateable
-		// false, or a plan updates_to does not list): a bad request.
+	case errors.Is(err, store.ErrPlanNotUpdateable):
+		// The catalog told the platform the plan is not plan_updateable,
+		// and OSB says it MUST NOT ask then: a bad request.
 		updateError(w, http.StatusBadRequest, "PlanChangeNotSupported", false, err)
+	case errors.Is(err, store.ErrPlanChange):
+		// A plan updates_to does not list. The OSB catalog has no field
+		// for updates_to, so the platform could not know: OSB's 422 for a
+		// requested change that is not supported.
+		updateError(w, http.StatusUnprocessableEntity, "PlanChangeNotSupported", false,
+			fmt.Errorf("%w (OSB's catalog has no field for the plans a plan moves to, so it could not say so): ask for one of those", err))
 	case failure.Is(err, failure.NotFound), failure.Is(err, failure.Invalid):
 		updateError(w, http.StatusBadRequest, "BadRequest", false, err)
 	case failure.Is(err, failure.Precondition):

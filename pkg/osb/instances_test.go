@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/specsync/specsync/pkg/api"
+	"github.com/specsync/specsync/pkg/catalog"
 	"github.com/specsync/specsync/pkg/invariant"
 	"github.com/specsync/specsync/pkg/osb"
 	"github.com/specsync/specsync/pkg/spec"
@@ -135,6 +136,63 @@ func TestUpdateInstance(t *testing.T) {
 		t.Fatalf("pins after the refused change on a marked spec: %v", rec.PlanInstances)
 	}
 	invariant.Require(t, e.client, invariant.Options{Canaries: []string{brokerPass, adminToken, "correct horse battery"}})
+}
+
+// The two plan-change refusals. A plan that is not plan_updateable is in
+// the catalog as such, and OSB forbids the platform to ask: 400. A plan
+// that is updateable but does not list the plan asked for in updates_to
+// looks updateable in the catalog (OSB cannot express updates_to), so the
+// platform asked in good faith: OSB's 422 for a change not supported.
+// Neither writes anything, and neither is worth repeating.
+func TestPlanChangeRefusals(t *testing.T) {
+	e := newEnv(t, time.Minute)
+	db := parseSpec(t, specYAML("db")+"  - name: tiny\n    description: One tiny node\n")
+	e.seed(db)
+	small, large, tiny := db.Plans[0].ID, db.Plans[1].ID, db.Plans[2].ID
+	c, _ := e.catalog()
+	if svc := c.Services[0]; !svc.PlanUpdateable {
+		t.Fatalf("the catalog says db is not plan_updateable: %+v", svc)
+	}
+	e.provision("pc", db.ID, small)
+	before := e.dbState()
+
+	// small updates_to [large]: tiny is not among them.
+	r := e.patch("pc", patchBody(db.ID, tiny, `"previous_values":{"plan_id":"`+small+`"}`))
+	wantUpdateError(t, r, http.StatusUnprocessableEntity, "PlanChangeNotSupported", false)
+	eb := wantOSBError(t, r, http.StatusUnprocessableEntity, "PlanChangeNotSupported")
+	for _, want := range []string{"updates only to large, not to tiny", "ask for one of those"} {
+		if !strings.Contains(eb.Description, want) {
+			t.Errorf("422 description %q does not say %q", eb.Description, want)
+		}
+	}
+	if !reflect.DeepEqual(e.dbState(), before) {
+		t.Fatal("a plan change refused by updates_to wrote")
+	}
+
+	// large has neither updates_to nor plan_updateable: the catalog says
+	// plan_updateable false for it, and the platform must not ask.
+	wantEmptyObject(t, e.patch("pc", patchBody(db.ID, large, "")), http.StatusOK)
+	before = e.dbState()
+	for _, to := range []string{small, tiny} {
+		r = e.patch("pc", patchBody(db.ID, to, ""))
+		wantUpdateError(t, r, http.StatusBadRequest, "PlanChangeNotSupported", false)
+		if eb := wantOSBError(t, r, http.StatusBadRequest, ""); !strings.Contains(eb.Description, "not plan_updateable") {
+			t.Errorf("400 description %q", eb.Description)
+		}
+	}
+	if !reflect.DeepEqual(e.dbState(), before) {
+		t.Fatal("a refused change of a plan that is not updateable wrote")
+	}
+	var largePlan *catalog.Plan
+	c, _ = e.catalog()
+	for i, p := range c.Services[0].Plans {
+		if p.ID == large {
+			largePlan = &c.Services[0].Plans[i]
+		}
+	}
+	if largePlan == nil || largePlan.PlanUpdateable == nil || *largePlan.PlanUpdateable {
+		t.Fatalf("the catalog does not say large is not plan_updateable: %+v", largePlan)
+	}
 }
 
 // Refused updates: each is the OSB status with an OSB body, and none

@@ -119,6 +119,11 @@ func TestUpdateInstancePlanChange(t *testing.T) {
 		t.Fatalf("a repeat cost %+v, want the 2 reads and nothing written", cost)
 	}
 
+	// tiny lists no updates_to and the spec says no plan_updateable: its
+	// instances cannot change plans at all.
+	if _, err := e.st.CreateInstance(e.ctx, store.Instance{ID: "t1", SpecID: e.o.Spec.ID, PlanID: tiny}); err != nil {
+		t.Fatal(err)
+	}
 	refusals := []struct {
 		name string
 		u    store.InstanceUpdate
@@ -126,6 +131,7 @@ func TestUpdateInstancePlanChange(t *testing.T) {
 		is   error
 	}{
 		{"not in updates_to", store.InstanceUpdate{ID: "i1", ServiceID: e.o.Spec.ID, PlanID: tiny}, failure.Invalid, store.ErrPlanChange},
+		{"plan not updateable", store.InstanceUpdate{ID: "t1", ServiceID: e.o.Spec.ID, PlanID: small}, failure.Invalid, store.ErrPlanNotUpdateable},
 		{"unknown plan", store.InstanceUpdate{ID: "i1", ServiceID: e.o.Spec.ID, PlanID: "no-such-plan"}, failure.NotFound, nil},
 		{"another service", store.InstanceUpdate{ID: "i1", ServiceID: "other", PlanID: small}, failure.Invalid, nil},
 		{"stale previous plan", store.InstanceUpdate{ID: "i1", ServiceID: e.o.Spec.ID, PlanID: small, PreviousPlanID: tiny}, failure.Invalid, nil},
@@ -139,6 +145,11 @@ func TestUpdateInstancePlanChange(t *testing.T) {
 			_, err := e.st.UpdateInstance(e.ctx, r.u)
 			if !failure.Is(err, r.kind) || (r.is != nil && !errors.Is(err, r.is)) {
 				t.Errorf("%s: %v, want kind %s (%v)", r.name, err, r.kind, r.is)
+			}
+			// The two plan-change refusals answer differently: neither
+			// may pass for the other.
+			if (r.is == store.ErrPlanChange && errors.Is(err, store.ErrPlanNotUpdateable)) || (r.is == store.ErrPlanNotUpdateable && errors.Is(err, store.ErrPlanChange)) {
+				t.Errorf("%s: %v is both plan-change refusals", r.name, err)
 			}
 		})
 		if cost.Writes != 0 || cost.Deletes != 0 {

@@ -50,8 +50,13 @@ var (
 	ErrMaintenanceInfo = errors.New("maintenance_info conflict")
 	// ErrNoInstance: the instance named does not exist.
 	ErrNoInstance = errors.New("no such instance")
-	// ErrPlanChange: the spec does not let the instance's plan change to
-	// the one asked for (plan_updateable, updates_to).
+	// ErrPlanNotUpdateable: the instance's plan is not plan_updateable, so
+	// its instances cannot change plans at all. The catalog says so (the
+	// plan's plan_updateable is false), and OSB forbids a platform to ask.
+	ErrPlanNotUpdateable = errors.New("plan not updateable")
+	// ErrPlanChange: the instance's plan is updateable, but its updates_to
+	// does not list the plan asked for. The OSB catalog cannot say which
+	// plans a plan moves to, so the platform could not have known.
 	ErrPlanChange = errors.New("plan change not supported")
 )
 
@@ -328,7 +333,11 @@ func (s *Store) UpdateInstance(ctx context.Context, u InstanceUpdate) (UpdateIns
 				return failure.New(failure.NotFound, "service %s has no plan %s", cur.SpecID, u.PlanID)
 			}
 			if why := sp.PlanChange(cur.PlanID, u.PlanID); why != "" {
-				return refused(failure.Invalid, ErrPlanChange, "instance %s: %s", u.ID, why)
+				sentinel := ErrPlanChange
+				if src, ok := sp.PlanByID(cur.PlanID); ok && !sp.Updateable(src) {
+					sentinel = ErrPlanNotUpdateable
+				}
+				return refused(failure.Invalid, sentinel, "instance %s: %s", u.ID, why)
 			}
 			next.PlanID, next.PreviousPlanID = u.PlanID, cur.PlanID
 		}
