@@ -67,11 +67,11 @@ func (b *Broker) putBinding(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Bind parameters are checked to be an object and never recorded (they
-	// may hold secrets).
+	// may hold secrets): the store keeps only a salted slow digest.
 	if _, ok := decodeObject(w, req.Parameters, "parameters"); !ok {
 		return
 	}
-	bind := store.Binding{ID: bindingID, InstanceID: instanceID, SpecID: req.ServiceID, PlanID: req.PlanID, AppGUID: req.AppGUID, Context: ctxMap}
+	bind := store.Binding{ID: bindingID, InstanceID: instanceID, SpecID: req.ServiceID, PlanID: req.PlanID, AppGUID: req.AppGUID, Context: ctxMap, Parameters: req.Parameters}
 	if br := req.BindResource; br != nil {
 		if br.AppGUID != "" && req.AppGUID != "" && br.AppGUID != req.AppGUID {
 			WriteError(w, http.StatusBadRequest, "BadRequest", "app_guid %q and bind_resource.app_guid %q differ", req.AppGUID, br.AppGUID)

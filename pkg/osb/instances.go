@@ -124,7 +124,8 @@ func (b *Broker) putInstance(w http.ResponseWriter, r *http.Request) {
 	}
 	// Parameters are checked to be an object and never recorded: they may
 	// hold secrets (display_type password), and this broker provisions
-	// nothing that would use them.
+	// nothing that would use them. The store keeps a salted slow digest,
+	// to tell a provision again with other parameters (409) from a retry.
 	if _, ok := decodeObject(w, req.Parameters, "parameters"); !ok {
 		return
 	}
@@ -132,7 +133,7 @@ func (b *Broker) putInstance(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	inst := store.Instance{ID: id, SpecID: req.ServiceID, PlanID: req.PlanID, Platform: platform, Context: ctxMap, MaintenanceVersion: version}
+	inst := store.Instance{ID: id, SpecID: req.ServiceID, PlanID: req.PlanID, Platform: platform, Context: ctxMap, MaintenanceVersion: version, Parameters: req.Parameters}
 	res, err := b.store.CreateInstance(r.Context(), inst)
 	switch {
 	case errors.Is(err, store.ErrMaintenanceInfo):

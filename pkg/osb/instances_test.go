@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/firestore"
+
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/catalog"
 	"github.com/specsync/specsync/pkg/invariant"
@@ -535,3 +537,108 @@ func TestConcurrentProvisionAndDelete(t *testing.T) {
 }
 
 func instName(i int) string { return "race-" + string(rune('a'+i)) }
+
+// OSB: a provision under an existing id is 200 when it is the same
+// request again and 409 when its attributes differ: the service, the
+// plan, the context and the parameters. Parameters are never stored (they
+// may hold secrets), so they are compared by a salted slow digest; a
+// record from before digests were kept cannot tell, and is never a
+// conflict for them.
+func TestProvisionSameIDOtherAttributes(t *testing.T) {
+	e, db := newDBEnv(t)
+	small := db.Plans[0].ID
+	put := func(id, body string) response {
+		t.Helper()
+		r := e.do(http.MethodPut, "/v2/service_instances/"+id, body)
+		wantOSBResponse(t, http.MethodPut, instancePath, r)
+		return r
+	}
+	body := func(context, parameters string) string {
+		b := fmt.Sprintf(`{"service_id":%q,"plan_id":%q`, db.ID, small)
+		if context != "" {
+			b += `,"context":` + context
+		}
+		if parameters != "" {
+			b += `,"parameters":` + parameters
+		}
+		return b + "}"
+	}
+	const ctx = `{"platform":"kubernetes","namespace":"apps"}`
+	const secret = "correct horse battery"
+	wantEmptyObject(t, put("c1", body(ctx, `{"password":"`+secret+`","size_gb":3}`)), http.StatusCreated)
+
+	// The same values, however encoded (key order, spacing, 3 as 3.0),
+	// are the same request: 200 {}.
+	wantEmptyObject(t, put("c1", body(`{ "namespace": "apps", "platform": "kubernetes" }`, `{ "size_gb": 3.0, "password": "`+secret+`" }`)), http.StatusOK)
+
+	before := e.dbState()
+	for _, c := range []struct{ name, body string }{
+		{"other parameters", body(ctx, `{"password":"`+secret+`","size_gb":4}`)},
+		{"another password", body(ctx, `{"password":"correct horse battery!","size_gb":3}`)},
+		{"no parameters", body(ctx, "")},
+		{"empty parameters", body(ctx, `{}`)},
+		{"another namespace", body(`{"platform":"kubernetes","namespace":"other"}`, `{"password":"`+secret+`","size_gb":3}`)},
+		{"no context", body("", `{"password":"`+secret+`","size_gb":3}`)},
+	} {
+		eb := wantOSBError(t, put("c1", c.body), http.StatusConflict, "Conflict")
+		if strings.Contains(eb.Description, secret) || strings.Contains(eb.Description, "size_gb") {
+			t.Errorf("%s: the 409 repeats a parameter: %s", c.name, eb.Description)
+		}
+	}
+	if !reflect.DeepEqual(e.dbState(), before) {
+		t.Fatal("a 409 wrote")
+	}
+
+	// What is stored: a salted Argon2id digest, never the values; the
+	// same parameters under two ids digest differently.
+	wantEmptyObject(t, put("c2", body(ctx, `{"password":"`+secret+`","size_gb":3}`)), http.StatusCreated)
+	docs := e.instanceDocs()
+	d1, d2 := docs["c1"].ParametersDigest, docs["c2"].ParametersDigest
+	if !strings.HasPrefix(d1, "$argon2id$v=19$m=19456,t=2,p=1$") || d1 == d2 || strings.Contains(d1, secret) {
+		t.Fatalf("parameters digests %q and %q", d1, d2)
+	}
+	if docs["c1"].Parameters != nil {
+		t.Fatalf("parameters came back from the store: %s", docs["c1"].Parameters)
+	}
+
+	// None, null and {} are one: no parameters.
+	wantEmptyObject(t, put("c3", body(ctx, "")), http.StatusCreated)
+	if d := e.instanceDocs()["c3"].ParametersDigest; d != store.NoParameters {
+		t.Fatalf("digest of no parameters: %q", d)
+	}
+	wantEmptyObject(t, put("c3", body(ctx, `{}`)), http.StatusOK)
+	wantEmptyObject(t, put("c3", body(ctx, `null`)), http.StatusOK)
+	wantOSBError(t, put("c3", body(ctx, `{"size_gb":1}`)), http.StatusConflict, "Conflict")
+
+	// A record from before digests were kept: the parameters are unknown,
+	// so no parameters are a conflict; the context still is.
+	if _, err := e.client.Collection(store.InstancesCollection).Doc("c1").Update(e.ctx, []firestore.Update{{Path: "parameters_digest", Value: firestore.Delete}}); err != nil {
+		t.Fatal(err)
+	}
+	wantEmptyObject(t, put("c1", body(ctx, `{"size_gb":64}`)), http.StatusOK)
+	wantEmptyObject(t, put("c1", body(ctx, "")), http.StatusOK)
+	wantOSBError(t, put("c1", body(`{"platform":"cloudfoundry"}`, "")), http.StatusConflict, "Conflict")
+
+	// A context update replaces the recorded context: a provision again
+	// is compared with the context as it is now.
+	wantEmptyObject(t, e.patch("c2", patchBody(db.ID, "", `"context":{"platform":"kubernetes","namespace":"moved"}`)), http.StatusOK)
+	wantOSBError(t, put("c2", body(ctx, `{"password":"`+secret+`","size_gb":3}`)), http.StatusConflict, "Conflict")
+	wantEmptyObject(t, put("c2", body(`{"platform":"kubernetes","namespace":"moved"}`, `{"password":"`+secret+`","size_gb":3}`)), http.StatusOK)
+	invariant.Require(t, e.client, invariant.Options{Canaries: []string{brokerPass, adminToken, secret}})
+
+	// The invariant rule that keeps the digest honest can fail: a fast
+	// unsalted hash (guessable offline) in its place is reported.
+	ref := e.client.Collection(store.InstancesCollection).Doc("c3")
+	if _, err := ref.Update(e.ctx, []firestore.Update{{Path: "parameters_digest", Value: "sha256:0b14d501a594442a01c6859541bcb3e8164d183d32937b851835442f69d5c94e"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, violations, err := invariant.Check(e.ctx, e.client, invariant.Options{})
+	if err != nil || len(violations) != 1 || violations[0].Rule != "parameters-digest" || violations[0].Doc != "instances/c3" {
+		t.Fatalf("a fast hash stored as the digest: %v %v", violations, err)
+	}
+	// A digest the broker cannot read is unknown, like none: no conflict.
+	wantEmptyObject(t, put("c3", body(ctx, `{"size_gb":2}`)), http.StatusOK)
+	if _, err := ref.Update(e.ctx, []firestore.Update{{Path: "parameters_digest", Value: store.NoParameters}}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -39,6 +40,17 @@ type Instance struct {
 	// and unbind moves it in its transaction, so each writes this document
 	// and none can interleave with the deprovision that reads it.
 	Bindings int64 `firestore:"bindings" json:"bindings"`
+	// ParametersDigest is the salted, deliberately slow digest of the
+	// provision's parameters (NoParameters when it had none; see
+	// parameters.go): it answers whether a provision again under this id
+	// names the same parameters, and nothing else. "" on records from
+	// before it was kept: unknown, never a conflict. A PATCH's parameters
+	// do not change it (how they combine with the provision's is the
+	// service's business, not the broker's).
+	ParametersDigest string `firestore:"parameters_digest,omitempty" json:"-"`
+	// Parameters are the provision request's parameters (raw JSON) for
+	// CreateInstance to digest; never stored, they may hold secrets.
+	Parameters json.RawMessage `firestore:"-" json:"-"`
 }
 
 // Sentinels in the chain of refused instance and binding operations, for
@@ -86,14 +98,26 @@ type CreateInstanceResult struct {
 // is returned as is, a different one is a failure.Conflict), creates the
 // record and increments the spec's instance count. Because it writes the
 // spec document, it cannot interleave with DeleteMarked on that spec.
+//
+// Identical is OSB's "the same attributes": the service, the plan, the
+// context (as recorded: a context update replaces it) and the parameters
+// (by their digest, verified after the transaction so that the slow
+// derivation holds no lock; the record it read is the answer's
+// snapshot). The new record's digest is derived before the transaction,
+// for the same reason.
 func (s *Store) CreateInstance(ctx context.Context, inst Instance) (CreateInstanceResult, error) {
 	if inst.ID == "" || inst.SpecID == "" || inst.PlanID == "" {
 		return CreateInstanceResult{}, failure.New(failure.Invalid, "instance needs an id, a service id and a plan id")
 	}
+	digest, err := digestParameters(ctx, inst.Parameters)
+	if err != nil {
+		return CreateInstanceResult{}, classify(err, "digest the parameters of instance %s", inst.ID)
+	}
+	inst.ParametersDigest = digest
 	specRef := s.specs().Doc(inst.SpecID)
 	instRef := s.instances().Doc(inst.ID)
 	var res CreateInstanceResult
-	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+	err = s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		res = CreateInstanceResult{}
 		specSnap, err := tx.Get(specRef)
 		s.ops.read(1)
@@ -110,11 +134,14 @@ func (s *Store) CreateInstance(ctx context.Context, inst Instance) (CreateInstan
 			if err := instSnap.DataTo(&cur); err != nil {
 				return err
 			}
-			if cur.SpecID == inst.SpecID && cur.PlanID == inst.PlanID {
-				res = CreateInstanceResult{Instance: cur, Existed: true}
-				return nil
+			if cur.SpecID != inst.SpecID || cur.PlanID != inst.PlanID {
+				return failure.New(failure.Conflict, "instance %s already exists with service %s and plan %s", inst.ID, cur.SpecID, cur.PlanID)
 			}
-			return failure.New(failure.Conflict, "instance %s already exists with service %s and plan %s", inst.ID, cur.SpecID, cur.PlanID)
+			if !sameContext(cur.Context, inst.Context) {
+				return failure.New(failure.Conflict, "instance %s already exists with another context", inst.ID)
+			}
+			res = CreateInstanceResult{Instance: cur, Existed: true}
+			return nil
 		}
 		if !isNotFound(err) {
 			return err
@@ -156,6 +183,14 @@ func (s *Store) CreateInstance(ctx context.Context, inst Instance) (CreateInstan
 	}
 	if !res.Existed {
 		s.ops.write(2)
+		return res, nil
+	}
+	same, err := sameParameters(ctx, res.Instance.ParametersDigest, inst.Parameters)
+	if err != nil {
+		return CreateInstanceResult{}, classify(err, "compare the parameters of instance %s", inst.ID)
+	}
+	if !same {
+		return CreateInstanceResult{}, failure.New(failure.Conflict, "instance %s already exists with other parameters", inst.ID)
 	}
 	return res, nil
 }
