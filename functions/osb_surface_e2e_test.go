@@ -232,6 +232,11 @@ func TestE2EInstanceAndBindingLifecycle(t *testing.T) {
 	// OSB's 422 for an unsupported change answers.
 	s.osb(http.MethodPatch, inst, osbtest.InstancePath, fmt.Sprintf(`{"service_id":%q,"plan_id":%q}`, db.ID, sealed), http.StatusUnprocessableEntity)
 	s.osb(http.MethodPatch, inst, osbtest.InstancePath, fmt.Sprintf(`{"service_id":%q,"maintenance_info":{"version":"9.0.0"}}`, db.ID), http.StatusUnprocessableEntity)
+	// An update of an instance that does not exist: no instance_usable,
+	// there is no instance for it to describe.
+	if r := s.osb(http.MethodPatch, "/v2/service_instances/never", osbtest.InstancePath, fmt.Sprintf(`{"service_id":%q}`, db.ID), http.StatusBadRequest); strings.Contains(string(r.body), "instance_usable") || !strings.Contains(string(r.body), "InstanceNotFound") {
+		t.Fatalf("PATCH of an unknown instance: %s", r.body)
+	}
 
 	r = s.osb(http.MethodPut, bind+"?accepts_incomplete=true", osbtest.BindingPath,
 		fmt.Sprintf(`{"service_id":%q,"plan_id":%q,"bind_resource":{"app_guid":"app-1"}}`, db.ID, large), http.StatusCreated)

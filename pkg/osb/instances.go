@@ -194,9 +194,9 @@ type updateRequest struct {
 	} `json:"previous_values,omitempty"`
 }
 
-// updateError is an OSB error of a failed update: the instance stays
-// usable (a refused update changes nothing), and repeatable says whether
-// the same request may succeed later.
+// updateError is an OSB error of a failed update of an instance that
+// exists: it stays usable (a refused update changes nothing), and
+// repeatable says whether the same request may succeed later.
 func updateError(w http.ResponseWriter, status int, code string, repeatable bool, err error) {
 	usable := true
 	WriteJSON(w, status, api.ErrorBody{Error: code, Description: err.Error(), InstanceUsable: &usable, UpdateRepeatable: &repeatable})
@@ -247,8 +247,11 @@ func (b *Broker) patchInstance(w http.ResponseWriter, r *http.Request) {
 		WriteJSON(w, http.StatusOK, struct{}{})
 	case errors.Is(err, store.ErrNoInstance):
 		// OSB defines no 404 for an update: the route's instance_id "MUST
-		// be the ID of a previously provisioned Service Instance".
-		updateError(w, http.StatusBadRequest, "InstanceNotFound", false, err)
+		// be the ID of a previously provisioned Service Instance". There
+		// is no instance for instance_usable to describe, so it is left
+		// out; update_repeatable still says a repeat fails alike.
+		repeatable := false
+		WriteJSON(w, http.StatusBadRequest, api.ErrorBody{Error: "InstanceNotFound", Description: err.Error(), UpdateRepeatable: &repeatable})
 	case errors.Is(err, store.ErrMaintenanceInfo):
 		updateError(w, http.StatusUnprocessableEntity, "MaintenanceInfoConflict", false, err)
 	case errors.Is(err, store.ErrPlanNotUpdateable):

@@ -231,9 +231,14 @@ func TestBadUpdatesWriteNothing(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := e.do(http.MethodPatch, "/v2/service_instances/"+c.id, c.body)
-			wantOSBError(t, r, c.status, c.code)
+			eb := wantOSBError(t, r, c.status, c.code)
 			if c.status != http.StatusRequestEntityTooLarge { // OSB declares no 413
 				wantOSBResponse(t, http.MethodPatch, instancePath, r)
+			}
+			// instance_usable describes an instance: where there is
+			// none, the field is left out.
+			if c.code == "InstanceNotFound" && (eb.InstanceUsable != nil || eb.UpdateRepeatable == nil || *eb.UpdateRepeatable) {
+				t.Errorf("PATCH of an unknown instance: %s, want no instance_usable and update_repeatable false", r.body)
 			}
 		})
 	}
