@@ -284,17 +284,14 @@ func (b *Broker) deleteInstance(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, "BadRequest", "service_id and plan_id query parameters are required")
 		return
 	}
-	inst, err := b.store.GetInstance(r.Context(), id)
-	if err == nil && (inst.SpecID != serviceID || inst.PlanID != planID) {
-		WriteError(w, http.StatusBadRequest, "BadRequest", "instance %s is of service %s plan %s, not service %s plan %s", id, inst.SpecID, inst.PlanID, serviceID, planID)
-		return
-	}
-	if err == nil {
-		inst, err = b.store.DeleteInstance(r.Context(), id)
-	}
+	// The ids are checked in the deprovision's transaction, so a plan
+	// change cannot slip in between the check and the delete.
+	inst, err := b.store.Deprovision(r.Context(), store.Deprovision{ID: id, ServiceID: serviceID, PlanID: planID})
 	switch {
 	case failure.Is(err, failure.NotFound):
 		WriteJSON(w, http.StatusGone, struct{}{})
+	case failure.Is(err, failure.Invalid):
+		WriteError(w, http.StatusBadRequest, "BadRequest", "%s", err)
 	case err != nil:
 		WriteFailure(w, err)
 	default:

@@ -647,3 +647,80 @@ func TestProvisionSameIDOtherAttributes(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A deprovision names the instance's service and plan, and they are
+// checked in the transaction that deletes it: a plan change that commits
+// between a check and the delete cannot let a deprovision naming the old
+// plan through. Raced, the two never both succeed: whichever commits
+// first makes the other one's premise false. The pairs race at once, each
+// on its own spec (the emulator resolves a pair's lock conflict by timing
+// a transaction out, which the pairs then wait out together).
+func TestDeprovisionRacesPlanChange(t *testing.T) {
+	const pairs = 8
+	e := newEnv(t, time.Minute)
+	var all []*spec.Spec
+	for i := range pairs {
+		all = append(all, parseSpec(t, specYAML(fmt.Sprintf("dp-%d", i))))
+	}
+	e.seed(all...)
+	type pair struct {
+		patch, del response
+		perr, derr error
+	}
+	out := make([]pair, pairs)
+	var reqs [][2]*http.Request
+	for i, s := range all {
+		id := fmt.Sprintf("dp-%d", i)
+		small, large := s.Plans[0].ID, s.Plans[1].ID
+		e.provision(id, s.ID, small)
+		reqs = append(reqs, [2]*http.Request{
+			e.request(http.MethodPatch, "/v2/service_instances/"+id, patchBody(s.ID, large, "")),
+			e.request(http.MethodDelete, "/v2/service_instances/"+id+"?service_id="+s.ID+"&plan_id="+small, ""),
+		})
+	}
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range pairs {
+		wg.Go(func() { <-start; out[i].patch, out[i].perr = e.try(reqs[i][0]) })
+		wg.Go(func() { <-start; out[i].del, out[i].derr = e.try(reqs[i][1]) })
+	}
+	close(start)
+	wg.Wait()
+	docs := e.instanceDocs()
+	outcomes := map[string]int{}
+	for i, o := range out {
+		if o.perr != nil || o.derr != nil {
+			t.Fatal(o.perr, o.derr)
+		}
+		pr, dr := o.patch, o.del
+		wantOSBResponse(t, http.MethodPatch, instancePath, pr)
+		wantOSBResponse(t, http.MethodDelete, instancePath, dr)
+		_, exists := docs[fmt.Sprintf("dp-%d", i)]
+		switch {
+		case pr.status == http.StatusOK && dr.status == http.StatusOK:
+			outcomes["both"]++
+			t.Errorf("pair %d: the plan change and the deprovision naming the old plan both succeeded", i)
+		case dr.status == http.StatusOK:
+			outcomes["deprovision first"]++
+			// Deleted on small; the update found no instance.
+			if exists || pr.status != http.StatusBadRequest || !strings.Contains(string(pr.body), "InstanceNotFound") {
+				t.Errorf("pair %d: deprovision won, then PATCH %d %s, record left %v", i, pr.status, pr.body, exists)
+			}
+		case pr.status == http.StatusOK:
+			outcomes["plan change first"]++
+			// Moved to large; the deprovision naming small is refused.
+			if !exists || dr.status != http.StatusBadRequest {
+				t.Errorf("pair %d: plan change won, then DELETE %d %s, record left %v", i, dr.status, dr.body, exists)
+			}
+		default:
+			outcomes["contention"]++
+			// Contention (422 ConcurrencyError) may refuse one; nothing
+			// else refuses both.
+			if pr.status != http.StatusUnprocessableEntity && dr.status != http.StatusUnprocessableEntity {
+				t.Errorf("pair %d: PATCH %d %s, DELETE %d %s", i, pr.status, pr.body, dr.status, dr.body)
+			}
+		}
+	}
+	t.Logf("outcomes of %d pairs: %v", pairs, outcomes)
+	invariant.Require(t, e.client, invariant.Options{})
+}

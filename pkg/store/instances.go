@@ -239,6 +239,24 @@ func (s *Store) GetInstance(ctx context.Context, id string) (*Instance, error) {
 // deprovision until it succeeds. The returned record's Bindings says how
 // many went with it. A missing instance is a failure.NotFound.
 func (s *Store) DeleteInstance(ctx context.Context, id string) (*Instance, error) {
+	return s.Deprovision(ctx, Deprovision{ID: id})
+}
+
+// Deprovision names an instance to delete and the service and plan the
+// platform says it has (OSB's required query parameters; "" unchecked).
+type Deprovision struct {
+	ID                string
+	ServiceID, PlanID string
+}
+
+// Deprovision is DeleteInstance that first checks, in its transaction,
+// the service and plan the platform named against the instance's: a
+// mismatch is a failure.Invalid and deletes nothing. Checked there, a
+// plan change that commits first makes a deprovision naming the old plan
+// fail rather than delete an instance on the new one, and the check
+// costs no read of its own.
+func (s *Store) Deprovision(ctx context.Context, d Deprovision) (*Instance, error) {
+	id := d.ID
 	instRef := s.instances().Doc(id)
 	var inst Instance
 	var bindings []*firestore.DocumentSnapshot
@@ -254,6 +272,9 @@ func (s *Store) DeleteInstance(ctx context.Context, id string) (*Instance, error
 		}
 		if err := snap.DataTo(&inst); err != nil {
 			return err
+		}
+		if (d.ServiceID != "" && d.ServiceID != inst.SpecID) || (d.PlanID != "" && d.PlanID != inst.PlanID) {
+			return failure.New(failure.Invalid, "instance %s is of service %s plan %s, not service %s plan %s", id, inst.SpecID, inst.PlanID, d.ServiceID, d.PlanID)
 		}
 		specRef := s.specs().Doc(inst.SpecID)
 		rec, err := txGet[SpecRecord](s, tx, specRef)
