@@ -43,7 +43,18 @@ type bindRequest struct {
 	PredecessorBindingID *string `json:"predecessor_binding_id,omitempty"`
 }
 
+// putBinding and deleteBinding are the routes' handlers: each write is
+// logged (logWrite) with who asked for it.
 func (b *Broker) putBinding(w http.ResponseWriter, r *http.Request) {
+	b.logWrite(w, r, "bind", b.bind)
+}
+
+func (b *Broker) deleteBinding(w http.ResponseWriter, r *http.Request) {
+	b.logWrite(w, r, "unbind", b.unbind)
+}
+
+// bind is OSB's bind: 201 {} recorded, 200 {} the same again.
+func (b *Broker) bind(w http.ResponseWriter, r *http.Request) {
 	instanceID, bindingID, ok := bindingIDs(w, r)
 	if !ok {
 		return
@@ -117,8 +128,8 @@ func (b *Broker) getBinding(w http.ResponseWriter, r *http.Request) {
 	WriteJSON(w, http.StatusOK, struct{}{})
 }
 
-// deleteBinding is OSB's unbind: 200 {} deleted, 410 {} no such binding.
-func (b *Broker) deleteBinding(w http.ResponseWriter, r *http.Request) {
+// unbind is OSB's unbind: 200 {} deleted, 410 {} no such binding.
+func (b *Broker) unbind(w http.ResponseWriter, r *http.Request) {
 	instanceID, bindingID, ok := bindingIDs(w, r)
 	if !ok {
 		return

@@ -105,7 +105,22 @@ type provisionRequest struct {
 	SpaceGUID        string `json:"space_guid,omitempty"`
 }
 
+// putInstance, patchInstance and deleteInstance are the routes' handlers:
+// each write is logged (logWrite) with who asked for it.
 func (b *Broker) putInstance(w http.ResponseWriter, r *http.Request) {
+	b.logWrite(w, r, "provision", b.provision)
+}
+
+func (b *Broker) patchInstance(w http.ResponseWriter, r *http.Request) {
+	b.logWrite(w, r, "update", b.update)
+}
+
+func (b *Broker) deleteInstance(w http.ResponseWriter, r *http.Request) {
+	b.logWrite(w, r, "deprovision", b.deprovision)
+}
+
+// provision is OSB's provision: 201 {} recorded, 200 {} the same again.
+func (b *Broker) provision(w http.ResponseWriter, r *http.Request) {
 	id, ok := validInstanceID(w, r)
 	if !ok {
 		return
@@ -202,10 +217,10 @@ func updateError(w http.ResponseWriter, status int, code string, repeatable bool
 	WriteJSON(w, status, api.ErrorBody{Error: code, Description: err.Error(), InstanceUsable: &usable, UpdateRepeatable: &repeatable})
 }
 
-// patchInstance is OSB's update: a plan change, new parameters, a
+// update is OSB's update: a plan change, new parameters, a
 // maintenance upgrade, a context update, any of them together. It answers
 // 200 {} when the changes were applied or had no effect.
-func (b *Broker) patchInstance(w http.ResponseWriter, r *http.Request) {
+func (b *Broker) update(w http.ResponseWriter, r *http.Request) {
 	id, ok := validInstanceID(w, r)
 	if !ok {
 		return
@@ -229,7 +244,7 @@ func (b *Broker) patchInstance(w http.ResponseWriter, r *http.Request) {
 	if u.Context, u.Platform, ok = decodeContext(w, req.Context); !ok {
 		return
 	}
-	// Parameters are not recorded (see putInstance): a parameters-only
+	// Parameters are not recorded (see provision): a parameters-only
 	// update has no effect on the bookkeeping, and answers 200.
 	if _, ok := decodeObject(w, req.Parameters, "parameters"); !ok {
 		return
@@ -273,7 +288,9 @@ func (b *Broker) patchInstance(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (b *Broker) deleteInstance(w http.ResponseWriter, r *http.Request) {
+// deprovision is OSB's deprovision: 200 {} deleted with its bindings,
+// 410 {} no such instance.
+func (b *Broker) deprovision(w http.ResponseWriter, r *http.Request) {
 	id, ok := validInstanceID(w, r)
 	if !ok {
 		return
