@@ -204,6 +204,11 @@ func TestE2EInstanceAndBindingLifecycle(t *testing.T) {
 		t.Fatalf("the catalog does not offer the surface: %+v", db)
 	}
 	small, large, sealed := db.plan("small"), db.plan("large"), db.plan("sealed")
+	for _, p := range db.Plans {
+		if (p.ID == sealed) != (p.PlanUpdateable != nil && !*p.PlanUpdateable) {
+			t.Fatalf("the catalog's plan_updateable of plan %s: %v; only sealed is not updateable", p.Name, p.PlanUpdateable)
+		}
+	}
 	inst := "/v2/service_instances/e2e-1"
 	bind := inst + "/service_bindings/app-1"
 	q := "?service_id=" + db.ID + "&plan_id="
@@ -222,8 +227,16 @@ func TestE2EInstanceAndBindingLifecycle(t *testing.T) {
 	if !strings.Contains(string(lo.body), `"state":"succeeded"`) {
 		t.Fatalf("last_operation after the update: %s", lo.body)
 	}
-	s.osb(http.MethodPatch, inst, osbtest.InstancePath, fmt.Sprintf(`{"service_id":%q,"plan_id":%q}`, db.ID, sealed), http.StatusBadRequest)
+	// large updates_to [small] only: the catalog cannot say so (large
+	// is plan_updateable there), so the platform asked in good faith and
+	// OSB's 422 for an unsupported change answers.
+	s.osb(http.MethodPatch, inst, osbtest.InstancePath, fmt.Sprintf(`{"service_id":%q,"plan_id":%q}`, db.ID, sealed), http.StatusUnprocessableEntity)
 	s.osb(http.MethodPatch, inst, osbtest.InstancePath, fmt.Sprintf(`{"service_id":%q,"maintenance_info":{"version":"9.0.0"}}`, db.ID), http.StatusUnprocessableEntity)
+	// An update of an instance that does not exist: no instance_usable,
+	// there is no instance for it to describe.
+	if r := s.osb(http.MethodPatch, "/v2/service_instances/never", osbtest.InstancePath, fmt.Sprintf(`{"service_id":%q}`, db.ID), http.StatusBadRequest); strings.Contains(string(r.body), "instance_usable") || !strings.Contains(string(r.body), "InstanceNotFound") {
+		t.Fatalf("PATCH of an unknown instance: %s", r.body)
+	}
 
 	r = s.osb(http.MethodPut, bind+"?accepts_incomplete=true", osbtest.BindingPath,
 		fmt.Sprintf(`{"service_id":%q,"plan_id":%q,"bind_resource":{"app_guid":"app-1"}}`, db.ID, large), http.StatusCreated)
@@ -239,6 +252,9 @@ func TestE2EInstanceAndBindingLifecycle(t *testing.T) {
 
 	// A sealed instance cannot be bound; an unknown one neither.
 	s.osb(http.MethodPut, "/v2/service_instances/e2e-2", osbtest.InstancePath, fmt.Sprintf(`{"service_id":%q,"plan_id":%q}`, db.ID, sealed), http.StatusCreated)
+	// sealed is not plan_updateable, and the catalog says so: a platform
+	// that asks anyway sent a bad request.
+	s.osb(http.MethodPatch, "/v2/service_instances/e2e-2", osbtest.InstancePath, fmt.Sprintf(`{"service_id":%q,"plan_id":%q}`, db.ID, small), http.StatusBadRequest)
 	s.osb(http.MethodPut, "/v2/service_instances/e2e-2/service_bindings/x", osbtest.BindingPath, fmt.Sprintf(`{"service_id":%q,"plan_id":%q}`, db.ID, sealed), http.StatusBadRequest)
 	s.osb(http.MethodPut, "/v2/service_instances/nope/service_bindings/x", osbtest.BindingPath, fmt.Sprintf(`{"service_id":%q,"plan_id":%q}`, db.ID, small), http.StatusBadRequest)
 

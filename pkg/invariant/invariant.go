@@ -14,6 +14,10 @@
 //	binding-id        a binding's id and instance_id fields are its
 //	                  document id and its parent's
 //	binding-spec      a binding is of its instance's service
+//	parameters-digest an instance's or binding's parameters_digest is
+//	                  absent, "none" or salted Argon2id in PHC form at
+//	                  the broker's cost (store.CheckParametersDigest):
+//	                  never the parameters, nor a digest cheap to guess
 //	binding-counter   an instance's bindings count is the number of its
 //	                  binding documents, at most store.MaxBindingsPerInstance
 //	                  (bindings pin nothing: spec-counters counts instances
@@ -410,6 +414,9 @@ func (c *checker) instances() {
 		if _, ok := c.s.Specs[inst.SpecID]; !ok {
 			c.add("instance-spec", doc, "points at spec %s, which is not stored", inst.SpecID)
 		}
+		if err := store.CheckParametersDigest(inst.ParametersDigest); err != nil {
+			c.add("parameters-digest", doc, "%v", err)
+		}
 	}
 }
 
@@ -420,6 +427,9 @@ func (c *checker) bindings() {
 		per[b.InstanceDocID]++
 		if b.ID != b.DocID || b.InstanceID != b.InstanceDocID {
 			c.add("binding-id", path, "id field %q and instance_id %q are not the document's %q and %q", b.ID, b.InstanceID, b.DocID, b.InstanceDocID)
+		}
+		if err := store.CheckParametersDigest(b.ParametersDigest); err != nil {
+			c.add("parameters-digest", path, "%v", err)
 		}
 		inst, ok := c.s.Instances[b.InstanceDocID]
 		if !ok {

@@ -3,6 +3,9 @@ package osb
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"log/slog"
 	"net/http"
 	"regexp"
 	"strings"
@@ -65,7 +68,10 @@ func RequestIdentity(next http.Handler) http.Handler {
 	})
 }
 
-// Version requires X-Broker-API-Version 2.x (412 otherwise).
+// Version requires X-Broker-API-Version 2.x (412 otherwise). Any minor
+// version is accepted: OSB's minor versions only add optional fields,
+// which a platform of an older one ignores in answers and never needs to
+// send, so nothing this broker serves depends on a newer one.
 func Version(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		v := r.Header.Get("X-Broker-API-Version")
@@ -75,4 +81,86 @@ func Version(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// statusWriter remembers the status a handler wrote, for its log line.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// logWrite runs h, an instance or binding write (operation: provision,
+// update, deprovision, bind, unbind), and logs one structured line for
+// it whatever its outcome: the ids, the status, the platform's request
+// identity and, decoded, its originating identity (OSB's user who asked;
+// an audit trail of who changed what). Nothing else of the request is
+// logged: not its body (parameters may hold secrets), not its
+// credentials.
+func (b *Broker) logWrite(w http.ResponseWriter, r *http.Request, operation string, h http.HandlerFunc) {
+	sw := &statusWriter{ResponseWriter: w}
+	h(sw, r)
+	attrs := []any{"operation", operation, "instance", r.PathValue("id")}
+	if id := r.PathValue("binding_id"); id != "" {
+		attrs = append(attrs, "binding", id)
+	}
+	attrs = append(attrs, "status", sw.status)
+	if id := r.Header.Get("X-Broker-API-Request-Identity"); id != "" {
+		attrs = append(attrs, "request_identity", id)
+	}
+	if oi := r.Header.Get("X-Broker-API-Originating-Identity"); oi != "" {
+		attrs = append(attrs, originatingIdentity(oi))
+	}
+	b.cfg.Logger.Info("osb write", attrs...)
+}
+
+// identityPlatform is what OSB's profile names platforms with
+// (cloudfoundry, kubernetes, ...).
+var identityPlatform = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// maxIdentityBytes bounds the decoded identity a log line repeats.
+const maxIdentityBytes = 4 << 10
+
+// originatingIdentity decodes X-Broker-API-Originating-Identity, OSB's
+// "Platform value" where value is the base64 of a JSON object (Cloud
+// Foundry's {"user_id"}, Kubernetes' {"username", "uid", "groups",
+// "extra"}), into a log attribute: the platform and the decoded object.
+// It identifies a user and holds no credential. A header that is not of
+// that form is logged as such, without its raw text: what a malformed
+// header holds is unknown.
+func originatingIdentity(h string) slog.Attr {
+	const key = "originating_identity"
+	platform, value, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !identityPlatform.MatchString(platform) {
+		return slog.Group(key, "error", "not \"platform value\" with a platform name")
+	}
+	value = strings.TrimSpace(value)
+	if base64.StdEncoding.DecodedLen(len(value)) > maxIdentityBytes {
+		return slog.Group(key, "platform", platform, "error", "value is over 4 KiB")
+	}
+	raw, err := base64.StdEncoding.DecodeString(value)
+	if err != nil {
+		raw, err = base64.RawStdEncoding.DecodeString(value)
+	}
+	var v map[string]any
+	if err != nil || json.Unmarshal(raw, &v) != nil || v == nil {
+		return slog.Group(key, "platform", platform, "error", "value is not the base64 of a JSON object")
+	}
+	return slog.Group(key, "platform", platform, "value", v)
 }

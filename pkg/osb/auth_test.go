@@ -1,10 +1,19 @@
 package osb_test
 
 import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
 	"net/http"
+	"net/http/httptest"
+	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/specsync/specsync/pkg/logging"
+	"github.com/specsync/specsync/pkg/osb"
 )
 
 func TestBrokerAuth(t *testing.T) {
@@ -68,7 +77,8 @@ func TestBrokerAPIVersion(t *testing.T) {
 			}
 		})
 	}
-	for _, v := range []string{"2.12", "2.13", "2.17"} {
+	// Any 2.x: minor versions only add optional fields (docs/api.md).
+	for _, v := range []string{"2.0", "2.12", "2.13", "2.17", "2.18"} {
 		t.Run("accept "+v, func(t *testing.T) {
 			req := e.request(http.MethodGet, "/v2/catalog", "")
 			req.Header.Set("X-Broker-API-Version", v)
@@ -173,5 +183,118 @@ func wantAdminChallenges(t *testing.T, r response) {
 	got := strings.Join(r.header.Values("WWW-Authenticate"), ", ")
 	if !strings.Contains(got, `Basic realm="specsync-admin"`) || !strings.Contains(got, `Bearer realm="specsync-admin"`) {
 		t.Errorf("WWW-Authenticate %q, want a Basic and a Bearer challenge", got)
+	}
+}
+
+// syncBuffer is a log destination the server's goroutines write to while
+// the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// lines returns the JSON log lines whose message is msg.
+func (b *syncBuffer) lines(t *testing.T, msg string) []map[string]any {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("log line is not JSON: %s", l)
+		}
+		if m["message"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Every instance and binding write is one structured log line: what was
+// asked, of which ids, its status, and who asked: OSB's request identity
+// and originating identity, decoded (platform and user). Never the
+// credentials, the raw header or a parameter; reads are not logged.
+func TestWritesLogOriginatingIdentity(t *testing.T) {
+	logs := &syncBuffer{}
+	e := newEnv(t, time.Minute)
+	broker := osb.NewBroker(e.st, osb.Config{Username: brokerUser, Password: brokerPass, MaxBodyBytes: testMaxBody, Logger: logging.New(logs, "info")})
+	srv := httptest.NewServer(broker.Handler())
+	t.Cleanup(srv.Close)
+	e.srv = srv
+	db := parseSpec(t, specYAML("db"))
+	e.seed(db)
+	small := db.Plans[0].ID
+
+	const user = `{"username":"alice@example.com","uid":"u-1","groups":["devs"]}`
+	identity := "kubernetes " + base64.StdEncoding.EncodeToString([]byte(user))
+	send := func(method, path, body, originating string) response {
+		t.Helper()
+		req := e.request(method, path, body)
+		req.Header.Set("X-Broker-API-Request-Identity", "req-"+method)
+		if originating != "" {
+			req.Header.Set("X-Broker-API-Originating-Identity", originating)
+		}
+		return e.send(req)
+	}
+	send(http.MethodPut, "/v2/service_instances/who", provisionBody(db.ID, small), identity)
+	send(http.MethodGet, "/v2/service_instances/who", "", identity)
+	send(http.MethodPatch, "/v2/service_instances/who", patchBody(db.ID, "", `"parameters":{"size_gb":2}`), "cloudfoundry "+base64.StdEncoding.EncodeToString([]byte(`{"user_id":"683ea748"}`)))
+	send(http.MethodPut, "/v2/service_instances/who/service_bindings/b1", bindBody(db.ID, small, `"parameters":{"role":"readonly"}`), identity)
+	send(http.MethodDelete, "/v2/service_instances/who/service_bindings/b1?service_id="+db.ID+"&plan_id="+small, "", "kubernetes not-base64!")
+	send(http.MethodDelete, "/v2/service_instances/who?service_id="+db.ID+"&plan_id="+small, "", "")
+	send(http.MethodDelete, "/v2/service_instances/who?service_id="+db.ID+"&plan_id="+small, "", "only-one-word")
+
+	got := logs.lines(t, "osb write")
+	want := []struct {
+		operation, binding string
+		status             float64
+		identity           string // the identity the line must carry, as JSON
+	}{
+		{"provision", "", 201, `{"platform":"kubernetes","value":` + user + `}`},
+		{"update", "", 200, `{"platform":"cloudfoundry","value":{"user_id":"683ea748"}}`},
+		{"bind", "b1", 201, `{"platform":"kubernetes","value":` + user + `}`},
+		{"unbind", "b1", 200, `{"error":"value is not the base64 of a JSON object","platform":"kubernetes"}`},
+		{"deprovision", "", 200, ""},
+		{"deprovision", "", 410, `{"error":"not \"platform value\" with a platform name"}`},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d write log lines, want %d (reads are not logged): %v", len(got), len(want), got)
+	}
+	for i, w := range want {
+		l := got[i]
+		if l["operation"] != w.operation || l["instance"] != "who" || l["status"] != w.status || l["severity"] != "INFO" || l["request_identity"] == nil {
+			t.Errorf("line %d: %v, want %s of who answered %v", i, l, w.operation, w.status)
+		}
+		if b, _ := l["binding"].(string); b != w.binding {
+			t.Errorf("line %d: binding %q, want %q", i, b, w.binding)
+		}
+		oi, present := l["originating_identity"]
+		if w.identity == "" {
+			if present {
+				t.Errorf("line %d: an identity was invented: %v", i, oi)
+			}
+			continue
+		}
+		var wantOI any
+		if err := json.Unmarshal([]byte(w.identity), &wantOI); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(oi, wantOI) {
+			t.Errorf("line %d: originating_identity %v, want %v", i, oi, wantOI)
+		}
+	}
+	all := logs.buf.String()
+	basic := base64.StdEncoding.EncodeToString([]byte(brokerUser + ":" + brokerPass))
+	for _, secret := range []string{brokerPass, basic, "correct horse battery", "not-base64!", "only-one-word", base64.StdEncoding.EncodeToString([]byte(user))} {
+		if strings.Contains(all, secret) {
+			t.Errorf("the log holds %q", secret)
+		}
 	}
 }

@@ -43,7 +43,18 @@ type bindRequest struct {
 	PredecessorBindingID *string `json:"predecessor_binding_id,omitempty"`
 }
 
+// putBinding and deleteBinding are the routes' handlers: each write is
+// logged (logWrite) with who asked for it.
 func (b *Broker) putBinding(w http.ResponseWriter, r *http.Request) {
+	b.logWrite(w, r, "bind", b.bind)
+}
+
+func (b *Broker) deleteBinding(w http.ResponseWriter, r *http.Request) {
+	b.logWrite(w, r, "unbind", b.unbind)
+}
+
+// bind is OSB's bind: 201 {} recorded, 200 {} the same again.
+func (b *Broker) bind(w http.ResponseWriter, r *http.Request) {
 	instanceID, bindingID, ok := bindingIDs(w, r)
 	if !ok {
 		return
@@ -67,11 +78,11 @@ func (b *Broker) putBinding(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Bind parameters are checked to be an object and never recorded (they
-	// may hold secrets).
+	// may hold secrets): the store keeps only a salted slow digest.
 	if _, ok := decodeObject(w, req.Parameters, "parameters"); !ok {
 		return
 	}
-	bind := store.Binding{ID: bindingID, InstanceID: instanceID, SpecID: req.ServiceID, PlanID: req.PlanID, AppGUID: req.AppGUID, Context: ctxMap}
+	bind := store.Binding{ID: bindingID, InstanceID: instanceID, SpecID: req.ServiceID, PlanID: req.PlanID, AppGUID: req.AppGUID, Context: ctxMap, Parameters: req.Parameters}
 	if br := req.BindResource; br != nil {
 		if br.AppGUID != "" && req.AppGUID != "" && br.AppGUID != req.AppGUID {
 			WriteError(w, http.StatusBadRequest, "BadRequest", "app_guid %q and bind_resource.app_guid %q differ", req.AppGUID, br.AppGUID)
@@ -117,8 +128,8 @@ func (b *Broker) getBinding(w http.ResponseWriter, r *http.Request) {
 	WriteJSON(w, http.StatusOK, struct{}{})
 }
 
-// deleteBinding is OSB's unbind: 200 {} deleted, 410 {} no such binding.
-func (b *Broker) deleteBinding(w http.ResponseWriter, r *http.Request) {
+// unbind is OSB's unbind: 200 {} deleted, 410 {} no such binding.
+func (b *Broker) unbind(w http.ResponseWriter, r *http.Request) {
 	instanceID, bindingID, ok := bindingIDs(w, r)
 	if !ok {
 		return

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/firestore"
+
 	"github.com/specsync/specsync/pkg/invariant"
 	"github.com/specsync/specsync/pkg/store"
 )
@@ -85,8 +87,9 @@ func TestBindingLifecycle(t *testing.T) {
 	// OSB: the same again is 200; the same id for another app is 409.
 	wantEmptyObject(t, e.bindCall(http.MethodPut, url, body), http.StatusOK)
 	wantOSBError(t, e.bindCall(http.MethodPut, url, bindBody(db.ID, small, `"bind_resource":{"app_guid":"app-2"}`)), http.StatusConflict, "Conflict")
-	// The deprecated top-level app_guid means the same.
-	wantEmptyObject(t, e.bindCall(http.MethodPut, url, bindBody(db.ID, small, `"app_guid":"app-1"`)), http.StatusOK)
+	// The deprecated top-level app_guid means the same (with the same
+	// context and parameters, in another order).
+	wantEmptyObject(t, e.bindCall(http.MethodPut, url, bindBody(db.ID, small, `"parameters":{"role_password":"`+bindSecret+`","role":"readonly"},"app_guid":"app-1","context":{"platform":"cloudfoundry"}`)), http.StatusOK)
 
 	wantEmptyObject(t, e.bindCall(http.MethodGet, url, ""), http.StatusOK)
 	wantOSBError(t, e.bindCall(http.MethodGet, bindingURL("i1", "b9"), ""), http.StatusNotFound, "NotFound")
@@ -217,4 +220,49 @@ func TestBadBindingRequestsWriteNothing(t *testing.T) {
 	if !reflect.DeepEqual(e.dbState(), before) {
 		t.Fatal("refused binding requests changed the database")
 	}
+}
+
+// A bind under an existing binding id is 200 when it is the same request
+// again and 409 when it differs in service, app, route, context or
+// parameters (OSB: "with different parameters"); parameters are compared
+// by their salted digest, never stored; a binding from before digests
+// were kept is never a conflict for them.
+func TestBindSameIDOtherAttributes(t *testing.T) {
+	e, db := newDBEnv(t)
+	small := db.Plans[0].ID
+	e.provision("i1", db.ID, small)
+	url := bindingURL("i1", "b1")
+	const secret = "bind-canary-81d0e2"
+	const ctx = `"context":{"platform":"cloudfoundry","space_guid":"s1"}`
+	params := `"parameters":{"role":"readonly","role_password":"` + secret + `"}`
+	wantEmptyObject(t, e.bindCall(http.MethodPut, url, bindBody(db.ID, small, `"bind_resource":{"app_guid":"app-1"},`+ctx+`,`+params)), http.StatusCreated)
+	wantEmptyObject(t, e.bindCall(http.MethodPut, url, bindBody(db.ID, small, `"parameters":{ "role_password":"`+secret+`", "role":"readonly" },`+ctx+`,"app_guid":"app-1"`)), http.StatusOK)
+
+	before := e.dbState()
+	for _, c := range []struct{ name, extra string }{
+		{"other parameters", `"bind_resource":{"app_guid":"app-1"},` + ctx + `,"parameters":{"role":"readwrite","role_password":"` + secret + `"}`},
+		{"no parameters", `"bind_resource":{"app_guid":"app-1"},` + ctx},
+		{"another context", `"bind_resource":{"app_guid":"app-1"},"context":{"platform":"cloudfoundry","space_guid":"s2"},` + params},
+		{"another route", `"bind_resource":{"app_guid":"app-1","route":"r.example"},` + ctx + `,` + params},
+	} {
+		eb := wantOSBError(t, e.bindCall(http.MethodPut, url, bindBody(db.ID, small, c.extra)), http.StatusConflict, "Conflict")
+		if strings.Contains(eb.Description, secret) || strings.Contains(eb.Description, "readwrite") {
+			t.Errorf("%s: the 409 repeats a parameter: %s", c.name, eb.Description)
+		}
+	}
+	if !reflect.DeepEqual(e.dbState(), before) {
+		t.Fatal("a 409 wrote")
+	}
+	if d := e.bindingDocs("i1")["b1"].ParametersDigest; !strings.HasPrefix(d, "$argon2id$") || strings.Contains(d, secret) {
+		t.Fatalf("stored parameters digest %q", d)
+	}
+
+	// A binding from before digests were kept: parameters unknown.
+	if _, err := e.client.Collection(store.InstancesCollection).Doc("i1").Collection(store.BindingsCollection).Doc("b1").
+		Update(e.ctx, []firestore.Update{{Path: "parameters_digest", Value: firestore.Delete}}); err != nil {
+		t.Fatal(err)
+	}
+	wantEmptyObject(t, e.bindCall(http.MethodPut, url, bindBody(db.ID, small, `"bind_resource":{"app_guid":"app-1"},`+ctx+`,"parameters":{"role":"readwrite"}`)), http.StatusOK)
+	wantOSBError(t, e.bindCall(http.MethodPut, url, bindBody(db.ID, small, `"bind_resource":{"app_guid":"app-1"},"context":{"platform":"kubernetes"}`)), http.StatusConflict, "Conflict")
+	invariant.Require(t, e.client, invariant.Options{Canaries: []string{brokerPass, adminToken, secret}})
 }

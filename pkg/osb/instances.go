@@ -3,6 +3,7 @@ package osb
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"regexp"
 	"time"
@@ -104,7 +105,22 @@ type provisionRequest struct {
 	SpaceGUID        string `json:"space_guid,omitempty"`
 }
 
+// putInstance, patchInstance and deleteInstance are the routes' handlers:
+// each write is logged (logWrite) with who asked for it.
 func (b *Broker) putInstance(w http.ResponseWriter, r *http.Request) {
+	b.logWrite(w, r, "provision", b.provision)
+}
+
+func (b *Broker) patchInstance(w http.ResponseWriter, r *http.Request) {
+	b.logWrite(w, r, "update", b.update)
+}
+
+func (b *Broker) deleteInstance(w http.ResponseWriter, r *http.Request) {
+	b.logWrite(w, r, "deprovision", b.deprovision)
+}
+
+// provision is OSB's provision: 201 {} recorded, 200 {} the same again.
+func (b *Broker) provision(w http.ResponseWriter, r *http.Request) {
 	id, ok := validInstanceID(w, r)
 	if !ok {
 		return
@@ -123,7 +139,8 @@ func (b *Broker) putInstance(w http.ResponseWriter, r *http.Request) {
 	}
 	// Parameters are checked to be an object and never recorded: they may
 	// hold secrets (display_type password), and this broker provisions
-	// nothing that would use them.
+	// nothing that would use them. The store keeps a salted slow digest,
+	// to tell a provision again with other parameters (409) from a retry.
 	if _, ok := decodeObject(w, req.Parameters, "parameters"); !ok {
 		return
 	}
@@ -131,7 +148,7 @@ func (b *Broker) putInstance(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	inst := store.Instance{ID: id, SpecID: req.ServiceID, PlanID: req.PlanID, Platform: platform, Context: ctxMap, MaintenanceVersion: version}
+	inst := store.Instance{ID: id, SpecID: req.ServiceID, PlanID: req.PlanID, Platform: platform, Context: ctxMap, MaintenanceVersion: version, Parameters: req.Parameters}
 	res, err := b.store.CreateInstance(r.Context(), inst)
 	switch {
 	case errors.Is(err, store.ErrMaintenanceInfo):
@@ -192,18 +209,18 @@ type updateRequest struct {
 	} `json:"previous_values,omitempty"`
 }
 
-// updateError is an OSB error of a failed update: the instance stays
-// usable (a refused update changes nothing), and repeatable says whether
-// the same request may succeed later.
+// updateError is an OSB error of a failed update of an instance that
+// exists: it stays usable (a refused update changes nothing), and
+// repeatable says whether the same request may succeed later.
 func updateError(w http.ResponseWriter, status int, code string, repeatable bool, err error) {
 	usable := true
 	WriteJSON(w, status, api.ErrorBody{Error: code, Description: err.Error(), InstanceUsable: &usable, UpdateRepeatable: &repeatable})
 }
 
-// patchInstance is OSB's update: a plan change, new parameters, a
+// update is OSB's update: a plan change, new parameters, a
 // maintenance upgrade, a context update, any of them together. It answers
 // 200 {} when the changes were applied or had no effect.
-func (b *Broker) patchInstance(w http.ResponseWriter, r *http.Request) {
+func (b *Broker) update(w http.ResponseWriter, r *http.Request) {
 	id, ok := validInstanceID(w, r)
 	if !ok {
 		return
@@ -227,7 +244,7 @@ func (b *Broker) patchInstance(w http.ResponseWriter, r *http.Request) {
 	if u.Context, u.Platform, ok = decodeContext(w, req.Context); !ok {
 		return
 	}
-	// Parameters are not recorded (see putInstance): a parameters-only
+	// Parameters are not recorded (see provision): a parameters-only
 	// update has no effect on the bookkeeping, and answers 200.
 	if _, ok := decodeObject(w, req.Parameters, "parameters"); !ok {
 		return
@@ -245,14 +262,23 @@ func (b *Broker) patchInstance(w http.ResponseWriter, r *http.Request) {
 		WriteJSON(w, http.StatusOK, struct{}{})
 	case errors.Is(err, store.ErrNoInstance):
 		// OSB defines no 404 for an update: the route's instance_id "MUST
-		// be the ID of a previously provisioned Service Instance".
-		updateError(w, http.StatusBadRequest, "InstanceNotFound", false, err)
+		// be the ID of a previously provisioned Service Instance". There
+		// is no instance for instance_usable to describe, so it is left
+		// out; update_repeatable still says a repeat fails alike.
+		repeatable := false
+		WriteJSON(w, http.StatusBadRequest, api.ErrorBody{Error: "InstanceNotFound", Description: err.Error(), UpdateRepeatable: &repeatable})
 	case errors.Is(err, store.ErrMaintenanceInfo):
 		updateError(w, http.StatusUnprocessableEntity, "MaintenanceInfoConflict", false, err)
-	case errors.Is(err, store.ErrPlanChange):
-		// The catalog told the platform it must not ask (plan_updateable
-		// false, or a plan updates_to does not list): a bad request.
+	case errors.Is(err, store.ErrPlanNotUpdateable):
+		// The catalog told the platform the plan is not plan_updateable,
+		// and OSB says it MUST NOT ask then: a bad request.
 		updateError(w, http.StatusBadRequest, "PlanChangeNotSupported", false, err)
+	case errors.Is(err, store.ErrPlanChange):
+		// A plan updates_to does not list. The OSB catalog has no field
+		// for updates_to, so the platform could not know: OSB's 422 for a
+		// requested change that is not supported.
+		updateError(w, http.StatusUnprocessableEntity, "PlanChangeNotSupported", false,
+			fmt.Errorf("%w (OSB's catalog has no field for the plans a plan moves to, so it could not say so): ask for one of those", err))
 	case failure.Is(err, failure.NotFound), failure.Is(err, failure.Invalid):
 		updateError(w, http.StatusBadRequest, "BadRequest", false, err)
 	case failure.Is(err, failure.Precondition):
@@ -262,7 +288,9 @@ func (b *Broker) patchInstance(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (b *Broker) deleteInstance(w http.ResponseWriter, r *http.Request) {
+// deprovision is OSB's deprovision: 200 {} deleted with its bindings,
+// 410 {} no such instance.
+func (b *Broker) deprovision(w http.ResponseWriter, r *http.Request) {
 	id, ok := validInstanceID(w, r)
 	if !ok {
 		return
@@ -273,17 +301,14 @@ func (b *Broker) deleteInstance(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, "BadRequest", "service_id and plan_id query parameters are required")
 		return
 	}
-	inst, err := b.store.GetInstance(r.Context(), id)
-	if err == nil && (inst.SpecID != serviceID || inst.PlanID != planID) {
-		WriteError(w, http.StatusBadRequest, "BadRequest", "instance %s is of service %s plan %s, not service %s plan %s", id, inst.SpecID, inst.PlanID, serviceID, planID)
-		return
-	}
-	if err == nil {
-		inst, err = b.store.DeleteInstance(r.Context(), id)
-	}
+	// The ids are checked in the deprovision's transaction, so a plan
+	// change cannot slip in between the check and the delete.
+	inst, err := b.store.Deprovision(r.Context(), store.Deprovision{ID: id, ServiceID: serviceID, PlanID: planID})
 	switch {
 	case failure.Is(err, failure.NotFound):
 		WriteJSON(w, http.StatusGone, struct{}{})
+	case failure.Is(err, failure.Invalid):
+		WriteError(w, http.StatusBadRequest, "BadRequest", "%s", err)
 	case err != nil:
 		WriteFailure(w, err)
 	default:

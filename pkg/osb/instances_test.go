@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/firestore"
+
 	"github.com/specsync/specsync/pkg/api"
+	"github.com/specsync/specsync/pkg/catalog"
 	"github.com/specsync/specsync/pkg/invariant"
 	"github.com/specsync/specsync/pkg/osb"
 	"github.com/specsync/specsync/pkg/spec"
@@ -137,6 +140,63 @@ func TestUpdateInstance(t *testing.T) {
 	invariant.Require(t, e.client, invariant.Options{Canaries: []string{brokerPass, adminToken, "correct horse battery"}})
 }
 
+// The two plan-change refusals. A plan that is not plan_updateable is in
+// the catalog as such, and OSB forbids the platform to ask: 400. A plan
+// that is updateable but does not list the plan asked for in updates_to
+// looks updateable in the catalog (OSB cannot express updates_to), so the
+// platform asked in good faith: OSB's 422 for a change not supported.
+// Neither writes anything, and neither is worth repeating.
+func TestPlanChangeRefusals(t *testing.T) {
+	e := newEnv(t, time.Minute)
+	db := parseSpec(t, specYAML("db")+"  - name: tiny\n    description: One tiny node\n")
+	e.seed(db)
+	small, large, tiny := db.Plans[0].ID, db.Plans[1].ID, db.Plans[2].ID
+	c, _ := e.catalog()
+	if svc := c.Services[0]; !svc.PlanUpdateable {
+		t.Fatalf("the catalog says db is not plan_updateable: %+v", svc)
+	}
+	e.provision("pc", db.ID, small)
+	before := e.dbState()
+
+	// small updates_to [large]: tiny is not among them.
+	r := e.patch("pc", patchBody(db.ID, tiny, `"previous_values":{"plan_id":"`+small+`"}`))
+	wantUpdateError(t, r, http.StatusUnprocessableEntity, "PlanChangeNotSupported", false)
+	eb := wantOSBError(t, r, http.StatusUnprocessableEntity, "PlanChangeNotSupported")
+	for _, want := range []string{"updates only to large, not to tiny", "ask for one of those"} {
+		if !strings.Contains(eb.Description, want) {
+			t.Errorf("422 description %q does not say %q", eb.Description, want)
+		}
+	}
+	if !reflect.DeepEqual(e.dbState(), before) {
+		t.Fatal("a plan change refused by updates_to wrote")
+	}
+
+	// large has neither updates_to nor plan_updateable: the catalog says
+	// plan_updateable false for it, and the platform must not ask.
+	wantEmptyObject(t, e.patch("pc", patchBody(db.ID, large, "")), http.StatusOK)
+	before = e.dbState()
+	for _, to := range []string{small, tiny} {
+		r = e.patch("pc", patchBody(db.ID, to, ""))
+		wantUpdateError(t, r, http.StatusBadRequest, "PlanChangeNotSupported", false)
+		if eb := wantOSBError(t, r, http.StatusBadRequest, ""); !strings.Contains(eb.Description, "not plan_updateable") {
+			t.Errorf("400 description %q", eb.Description)
+		}
+	}
+	if !reflect.DeepEqual(e.dbState(), before) {
+		t.Fatal("a refused change of a plan that is not updateable wrote")
+	}
+	var largePlan *catalog.Plan
+	c, _ = e.catalog()
+	for i, p := range c.Services[0].Plans {
+		if p.ID == large {
+			largePlan = &c.Services[0].Plans[i]
+		}
+	}
+	if largePlan == nil || largePlan.PlanUpdateable == nil || *largePlan.PlanUpdateable {
+		t.Fatalf("the catalog does not say large is not plan_updateable: %+v", largePlan)
+	}
+}
+
 // Refused updates: each is the OSB status with an OSB body, and none
 // writes anything.
 func TestBadUpdatesWriteNothing(t *testing.T) {
@@ -171,9 +231,14 @@ func TestBadUpdatesWriteNothing(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := e.do(http.MethodPatch, "/v2/service_instances/"+c.id, c.body)
-			wantOSBError(t, r, c.status, c.code)
+			eb := wantOSBError(t, r, c.status, c.code)
 			if c.status != http.StatusRequestEntityTooLarge { // OSB declares no 413
 				wantOSBResponse(t, http.MethodPatch, instancePath, r)
+			}
+			// instance_usable describes an instance: where there is
+			// none, the field is left out.
+			if c.code == "InstanceNotFound" && (eb.InstanceUsable != nil || eb.UpdateRepeatable == nil || *eb.UpdateRepeatable) {
+				t.Errorf("PATCH of an unknown instance: %s, want no instance_usable and update_repeatable false", r.body)
 			}
 		})
 	}
@@ -477,3 +542,185 @@ func TestConcurrentProvisionAndDelete(t *testing.T) {
 }
 
 func instName(i int) string { return "race-" + string(rune('a'+i)) }
+
+// OSB: a provision under an existing id is 200 when it is the same
+// request again and 409 when its attributes differ: the service, the
+// plan, the context and the parameters. Parameters are never stored (they
+// may hold secrets), so they are compared by a salted slow digest; a
+// record from before digests were kept cannot tell, and is never a
+// conflict for them.
+func TestProvisionSameIDOtherAttributes(t *testing.T) {
+	e, db := newDBEnv(t)
+	small := db.Plans[0].ID
+	put := func(id, body string) response {
+		t.Helper()
+		r := e.do(http.MethodPut, "/v2/service_instances/"+id, body)
+		wantOSBResponse(t, http.MethodPut, instancePath, r)
+		return r
+	}
+	body := func(context, parameters string) string {
+		b := fmt.Sprintf(`{"service_id":%q,"plan_id":%q`, db.ID, small)
+		if context != "" {
+			b += `,"context":` + context
+		}
+		if parameters != "" {
+			b += `,"parameters":` + parameters
+		}
+		return b + "}"
+	}
+	const ctx = `{"platform":"kubernetes","namespace":"apps"}`
+	const secret = "correct horse battery"
+	wantEmptyObject(t, put("c1", body(ctx, `{"password":"`+secret+`","size_gb":3}`)), http.StatusCreated)
+
+	// The same values, however encoded (key order, spacing, 3 as 3.0),
+	// are the same request: 200 {}.
+	wantEmptyObject(t, put("c1", body(`{ "namespace": "apps", "platform": "kubernetes" }`, `{ "size_gb": 3.0, "password": "`+secret+`" }`)), http.StatusOK)
+
+	before := e.dbState()
+	for _, c := range []struct{ name, body string }{
+		{"other parameters", body(ctx, `{"password":"`+secret+`","size_gb":4}`)},
+		{"another password", body(ctx, `{"password":"correct horse battery!","size_gb":3}`)},
+		{"no parameters", body(ctx, "")},
+		{"empty parameters", body(ctx, `{}`)},
+		{"another namespace", body(`{"platform":"kubernetes","namespace":"other"}`, `{"password":"`+secret+`","size_gb":3}`)},
+		{"no context", body("", `{"password":"`+secret+`","size_gb":3}`)},
+	} {
+		eb := wantOSBError(t, put("c1", c.body), http.StatusConflict, "Conflict")
+		if strings.Contains(eb.Description, secret) || strings.Contains(eb.Description, "size_gb") {
+			t.Errorf("%s: the 409 repeats a parameter: %s", c.name, eb.Description)
+		}
+	}
+	if !reflect.DeepEqual(e.dbState(), before) {
+		t.Fatal("a 409 wrote")
+	}
+
+	// What is stored: a salted Argon2id digest, never the values; the
+	// same parameters under two ids digest differently.
+	wantEmptyObject(t, put("c2", body(ctx, `{"password":"`+secret+`","size_gb":3}`)), http.StatusCreated)
+	docs := e.instanceDocs()
+	d1, d2 := docs["c1"].ParametersDigest, docs["c2"].ParametersDigest
+	if !strings.HasPrefix(d1, "$argon2id$v=19$m=19456,t=2,p=1$") || d1 == d2 || strings.Contains(d1, secret) {
+		t.Fatalf("parameters digests %q and %q", d1, d2)
+	}
+	if docs["c1"].Parameters != nil {
+		t.Fatalf("parameters came back from the store: %s", docs["c1"].Parameters)
+	}
+
+	// None, null and {} are one: no parameters.
+	wantEmptyObject(t, put("c3", body(ctx, "")), http.StatusCreated)
+	if d := e.instanceDocs()["c3"].ParametersDigest; d != store.NoParameters {
+		t.Fatalf("digest of no parameters: %q", d)
+	}
+	wantEmptyObject(t, put("c3", body(ctx, `{}`)), http.StatusOK)
+	wantEmptyObject(t, put("c3", body(ctx, `null`)), http.StatusOK)
+	wantOSBError(t, put("c3", body(ctx, `{"size_gb":1}`)), http.StatusConflict, "Conflict")
+
+	// A record from before digests were kept: the parameters are unknown,
+	// so no parameters are a conflict; the context still is.
+	if _, err := e.client.Collection(store.InstancesCollection).Doc("c1").Update(e.ctx, []firestore.Update{{Path: "parameters_digest", Value: firestore.Delete}}); err != nil {
+		t.Fatal(err)
+	}
+	wantEmptyObject(t, put("c1", body(ctx, `{"size_gb":64}`)), http.StatusOK)
+	wantEmptyObject(t, put("c1", body(ctx, "")), http.StatusOK)
+	wantOSBError(t, put("c1", body(`{"platform":"cloudfoundry"}`, "")), http.StatusConflict, "Conflict")
+
+	// A context update replaces the recorded context: a provision again
+	// is compared with the context as it is now.
+	wantEmptyObject(t, e.patch("c2", patchBody(db.ID, "", `"context":{"platform":"kubernetes","namespace":"moved"}`)), http.StatusOK)
+	wantOSBError(t, put("c2", body(ctx, `{"password":"`+secret+`","size_gb":3}`)), http.StatusConflict, "Conflict")
+	wantEmptyObject(t, put("c2", body(`{"platform":"kubernetes","namespace":"moved"}`, `{"password":"`+secret+`","size_gb":3}`)), http.StatusOK)
+	invariant.Require(t, e.client, invariant.Options{Canaries: []string{brokerPass, adminToken, secret}})
+
+	// The invariant rule that keeps the digest honest can fail: a fast
+	// unsalted hash (guessable offline) in its place is reported.
+	ref := e.client.Collection(store.InstancesCollection).Doc("c3")
+	if _, err := ref.Update(e.ctx, []firestore.Update{{Path: "parameters_digest", Value: "sha256:0b14d501a594442a01c6859541bcb3e8164d183d32937b851835442f69d5c94e"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, violations, err := invariant.Check(e.ctx, e.client, invariant.Options{})
+	if err != nil || len(violations) != 1 || violations[0].Rule != "parameters-digest" || violations[0].Doc != "instances/c3" {
+		t.Fatalf("a fast hash stored as the digest: %v %v", violations, err)
+	}
+	// A digest the broker cannot read is unknown, like none: no conflict.
+	wantEmptyObject(t, put("c3", body(ctx, `{"size_gb":2}`)), http.StatusOK)
+	if _, err := ref.Update(e.ctx, []firestore.Update{{Path: "parameters_digest", Value: store.NoParameters}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A deprovision names the instance's service and plan, and they are
+// checked in the transaction that deletes it: a plan change that commits
+// between a check and the delete cannot let a deprovision naming the old
+// plan through. Raced, the two never both succeed: whichever commits
+// first makes the other one's premise false. The pairs race at once, each
+// on its own spec (the emulator resolves a pair's lock conflict by timing
+// a transaction out, which the pairs then wait out together).
+func TestDeprovisionRacesPlanChange(t *testing.T) {
+	const pairs = 8
+	e := newEnv(t, time.Minute)
+	var all []*spec.Spec
+	for i := range pairs {
+		all = append(all, parseSpec(t, specYAML(fmt.Sprintf("dp-%d", i))))
+	}
+	e.seed(all...)
+	type pair struct {
+		patch, del response
+		perr, derr error
+	}
+	out := make([]pair, pairs)
+	var reqs [][2]*http.Request
+	for i, s := range all {
+		id := fmt.Sprintf("dp-%d", i)
+		small, large := s.Plans[0].ID, s.Plans[1].ID
+		e.provision(id, s.ID, small)
+		reqs = append(reqs, [2]*http.Request{
+			e.request(http.MethodPatch, "/v2/service_instances/"+id, patchBody(s.ID, large, "")),
+			e.request(http.MethodDelete, "/v2/service_instances/"+id+"?service_id="+s.ID+"&plan_id="+small, ""),
+		})
+	}
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range pairs {
+		wg.Go(func() { <-start; out[i].patch, out[i].perr = e.try(reqs[i][0]) })
+		wg.Go(func() { <-start; out[i].del, out[i].derr = e.try(reqs[i][1]) })
+	}
+	close(start)
+	wg.Wait()
+	docs := e.instanceDocs()
+	outcomes := map[string]int{}
+	for i, o := range out {
+		if o.perr != nil || o.derr != nil {
+			t.Fatal(o.perr, o.derr)
+		}
+		pr, dr := o.patch, o.del
+		wantOSBResponse(t, http.MethodPatch, instancePath, pr)
+		wantOSBResponse(t, http.MethodDelete, instancePath, dr)
+		_, exists := docs[fmt.Sprintf("dp-%d", i)]
+		switch {
+		case pr.status == http.StatusOK && dr.status == http.StatusOK:
+			outcomes["both"]++
+			t.Errorf("pair %d: the plan change and the deprovision naming the old plan both succeeded", i)
+		case dr.status == http.StatusOK:
+			outcomes["deprovision first"]++
+			// Deleted on small; the update found no instance.
+			if exists || pr.status != http.StatusBadRequest || !strings.Contains(string(pr.body), "InstanceNotFound") {
+				t.Errorf("pair %d: deprovision won, then PATCH %d %s, record left %v", i, pr.status, pr.body, exists)
+			}
+		case pr.status == http.StatusOK:
+			outcomes["plan change first"]++
+			// Moved to large; the deprovision naming small is refused.
+			if !exists || dr.status != http.StatusBadRequest {
+				t.Errorf("pair %d: plan change won, then DELETE %d %s, record left %v", i, dr.status, dr.body, exists)
+			}
+		default:
+			outcomes["contention"]++
+			// Contention (422 ConcurrencyError) may refuse one; nothing
+			// else refuses both.
+			if pr.status != http.StatusUnprocessableEntity && dr.status != http.StatusUnprocessableEntity {
+				t.Errorf("pair %d: PATCH %d %s, DELETE %d %s", i, pr.status, pr.body, dr.status, dr.body)
+			}
+		}
+	}
+	t.Logf("outcomes of %d pairs: %v", pairs, outcomes)
+	invariant.Require(t, e.client, invariant.Options{})
+}

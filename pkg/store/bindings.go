@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -28,7 +29,8 @@ const MaxBindingsPerInstance = 200
 
 // Binding is an instances/{id}/bindings/{binding_id} document: a service
 // binding the broker recorded. It pins nothing: its instance pins the spec.
-// Its bind parameters are not recorded (they may hold secrets).
+// Its bind parameters are not recorded (they may hold secrets), only their
+// digest.
 type Binding struct {
 	ID         string `firestore:"id" json:"id"`
 	InstanceID string `firestore:"instance_id" json:"instance_id"`
@@ -41,6 +43,13 @@ type Binding struct {
 	Route     string         `firestore:"route,omitempty" json:"route,omitempty"`
 	Context   map[string]any `firestore:"context,omitempty" json:"context,omitempty"`
 	CreatedAt time.Time      `firestore:"created_at" json:"created_at"`
+	// ParametersDigest is the digest of the bind's parameters, as an
+	// instance's (see Instance.ParametersDigest): "" on records from
+	// before it was kept.
+	ParametersDigest string `firestore:"parameters_digest,omitempty" json:"-"`
+	// Parameters are the bind request's parameters (raw JSON) for
+	// CreateBinding to digest; never stored.
+	Parameters json.RawMessage `firestore:"-" json:"-"`
 }
 
 // Sentinels of refused binds (see ErrNoInstance).
@@ -61,10 +70,11 @@ func (s *Store) bindingRef(instanceID, bindingID string) *firestore.DocumentRef 
 	return s.instances().Doc(instanceID).Collection(BindingsCollection).Doc(bindingID)
 }
 
-// sameBinding is OSB's "already exists and identical": the same service,
-// application and route, on the plan it was bound on or the one its
-// instance is on now (a platform sends the current plan after a plan
-// change). Parameters are not compared: they are not recorded.
+// sameBinding is OSB's "already exists and identical" but for the context
+// (compared next) and the parameters (by their digest, after the
+// transaction): the same service, application and route, on the plan it
+// was bound on or the one its instance is on now (a platform sends the
+// current plan after a plan change).
 func sameBinding(cur, b Binding, instancePlan string) bool {
 	return cur.SpecID == b.SpecID && cur.AppGUID == b.AppGUID && cur.Route == b.Route &&
 		(b.PlanID == cur.PlanID || b.PlanID == instancePlan)
@@ -79,15 +89,21 @@ func sameBinding(cur, b Binding, instancePlan string) bool {
 // instance with its bindings: one of the two commits first, and a bind
 // that loses finds no instance. The spec is read, never written: a binding
 // pins nothing its instance does not already pin, and a spec marked for
-// deletion still takes bindings of its existing instances.
+// deletion still takes bindings of its existing instances. Parameters are
+// digested and compared as CreateInstance does, outside the transaction.
 func (s *Store) CreateBinding(ctx context.Context, b Binding) (CreateBindingResult, error) {
 	if b.ID == "" || b.InstanceID == "" || b.SpecID == "" || b.PlanID == "" {
 		return CreateBindingResult{}, failure.New(failure.Invalid, "a binding needs an id, an instance id, a service id and a plan id")
 	}
+	digest, err := digestParameters(ctx, b.Parameters)
+	if err != nil {
+		return CreateBindingResult{}, classify(err, "digest the parameters of binding %s", b.ID)
+	}
+	b.ParametersDigest = digest
 	instRef := s.instances().Doc(b.InstanceID)
 	ref := s.bindingRef(b.InstanceID, b.ID)
 	var res CreateBindingResult
-	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+	err = s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		res = CreateBindingResult{}
 		inst, err := txGet[Instance](s, tx, instRef)
 		if err != nil {
@@ -101,12 +117,15 @@ func (s *Store) CreateBinding(ctx context.Context, b Binding) (CreateBindingResu
 			return err
 		}
 		if cur != nil {
-			if sameBinding(*cur, b, inst.PlanID) {
-				res = CreateBindingResult{Binding: *cur, Existed: true}
-				return nil
+			if !sameBinding(*cur, b, inst.PlanID) {
+				return failure.New(failure.Conflict, "binding %s of instance %s already exists with service %s plan %s app_guid %q route %q",
+					b.ID, b.InstanceID, cur.SpecID, cur.PlanID, cur.AppGUID, cur.Route)
 			}
-			return failure.New(failure.Conflict, "binding %s of instance %s already exists with service %s plan %s app_guid %q route %q",
-				b.ID, b.InstanceID, cur.SpecID, cur.PlanID, cur.AppGUID, cur.Route)
+			if !sameContext(cur.Context, b.Context) {
+				return failure.New(failure.Conflict, "binding %s of instance %s already exists with another context", b.ID, b.InstanceID)
+			}
+			res = CreateBindingResult{Binding: *cur, Existed: true}
+			return nil
 		}
 		if b.SpecID != inst.SpecID || b.PlanID != inst.PlanID {
 			return failure.New(failure.Invalid, "instance %s is of service %s plan %s, not service %s plan %s", b.InstanceID, inst.SpecID, inst.PlanID, b.SpecID, b.PlanID)
@@ -139,6 +158,14 @@ func (s *Store) CreateBinding(ctx context.Context, b Binding) (CreateBindingResu
 	}
 	if !res.Existed {
 		s.ops.write(2)
+		return res, nil
+	}
+	same, err := sameParameters(ctx, res.Binding.ParametersDigest, b.Parameters)
+	if err != nil {
+		return CreateBindingResult{}, classify(err, "compare the parameters of binding %s", b.ID)
+	}
+	if !same {
+		return CreateBindingResult{}, failure.New(failure.Conflict, "binding %s of instance %s already exists with other parameters", b.ID, b.InstanceID)
 	}
 	return res, nil
 }

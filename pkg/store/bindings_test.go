@@ -119,6 +119,11 @@ func TestUpdateInstancePlanChange(t *testing.T) {
 		t.Fatalf("a repeat cost %+v, want the 2 reads and nothing written", cost)
 	}
 
+	// tiny lists no updates_to and the spec says no plan_updateable: its
+	// instances cannot change plans at all.
+	if _, err := e.st.CreateInstance(e.ctx, store.Instance{ID: "t1", SpecID: e.o.Spec.ID, PlanID: tiny}); err != nil {
+		t.Fatal(err)
+	}
 	refusals := []struct {
 		name string
 		u    store.InstanceUpdate
@@ -126,6 +131,7 @@ func TestUpdateInstancePlanChange(t *testing.T) {
 		is   error
 	}{
 		{"not in updates_to", store.InstanceUpdate{ID: "i1", ServiceID: e.o.Spec.ID, PlanID: tiny}, failure.Invalid, store.ErrPlanChange},
+		{"plan not updateable", store.InstanceUpdate{ID: "t1", ServiceID: e.o.Spec.ID, PlanID: small}, failure.Invalid, store.ErrPlanNotUpdateable},
 		{"unknown plan", store.InstanceUpdate{ID: "i1", ServiceID: e.o.Spec.ID, PlanID: "no-such-plan"}, failure.NotFound, nil},
 		{"another service", store.InstanceUpdate{ID: "i1", ServiceID: "other", PlanID: small}, failure.Invalid, nil},
 		{"stale previous plan", store.InstanceUpdate{ID: "i1", ServiceID: e.o.Spec.ID, PlanID: small, PreviousPlanID: tiny}, failure.Invalid, nil},
@@ -139,6 +145,11 @@ func TestUpdateInstancePlanChange(t *testing.T) {
 			_, err := e.st.UpdateInstance(e.ctx, r.u)
 			if !failure.Is(err, r.kind) || (r.is != nil && !errors.Is(err, r.is)) {
 				t.Errorf("%s: %v, want kind %s (%v)", r.name, err, r.kind, r.is)
+			}
+			// The two plan-change refusals answer differently: neither
+			// may pass for the other.
+			if (r.is == store.ErrPlanChange && errors.Is(err, store.ErrPlanNotUpdateable)) || (r.is == store.ErrPlanNotUpdateable && errors.Is(err, store.ErrPlanChange)) {
+				t.Errorf("%s: %v is both plan-change refusals", r.name, err)
 			}
 		})
 		if cost.Writes != 0 || cost.Deletes != 0 {
@@ -312,6 +323,55 @@ func TestDeprovisionTakesBindingsAlong(t *testing.T) {
 	// of the same id makes the old tombstone irrelevant to its bindings.
 	if _, err := e.st.CreateBinding(e.ctx, store.Binding{ID: "b5", InstanceID: "i1", SpecID: e.o.Spec.ID, PlanID: small}); !errors.Is(err, store.ErrNoInstance) {
 		t.Fatalf("bind a deprovisioned instance: %v", err)
+	}
+}
+
+// A deprovision checks the service and plan the platform named in its own
+// transaction, at no read of its own: a mismatch deletes nothing, and a
+// plan change that came first makes the old plan a mismatch.
+func TestDeprovisionChecksServiceAndPlan(t *testing.T) {
+	e := newStoreEnv(t)
+	small, large := e.plan("small"), e.plan("large")
+	if _, err := e.st.CreateInstance(e.ctx, store.Instance{ID: "i1", SpecID: e.o.Spec.ID, PlanID: small}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.UpdateInstance(e.ctx, store.InstanceUpdate{ID: "i1", ServiceID: e.o.Spec.ID, PlanID: large}); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []store.Deprovision{
+		{ID: "i1", ServiceID: e.o.Spec.ID, PlanID: small}, // the plan before the change
+		{ID: "i1", ServiceID: "other", PlanID: large},
+	} {
+		cost := e.delta(func() {
+			if _, err := e.st.Deprovision(e.ctx, d); !failure.Is(err, failure.Invalid) {
+				t.Errorf("deprovision naming %s/%s: %v, want invalid", d.ServiceID, d.PlanID, err)
+			}
+		})
+		// The instance read, and nothing else.
+		if cost != (store.Counts{Reads: 1}) {
+			t.Errorf("refused deprovision cost %+v, want 1 read", cost)
+		}
+	}
+	if _, err := e.st.GetInstance(e.ctx, "i1"); err != nil {
+		t.Fatalf("a refused deprovision deleted the instance: %v", err)
+	}
+	if _, err := e.st.Deprovision(e.ctx, store.Deprovision{ID: "nope", ServiceID: e.o.Spec.ID, PlanID: small}); !errors.Is(err, store.ErrNoInstance) || !failure.Is(err, failure.NotFound) {
+		t.Fatalf("deprovision of an unknown instance: %v", err)
+	}
+	cost := e.delta(func() {
+		if _, err := e.st.Deprovision(e.ctx, store.Deprovision{ID: "i1", ServiceID: e.o.Spec.ID, PlanID: large}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// Instance and spec read, and the listing of its bindings (empty: a
+	// query bills one read); instance deleted; the spec's counters and the
+	// tombstone written. Through HTTP that is the whole deprovision: the
+	// check used to cost a read of its own before the transaction.
+	if cost != (store.Counts{Reads: 3, Writes: 2, Deletes: 1}) {
+		t.Fatalf("deprovision cost %+v, want 3 reads, 2 writes, 1 delete", cost)
+	}
+	if rec := e.counts(); rec.Instances != 0 || rec.PlanInstances[large] != 0 {
+		t.Fatalf("counters after the deprovision: %d %v", rec.Instances, rec.PlanInstances)
 	}
 }
 

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -39,6 +40,17 @@ type Instance struct {
 	// and unbind moves it in its transaction, so each writes this document
 	// and none can interleave with the deprovision that reads it.
 	Bindings int64 `firestore:"bindings" json:"bindings"`
+	// ParametersDigest is the salted, deliberately slow digest of the
+	// provision's parameters (NoParameters when it had none; see
+	// parameters.go): it answers whether a provision again under this id
+	// names the same parameters, and nothing else. "" on records from
+	// before it was kept: unknown, never a conflict. A PATCH's parameters
+	// do not change it (how they combine with the provision's is the
+	// service's business, not the broker's).
+	ParametersDigest string `firestore:"parameters_digest,omitempty" json:"-"`
+	// Parameters are the provision request's parameters (raw JSON) for
+	// CreateInstance to digest; never stored, they may hold secrets.
+	Parameters json.RawMessage `firestore:"-" json:"-"`
 }
 
 // Sentinels in the chain of refused instance and binding operations, for
@@ -50,8 +62,13 @@ var (
 	ErrMaintenanceInfo = errors.New("maintenance_info conflict")
 	// ErrNoInstance: the instance named does not exist.
 	ErrNoInstance = errors.New("no such instance")
-	// ErrPlanChange: the spec does not let the instance's plan change to
-	// the one asked for (plan_updateable, updates_to).
+	// ErrPlanNotUpdateable: the instance's plan is not plan_updateable, so
+	// its instances cannot change plans at all. The catalog says so (the
+	// plan's plan_updateable is false), and OSB forbids a platform to ask.
+	ErrPlanNotUpdateable = errors.New("plan not updateable")
+	// ErrPlanChange: the instance's plan is updateable, but its updates_to
+	// does not list the plan asked for. The OSB catalog cannot say which
+	// plans a plan moves to, so the platform could not have known.
 	ErrPlanChange = errors.New("plan change not supported")
 )
 
@@ -81,14 +98,26 @@ type CreateInstanceResult struct {
 // is returned as is, a different one is a failure.Conflict), creates the
 // record and increments the spec's instance count. Because it writes the
 // spec document, it cannot interleave with DeleteMarked on that spec.
+//
+// Identical is OSB's "the same attributes": the service, the plan, the
+// context (as recorded: a context update replaces it) and the parameters
+// (by their digest, verified after the transaction so that the slow
+// derivation holds no lock; the record it read is the answer's
+// snapshot). The new record's digest is derived before the transaction,
+// for the same reason.
 func (s *Store) CreateInstance(ctx context.Context, inst Instance) (CreateInstanceResult, error) {
 	if inst.ID == "" || inst.SpecID == "" || inst.PlanID == "" {
 		return CreateInstanceResult{}, failure.New(failure.Invalid, "instance needs an id, a service id and a plan id")
 	}
+	digest, err := digestParameters(ctx, inst.Parameters)
+	if err != nil {
+		return CreateInstanceResult{}, classify(err, "digest the parameters of instance %s", inst.ID)
+	}
+	inst.ParametersDigest = digest
 	specRef := s.specs().Doc(inst.SpecID)
 	instRef := s.instances().Doc(inst.ID)
 	var res CreateInstanceResult
-	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+	err = s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		res = CreateInstanceResult{}
 		specSnap, err := tx.Get(specRef)
 		s.ops.read(1)
@@ -105,11 +134,14 @@ func (s *Store) CreateInstance(ctx context.Context, inst Instance) (CreateInstan
 			if err := instSnap.DataTo(&cur); err != nil {
 				return err
 			}
-			if cur.SpecID == inst.SpecID && cur.PlanID == inst.PlanID {
-				res = CreateInstanceResult{Instance: cur, Existed: true}
-				return nil
+			if cur.SpecID != inst.SpecID || cur.PlanID != inst.PlanID {
+				return failure.New(failure.Conflict, "instance %s already exists with service %s and plan %s", inst.ID, cur.SpecID, cur.PlanID)
 			}
-			return failure.New(failure.Conflict, "instance %s already exists with service %s and plan %s", inst.ID, cur.SpecID, cur.PlanID)
+			if !sameContext(cur.Context, inst.Context) {
+				return failure.New(failure.Conflict, "instance %s already exists with another context", inst.ID)
+			}
+			res = CreateInstanceResult{Instance: cur, Existed: true}
+			return nil
 		}
 		if !isNotFound(err) {
 			return err
@@ -151,6 +183,14 @@ func (s *Store) CreateInstance(ctx context.Context, inst Instance) (CreateInstan
 	}
 	if !res.Existed {
 		s.ops.write(2)
+		return res, nil
+	}
+	same, err := sameParameters(ctx, res.Instance.ParametersDigest, inst.Parameters)
+	if err != nil {
+		return CreateInstanceResult{}, classify(err, "compare the parameters of instance %s", inst.ID)
+	}
+	if !same {
+		return CreateInstanceResult{}, failure.New(failure.Conflict, "instance %s already exists with other parameters", inst.ID)
 	}
 	return res, nil
 }
@@ -199,6 +239,24 @@ func (s *Store) GetInstance(ctx context.Context, id string) (*Instance, error) {
 // deprovision until it succeeds. The returned record's Bindings says how
 // many went with it. A missing instance is a failure.NotFound.
 func (s *Store) DeleteInstance(ctx context.Context, id string) (*Instance, error) {
+	return s.Deprovision(ctx, Deprovision{ID: id})
+}
+
+// Deprovision names an instance to delete and the service and plan the
+// platform says it has (OSB's required query parameters; "" unchecked).
+type Deprovision struct {
+	ID                string
+	ServiceID, PlanID string
+}
+
+// Deprovision is DeleteInstance that first checks, in its transaction,
+// the service and plan the platform named against the instance's: a
+// mismatch is a failure.Invalid and deletes nothing. Checked there, a
+// plan change that commits first makes a deprovision naming the old plan
+// fail rather than delete an instance on the new one, and the check
+// costs no read of its own.
+func (s *Store) Deprovision(ctx context.Context, d Deprovision) (*Instance, error) {
+	id := d.ID
 	instRef := s.instances().Doc(id)
 	var inst Instance
 	var bindings []*firestore.DocumentSnapshot
@@ -214,6 +272,9 @@ func (s *Store) DeleteInstance(ctx context.Context, id string) (*Instance, error
 		}
 		if err := snap.DataTo(&inst); err != nil {
 			return err
+		}
+		if (d.ServiceID != "" && d.ServiceID != inst.SpecID) || (d.PlanID != "" && d.PlanID != inst.PlanID) {
+			return failure.New(failure.Invalid, "instance %s is of service %s plan %s, not service %s plan %s", id, inst.SpecID, inst.PlanID, d.ServiceID, d.PlanID)
 		}
 		specRef := s.specs().Doc(inst.SpecID)
 		rec, err := txGet[SpecRecord](s, tx, specRef)
@@ -328,7 +389,11 @@ func (s *Store) UpdateInstance(ctx context.Context, u InstanceUpdate) (UpdateIns
 				return failure.New(failure.NotFound, "service %s has no plan %s", cur.SpecID, u.PlanID)
 			}
 			if why := sp.PlanChange(cur.PlanID, u.PlanID); why != "" {
-				return refused(failure.Invalid, ErrPlanChange, "instance %s: %s", u.ID, why)
+				sentinel := ErrPlanChange
+				if src, ok := sp.PlanByID(cur.PlanID); ok && !sp.Updateable(src) {
+					sentinel = ErrPlanNotUpdateable
+				}
+				return refused(failure.Invalid, sentinel, "instance %s: %s", u.ID, why)
 			}
 			next.PlanID, next.PreviousPlanID = u.PlanID, cur.PlanID
 		}
