@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/store"
 )
 
@@ -112,7 +113,7 @@ func newManifest(stored []Stored) manifest {
 	for _, s := range stored {
 		clean := s.Clean
 		if !s.Partial {
-			clean = s.State == StateActive && s.EntryError == "" && s.HeldBackDigest == ""
+			clean = s.State == api.SpecActive && s.EntryError == "" && s.HeldBackDigest == ""
 		}
 		m[s.ID] = store.ManifestEntry{SpecID: s.ID, Entry: s.Entry, Digest: s.Digest, State: s.State, Clean: clean}
 	}
@@ -135,7 +136,7 @@ func (m manifest) offered(c Candidate, o store.UpsertOutcome) {
 	case store.Created, store.Updated, store.Unmarked, store.Repaired, store.Unchanged:
 		// The spec now holds exactly the offered content, active, with
 		// no entry error and nothing held back.
-		m[c.ID] = store.ManifestEntry{SpecID: c.ID, Entry: c.Entry, Digest: c.Digest, State: StateActive, Clean: true}
+		m[c.ID] = store.ManifestEntry{SpecID: c.ID, Entry: c.Entry, Digest: c.Digest, State: api.SpecActive, Clean: true}
 	default: // a conflict: another registry's spec
 		delete(m, c.ID)
 	}
@@ -148,7 +149,7 @@ func (m manifest) held(id string, o store.HoldOutcome) {
 	case o == store.HeldSkipped:
 		delete(m, id)
 	case ok:
-		e.State, e.Clean = StateActive, false
+		e.State, e.Clean = api.SpecActive, false
 		m[id] = e
 	}
 }
@@ -158,7 +159,7 @@ func (m manifest) held(id string, o store.HoldOutcome) {
 func (m manifest) marked(id string, ok bool) {
 	if e, found := m[id]; found {
 		if ok {
-			e.State = StateMarked
+			e.State = api.SpecMarked
 		}
 		e.Clean = false
 		m[id] = e

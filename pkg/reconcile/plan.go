@@ -17,12 +17,6 @@ import (
 	"github.com/specsync/specsync/pkg/spec"
 )
 
-// Spec states as stored.
-const (
-	StateActive = api.SpecActive
-	StateMarked = api.SpecMarked
-)
-
 // Candidate is one entry of a fetched listing, ready to be planned: ids
 // assigned and digest computed when it parsed, Err when it did not.
 type Candidate struct {
@@ -175,7 +169,7 @@ func MakePlan(listing []Candidate, stored []Stored, policy Policy) Plan {
 				continue
 			}
 			p.Update = append(p.Update, c)
-		case s.State == StateMarked:
+		case s.State == api.SpecMarked:
 			p.Unmark = append(p.Unmark, c)
 		case s.EntryError != "" || s.Entry != c.Entry || s.HeldBackDigest != "":
 			p.Repair = append(p.Repair, c)
@@ -187,14 +181,14 @@ func MakePlan(listing []Candidate, stored []Stored, policy Policy) Plan {
 	active := 0
 	var mark, del, keep []Stored
 	for _, s := range sortedStored(stored) {
-		if s.State == StateActive {
+		if s.State == api.SpecActive {
 			active++
 		}
 		if _, ok := offered[s.ID]; ok || failedEntries[s.Entry] {
 			continue
 		}
 		switch {
-		case s.State == StateActive:
+		case s.State == api.SpecActive:
 			mark = append(mark, s)
 		case s.Instances > 0:
 			keep = append(keep, s)
@@ -245,7 +239,7 @@ func needFull(listing []Candidate, stored []Stored) []string {
 		if c.Err != nil || c.Spec == nil {
 			continue // a broken entry's specs need reading
 		}
-		if s, ok := partial[c.ID]; ok && s.Clean && s.State == StateActive && s.Digest == c.Digest && s.Entry == c.Entry {
+		if s, ok := partial[c.ID]; ok && s.Clean && s.State == api.SpecActive && s.Digest == c.Digest && s.Entry == c.Entry {
 			unchanged[c.ID] = true
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/spec"
 )
 
@@ -18,11 +19,11 @@ func bad(entry, msg string) Candidate {
 }
 
 func active(id, entry, digest string) Stored {
-	return Stored{ID: id, Entry: entry, Name: entry, Digest: digest, State: StateActive}
+	return Stored{ID: id, Entry: entry, Name: entry, Digest: digest, State: api.SpecActive}
 }
 
 func marked(id, entry string, instances int) Stored {
-	return Stored{ID: id, Entry: entry, Name: entry, Digest: "d-" + id, State: StateMarked, Instances: instances}
+	return Stored{ID: id, Entry: entry, Name: entry, Digest: "d-" + id, State: api.SpecMarked, Instances: instances}
 }
 
 func withError(s Stored, msg string) Stored { s.EntryError = msg; return s }
@@ -292,11 +293,11 @@ func TestGuardReasonSaysWhy(t *testing.T) {
 
 // known is a partial record: what the manifest says of a spec.
 func known(id, entry, digest string, clean bool) Stored {
-	return Stored{ID: id, Entry: entry, Digest: digest, State: StateActive, Partial: true, Clean: clean}
+	return Stored{ID: id, Entry: entry, Digest: digest, State: api.SpecActive, Partial: true, Clean: clean}
 }
 
 func knownMarked(id, entry string) Stored {
-	return Stored{ID: id, Entry: entry, Digest: "d-" + id, State: StateMarked, Partial: true}
+	return Stored{ID: id, Entry: entry, Digest: "d-" + id, State: api.SpecMarked, Partial: true}
 }
 
 // Per-entry digests: with the manifest's partial records a plan reads only

@@ -20,16 +20,6 @@ import (
 	"github.com/specsync/specsync/pkg/store"
 )
 
-// Run results, as recorded in a registry's status.
-const (
-	ResultSucceeded   = api.ResultSucceeded
-	ResultUnchanged   = api.ResultUnchanged   // listing equal to the last successful one; nothing read or written
-	ResultFetchFailed = api.ResultFetchFailed // the registry could not be listed; nothing changed
-	ResultGuarded     = api.ResultGuarded     // the mass-deletion guard withheld marking
-	ResultError       = api.ResultError       // the store failed part-way; safe to run again
-	ResultBusy        = api.ResultBusy        // another run holds the registry's lease; try again later
-)
-
 // MaxRecordedErrors bounds the entry errors a status keeps (sorted, so the
 // same ones are kept every time).
 const MaxRecordedErrors = 100
@@ -141,7 +131,7 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 
 	status, err := st.RegistryStatus(ctx, reg.Name)
 	if err != nil {
-		finish(&run, ResultError)
+		finish(&run, api.ResultError)
 		run.Error = err.Error()
 		return run, fmt.Errorf("reconcile %s: %w", reg.Name, err)
 	}
@@ -150,7 +140,7 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 	listing, err := reg.Source.Fetch(ctx, registry.FetchOptions{ETag: status.ETag, PreviousDigest: status.ListingDigest})
 	if err != nil {
 		run.Error = err.Error()
-		finish(&run, ResultFetchFailed)
+		finish(&run, api.ResultFetchFailed)
 		run.Ops.Writes++ // the status write below
 		log.Warn("registry fetch failed; nothing changed", "error", err)
 		if rerr := st.RecordRun(ctx, reg.Name, run, false, "", "", status.Marked); rerr != nil {
@@ -160,7 +150,7 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 	}
 
 	baseline := status.ListingDigest != "" &&
-		(status.LastRun.Result == ResultSucceeded || status.LastRun.Result == ResultUnchanged) &&
+		(status.LastRun.Result == api.ResultSucceeded || status.LastRun.Result == api.ResultUnchanged) &&
 		len(status.LastRun.Conflicts) == 0 &&
 		// A lease left behind, or a writer that never recorded, is a run
 		// that died part-way: its writes (and pending changes) are not
@@ -170,7 +160,7 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 		len(status.LastRun.HeldBack) == 0
 	if baseline && (listing.NotModified || listing.Digest == status.ListingDigest) {
 		if status.Marked == 0 {
-			finish(&run, ResultUnchanged)
+			finish(&run, api.ResultUnchanged)
 			log.Info("registry unchanged", "firestore_reads", run.Ops.Reads)
 			return run, nil
 		}
@@ -183,7 +173,7 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 	if r.LeaseTTL > 0 {
 		if err := st.AcquireLease(ctx, reg.Name, runID, r.LeaseTTL); err != nil {
 			run.Error = err.Error()
-			finish(&run, ResultBusy)
+			finish(&run, api.ResultBusy)
 			return run, fmt.Errorf("reconcile %s: %w", reg.Name, err)
 		}
 		defer func() {
@@ -200,7 +190,7 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 	// A run after one that did not finish: what that run wrote may still
 	// be pending, and, if it ran the version before the committer, marked
 	// the old way.
-	recovering := status.Lease != nil || status.Interrupted() || status.LastRun.Result == ResultError
+	recovering := status.Lease != nil || status.Interrupted() || status.LastRun.Result == api.ResultError
 	if recovering {
 		if n, err := st.AdoptLegacyPending(ctx, reg.Name); err != nil {
 			return r.failed(ctx, st, reg, status, run, finish, err)
@@ -219,7 +209,7 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 	stored, plan := k.stored, k.plan
 	wasMarked := map[string]bool{}
 	for _, s := range stored {
-		wasMarked[s.ID] = s.State == StateMarked
+		wasMarked[s.ID] = s.State == api.SpecMarked
 	}
 	run.Guard = plan.Guarded
 	man := newManifest(stored)
@@ -228,7 +218,7 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 	// the next run with an unchanged listing.
 	markedAfter := 0
 	for _, s := range stored {
-		if s.State == StateMarked {
+		if s.State == api.SpecMarked {
 			markedAfter++
 		}
 	}
@@ -395,9 +385,9 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 		log.Warn("new versions held back: they would strand instances", "held_back", run.HeldBack)
 	}
 
-	result := ResultSucceeded
+	result := api.ResultSucceeded
 	if plan.Guarded != "" {
-		result = ResultGuarded
+		result = api.ResultGuarded
 		log.Warn("mass-deletion guard withheld marking", "reason", plan.Guarded)
 	}
 	finish(&run, result)
@@ -408,12 +398,12 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 		// It wrote no spec: the manifest it started from still describes
 		// the store, and stays.
 		run.Ops.Writes++ // the status write below
-		if err := st.RecordRun(ctx, reg.Name, run, result == ResultSucceeded, listing.Digest, listing.ETag, markedAfter); err != nil {
+		if err := st.RecordRun(ctx, reg.Name, run, result == api.ResultSucceeded, listing.Digest, listing.ETag, markedAfter); err != nil {
 			return run, fmt.Errorf("reconcile %s: %w", reg.Name, err)
 		}
 	} else {
 		// (It adds what recording costs to the run's counts.)
-		written, err := st.RecordRunWithManifest(ctx, reg.Name, &run, result == ResultSucceeded, listing.Digest, listing.ETag, markedAfter,
+		written, err := st.RecordRunWithManifest(ctx, reg.Name, &run, result == api.ResultSucceeded, listing.Digest, listing.ETag, markedAfter,
 			store.Seen{LastRun: status.LastRun.ID, Writer: status.Writer, Began: began}, man.entries())
 		if err != nil {
 			return run, fmt.Errorf("reconcile %s: %w", reg.Name, err)
@@ -457,11 +447,11 @@ func (r *Runner) deleteOnly(ctx context.Context, st *store.Store, reg Registry, 
 	run.Errors, run.ErrorsTotal, run.Counts.EntryErrors = status.LastRun.Errors, status.LastRun.ErrorsTotal, status.LastRun.Counts.EntryErrors
 	if run.Counts.Deleted == 0 && sameKept(run.Kept, status.LastRun.Kept) {
 		// Nothing changed: do not pay a write to say so.
-		finish(&run, ResultUnchanged)
+		finish(&run, api.ResultUnchanged)
 		log.Info("registry unchanged; marked specs still referenced", "kept", run.Counts.Kept)
 		return run, nil
 	}
-	finish(&run, ResultSucceeded)
+	finish(&run, api.ResultSucceeded)
 	run.Ops.Writes++
 	if err := st.RecordRun(ctx, reg.Name, run, true, status.ListingDigest, status.ETag, remaining); err != nil {
 		return run, fmt.Errorf("reconcile %s: %w", reg.Name, err)
@@ -487,7 +477,7 @@ func (r *Runner) requestCommit(ctx context.Context, registry string, run *store.
 // failed records a run the store broke off and returns the error.
 func (r *Runner) failed(ctx context.Context, st *store.Store, reg Registry, status *store.RegistryStatus, run store.Run, finish func(*store.Run, api.RunResult), cause error) (store.Run, error) {
 	run.Error = cause.Error()
-	finish(&run, ResultError)
+	finish(&run, api.ResultError)
 	run.Ops.Writes++
 	r.logger().Error("reconcile failed part-way; it is safe to run again", "registry", reg.Name, "run", run.ID, "error", cause)
 	// Best effort: the store that just failed may fail again.
@@ -597,10 +587,6 @@ func sameKept(a, b []store.KeptSpec) bool {
 	return true
 }
 
-// ResultDryRun is the result of a dry run: the counts say what a real run
-// would do; nothing was written.
-const ResultDryRun = api.ResultDryRun
-
 // DryRun fetches the registry and plans a run without writing anything:
 // no spec, no status, no lease, no revision. Its counts are what a real
 // run would do now (created, updated, unmarked, repaired, marked, deleted,
@@ -620,13 +606,13 @@ func (r *Runner) DryRun(ctx context.Context, reg Registry) (store.Run, error) {
 	listing, err := reg.Source.Fetch(ctx, registry.FetchOptions{})
 	if err != nil {
 		run.Error = err.Error()
-		stamp(ResultFetchFailed)
+		stamp(api.ResultFetchFailed)
 		return run, nil
 	}
 	records, err := st.OwnedSpecs(ctx, reg.Name)
 	if err != nil {
 		run.Error = err.Error()
-		stamp(ResultError)
+		stamp(api.ResultError)
 		return run, fmt.Errorf("dry run %s: %w", reg.Name, err)
 	}
 	plan := MakePlan(Candidates(reg.Name, listing.Entries), storedFrom(records), reg.Policy)
@@ -639,7 +625,7 @@ func (r *Runner) DryRun(ctx context.Context, reg Registry) (store.Run, error) {
 	run.HeldBack = heldBackRecords(plan.HoldBack)
 	if err := blockingInstances(ctx, st, plan.HoldBack, run.HeldBack); err != nil {
 		run.Error = err.Error()
-		stamp(ResultError)
+		stamp(api.ResultError)
 		return run, fmt.Errorf("dry run %s: %w", reg.Name, err)
 	}
 	for _, k := range plan.Keep {
@@ -647,7 +633,7 @@ func (r *Runner) DryRun(ctx context.Context, reg Registry) (store.Run, error) {
 	}
 	recordErrors(&run, planErrors(plan))
 	run.Planned = plannedChanges(plan) // planned.go: the plan by name, for the operator's diff
-	stamp(ResultDryRun)
+	stamp(api.ResultDryRun)
 	return run, nil
 }
 

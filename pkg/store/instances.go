@@ -10,6 +10,7 @@ import (
 
 	"cloud.google.com/go/firestore"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/spec"
 )
@@ -118,7 +119,7 @@ func (s *Store) CreateInstance(ctx context.Context, inst Instance) (CreateInstan
 		if err := specSnap.DataTo(&rec); err != nil {
 			return err
 		}
-		if rec.State != StateActive {
+		if rec.State != api.SpecActive {
 			return failure.New(failure.Invalid, "service %s is marked for deletion and takes no new instances", inst.SpecID)
 		}
 		sp, err := rec.Spec()
@@ -321,7 +322,7 @@ func (s *Store) UpdateInstance(ctx context.Context, u InstanceUpdate) (UpdateIns
 		}
 		next := *cur
 		if u.PlanID != "" && u.PlanID != cur.PlanID {
-			if rec.State != StateActive {
+			if rec.State != api.SpecActive {
 				return failure.New(failure.Invalid, "service %s is marked for deletion: its instances cannot change plans", cur.SpecID)
 			}
 			if _, ok := sp.PlanByID(u.PlanID); !ok {

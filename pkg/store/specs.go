@@ -19,12 +19,6 @@ import (
 	"github.com/specsync/specsync/pkg/spec"
 )
 
-// Spec states.
-const (
-	StateActive = api.SpecActive
-	StateMarked = api.SpecMarked
-)
-
 // SpecRecord is a specs/{id} document. The spec itself is kept as its
 // canonical JSON so that it round-trips exactly (Firestore maps would turn
 // every number into a float or an int by guesswork) and so its digest can
@@ -74,7 +68,7 @@ func (r *SpecRecord) fromSnapshot(snap *firestore.DocumentSnapshot) { r.ReadAt =
 // Clean reports whether the spec is active with no entry error and
 // nothing held back: what a manifest entry may call clean.
 func (r *SpecRecord) Clean() bool {
-	return r.State == StateActive && r.EntryError == "" && r.HeldBack == nil
+	return r.State == api.SpecActive && r.EntryError == "" && r.HeldBack == nil
 }
 
 // Spec decodes the stored spec.
@@ -128,7 +122,7 @@ func (s *Store) OwnedSpecs(ctx context.Context, registry string) ([]SpecRecord, 
 
 // MarkedSpecs returns the registry's specs that are marked for deletion.
 func (s *Store) MarkedSpecs(ctx context.Context, registry string) ([]SpecRecord, error) {
-	q := s.specs().Where("registry", "==", registry).Where("state", "==", StateMarked)
+	q := s.specs().Where("registry", "==", registry).Where("state", "==", api.SpecMarked)
 	return queryAll[SpecRecord](ctx, s, q, "marked specs of registry "+registry)
 }
 
@@ -178,7 +172,7 @@ func (s *Store) ActiveSpecs(ctx context.Context) ([]SpecRecord, error) {
 // query: equality on one field and order on another would need a
 // composite index.
 func (s *Store) ActiveSpecsAt(ctx context.Context, readTime time.Time) ([]SpecRecord, error) {
-	q := s.specs().Where("state", "==", StateActive)
+	q := s.specs().Where("state", "==", api.SpecActive)
 	if !readTime.IsZero() {
 		q.WithReadOptions(firestore.ReadTime(readTime))
 	}
@@ -309,23 +303,23 @@ func upsertWrites(cur *SpecRecord, e encoded, now time.Time) (UpsertResult, []fi
 	switch {
 	case cur.Digest != o.Digest:
 		res.Outcome = Updated
-		change.Kind, change.Generation = KindUpdated, cur.Generation+1
+		change.Kind, change.Generation = api.ChangeUpdated, cur.Generation+1
 		updates = append(updates,
 			firestore.Update{Path: "digest", Value: o.Digest},
 			firestore.Update{Path: "spec", Value: string(e.body)},
 			firestore.Update{Path: "name", Value: o.Spec.Name},
 			firestore.Update{Path: "platforms", Value: e.platforms},
 			firestore.Update{Path: "generation", Value: change.Generation})
-	case cur.State == StateMarked:
+	case cur.State == api.SpecMarked:
 		res.Outcome = Unmarked
-		change.Kind = KindUnmarked
+		change.Kind = api.ChangeUnmarked
 	case cur.EntryError != "" || cur.Entry != o.Entry || cur.HeldBack != nil:
 		res.Outcome = Repaired
 	default:
 		return UpsertResult{Outcome: Unchanged}, nil, nil
 	}
 	updates = append(updates,
-		firestore.Update{Path: "state", Value: StateActive},
+		firestore.Update{Path: "state", Value: api.SpecActive},
 		firestore.Update{Path: "marked_at", Value: firestore.Delete},
 		firestore.Update{Path: "marked_run", Value: firestore.Delete},
 		firestore.Update{Path: "entry_error", Value: firestore.Delete},
@@ -461,12 +455,12 @@ type encoded struct {
 func (s *Store) create(tx *firestore.Transaction, e encoded, now time.Time) error {
 	if err := tx.Create(s.specs().Doc(e.Spec.ID), SpecRecord{
 		ID: e.Spec.ID, Registry: e.Registry, Entry: e.Entry, Ref: e.Ref, Name: e.Spec.Name,
-		Digest: e.Digest, SpecJSON: string(e.body), State: StateActive, Platforms: e.platforms,
+		Digest: e.Digest, SpecJSON: string(e.body), State: api.SpecActive, Platforms: e.platforms,
 		Generation: 1, CreatedAt: now, UpdatedAt: now,
 	}); err != nil {
 		return err
 	}
-	return s.pend(tx, Change{Kind: KindCreated, Generation: 1, SpecID: e.Spec.ID, Registry: e.Registry,
+	return s.pend(tx, Change{Kind: api.ChangeCreated, Generation: 1, SpecID: e.Spec.ID, Registry: e.Registry,
 		Name: e.Spec.Name, SpecJSON: string(e.body), SpecCreatedAt: now, Run: e.Run})
 }
 
@@ -560,20 +554,20 @@ func (s *Store) MarkSpec(ctx context.Context, registry, id, runID string) (bool,
 		if err != nil || cur == nil {
 			return err
 		}
-		if cur.Registry != registry || cur.State != StateActive {
+		if cur.Registry != registry || cur.State != api.SpecActive {
 			return nil
 		}
 		marked = true
 		now := s.now().UTC()
 		if err := tx.Update(ref, []firestore.Update{
-			{Path: "state", Value: StateMarked},
+			{Path: "state", Value: api.SpecMarked},
 			{Path: "marked_at", Value: now},
 			{Path: "marked_run", Value: runID},
 			{Path: "updated_at", Value: now},
 		}); err != nil {
 			return err
 		}
-		return s.pend(tx, Change{Kind: KindMarked, SpecID: id, Registry: registry, Name: cur.Name, Run: runID})
+		return s.pend(tx, Change{Kind: api.ChangeMarked, SpecID: id, Registry: registry, Name: cur.Name, Run: runID})
 	})
 	if err != nil {
 		return false, classify(err, "mark spec %s", id)
@@ -609,19 +603,19 @@ func (s *Store) MarkSpecs(ctx context.Context, registry, runID string, read []Sp
 				n = 0
 				now := s.now().UTC()
 				for i, cur := range batch {
-					marked[i] = cur.Registry == registry && cur.State == StateActive
+					marked[i] = cur.Registry == registry && cur.State == api.SpecActive
 					if !marked[i] {
 						continue
 					}
 					if err := tx.Update(s.specs().Doc(cur.ID), []firestore.Update{
-						{Path: "state", Value: StateMarked},
+						{Path: "state", Value: api.SpecMarked},
 						{Path: "marked_at", Value: now},
 						{Path: "marked_run", Value: runID},
 						{Path: "updated_at", Value: now},
 					}, firestore.LastUpdateTime(cur.ReadAt)); err != nil {
 						return err
 					}
-					if err := s.pend(tx, Change{Kind: KindMarked, SpecID: cur.ID, Registry: registry, Name: cur.Name, Run: runID}); err != nil {
+					if err := s.pend(tx, Change{Kind: api.ChangeMarked, SpecID: cur.ID, Registry: registry, Name: cur.Name, Run: runID}); err != nil {
 						return err
 					}
 					n++
@@ -678,7 +672,7 @@ func (s *Store) DeleteMarked(ctx context.Context, registry, id, runID string, ma
 		if err != nil || cur == nil {
 			return err
 		}
-		if cur.Registry != registry || cur.State != StateMarked || cur.MarkedRun == runID || !cur.MarkedAt.Before(markedBefore) {
+		if cur.Registry != registry || cur.State != api.SpecMarked || cur.MarkedRun == runID || !cur.MarkedAt.Before(markedBefore) {
 			return nil
 		}
 		pins, err := tx.Documents(s.instances().Where("spec_id", "==", id).Limit(1)).GetAll()
@@ -698,7 +692,7 @@ func (s *Store) DeleteMarked(ctx context.Context, registry, id, runID string, ma
 		if err := tx.Delete(ref); err != nil {
 			return err
 		}
-		return s.pend(tx, Change{Kind: KindDeleted, SpecID: id, Registry: registry, Name: cur.Name, Run: runID})
+		return s.pend(tx, Change{Kind: api.ChangeDeleted, SpecID: id, Registry: registry, Name: cur.Name, Run: runID})
 	})
 	if err != nil {
 		return "", 0, classify(err, "delete marked spec %s", id)
@@ -755,12 +749,12 @@ func (s *Store) HoldBack(ctx context.Context, registry string, h HeldBackSpec, r
 		}
 		now := s.now().UTC()
 		updates := []firestore.Update{{Path: "held_back", Value: h}, {Path: "updated_at", Value: now}}
-		kind := KindHeldBack
+		kind := api.ChangeHeldBack
 		switch {
-		case cur.State == StateMarked:
-			outcome, kind = HeldUnmarked, KindUnmarked
+		case cur.State == api.SpecMarked:
+			outcome, kind = HeldUnmarked, api.ChangeUnmarked
 			updates = append(updates,
-				firestore.Update{Path: "state", Value: StateActive},
+				firestore.Update{Path: "state", Value: api.SpecActive},
 				firestore.Update{Path: "marked_at", Value: firestore.Delete},
 				firestore.Update{Path: "marked_run", Value: firestore.Delete})
 		case cur.HeldBack == nil || cur.HeldBack.Digest != h.Digest:
