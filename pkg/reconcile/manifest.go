@@ -113,7 +113,7 @@ func newManifest(stored []Stored) manifest {
 	for _, s := range stored {
 		clean := s.Clean
 		if !s.Partial {
-			clean = s.State == api.SpecActive && s.EntryError == "" && s.HeldBackDigest == ""
+			clean = s.State == api.SpecActive && s.EntryError == "" && !s.HeldBack
 		}
 		m[s.ID] = store.ManifestEntry{SpecID: s.ID, Entry: s.Entry, Digest: s.Digest, State: s.State, Clean: clean}
 	}

@@ -205,8 +205,8 @@ func inUse(s Stored, plans map[string]int, platforms map[string]int) Stored {
 	return s
 }
 
-func heldBack(s Stored, digest string) Stored {
-	s.HeldBackDigest = digest
+func heldBack(s Stored) Stored {
+	s.HeldBack = true
 	return s
 }
 
@@ -236,9 +236,9 @@ func TestMakePlanHoldsBackStrandingVersions(t *testing.T) {
 		// blocking instance since moved to small by a PATCH (which leaves
 		// large's count at zero), is adopted.
 		{"held back, its blocker moved to a kept plan", withPlans(cand("a", "A", "d2"), []string{"small"}),
-			heldBack(inUse(active("A", "a", "d1"), map[string]int{"small": 2, "large": 0}, nil), "d2"), false, ""},
+			heldBack(inUse(active("A", "a", "d1"), map[string]int{"small": 2, "large": 0}, nil)), false, ""},
 		{"held back, its blocker still there", withPlans(cand("a", "A", "d2"), []string{"small"}),
-			heldBack(inUse(active("A", "a", "d1"), map[string]int{"small": 1, "large": 1}, nil), "d2"), true, "plan large is used by 1 instances"},
+			heldBack(inUse(active("A", "a", "d1"), map[string]int{"small": 1, "large": 1}, nil)), true, "plan large is used by 1 instances"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

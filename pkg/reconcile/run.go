@@ -642,7 +642,7 @@ func storedFrom(records []store.SpecRecord) []Stored {
 	out := make([]Stored, len(records))
 	for i, rec := range records {
 		out[i] = Stored{ID: rec.ID, Entry: rec.Entry, Name: rec.Name, Digest: rec.Digest, State: rec.State, Instances: int(rec.Instances), EntryError: rec.EntryError,
-			HeldBackDigest: heldDigest(rec.HeldBack), PlansInUse: counts(rec.PlanInstances), PlatformsInUse: counts(rec.PlatformInstances)}
+			HeldBack: rec.HeldBack != nil, PlansInUse: counts(rec.PlanInstances), PlatformsInUse: counts(rec.PlatformInstances)}
 	}
 	return out
 }
@@ -687,11 +687,4 @@ func blockingInstances(ctx context.Context, st *store.Store, hs []HeldBack, reco
 		records[i].Instances = ids
 	}
 	return nil
-}
-
-func heldDigest(h *store.HeldBackSpec) string {
-	if h == nil {
-		return ""
-	}
-	return h.Digest
 }

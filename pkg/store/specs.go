@@ -71,6 +71,11 @@ func (r *SpecRecord) Clean() bool {
 	return r.State == api.SpecActive && r.EntryError == "" && r.HeldBack == nil
 }
 
+// offerTarget is what deciding an offer needs of the record (DecideOffer).
+func (r *SpecRecord) offerTarget() *OfferTarget {
+	return &OfferTarget{Entry: r.Entry, Digest: r.Digest, State: r.State, EntryError: r.EntryError != "", HeldBack: r.HeldBack != nil}
+}
+
 // Spec decodes the stored spec.
 func (r *SpecRecord) Spec() (*spec.Spec, error) { return decodeSpec(r.ID, r.SpecJSON) }
 
@@ -299,10 +304,9 @@ func upsertWrites(cur *SpecRecord, e encoded, now time.Time) (UpsertResult, []fi
 	change := Change{SpecID: o.Spec.ID, Registry: o.Registry, Name: o.Spec.Name, SpecJSON: string(e.body), Run: o.Run,
 		Generation: cur.Generation, SpecCreatedAt: cur.CreatedAt}
 	updates := []firestore.Update{{Path: "updated_at", Value: now}}
-	var res UpsertResult
-	switch {
-	case cur.Digest != o.Digest:
-		res.Outcome = Updated
+	res := UpsertResult{Outcome: DecideOffer(cur.offerTarget(), o.Entry, o.Digest)}
+	switch res.Outcome {
+	case Updated:
 		change.Kind, change.Generation = api.ChangeUpdated, cur.Generation+1
 		updates = append(updates,
 			firestore.Update{Path: "digest", Value: o.Digest},
@@ -310,13 +314,11 @@ func upsertWrites(cur *SpecRecord, e encoded, now time.Time) (UpsertResult, []fi
 			firestore.Update{Path: "name", Value: o.Spec.Name},
 			firestore.Update{Path: "platforms", Value: e.platforms},
 			firestore.Update{Path: "generation", Value: change.Generation})
-	case cur.State == api.SpecMarked:
-		res.Outcome = Unmarked
+	case Unmarked:
 		change.Kind = api.ChangeUnmarked
-	case cur.EntryError != "" || cur.Entry != o.Entry || cur.HeldBack != nil:
-		res.Outcome = Repaired
-	default:
-		return UpsertResult{Outcome: Unchanged}, nil, nil
+	case Repaired: // the record only: the catalog does not see it
+	default: // Unchanged
+		return res, nil, nil
 	}
 	updates = append(updates,
 		firestore.Update{Path: "state", Value: api.SpecActive},
