@@ -36,10 +36,11 @@ type knowledge struct {
 // reads only the specs the plan asks for: those whose entry changed,
 // went away or broke, the unclean ones and the marked ones, so a run with
 // k changed entries reads k specs, not the registry's size. Otherwise it
-// reads every spec the registry owns.
+// reads every spec the registry owns (as a dry run, which reads no
+// status, always does).
 func (r *Runner) known(ctx context.Context, st *store.Store, reg Registry, status *store.RegistryStatus, candidates []Candidate) (knowledge, error) {
 	k := knowledge{full: map[string]store.SpecRecord{}}
-	if status.ManifestTrusted() {
+	if status != nil && status.ManifestTrusted() {
 		entries, err := st.ReadManifest(ctx, reg.Name, status.Manifest)
 		if err != nil {
 			return k, err
