@@ -34,7 +34,7 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 		run.fetch, // step 1
 		run.unchangedListing,
 		run.lease,
-		run.recover,
+		run.recoverLastRun,
 		run.know,         // step 2
 		run.begin,        // before the first spec write
 		run.deleteMarked, // step 3
@@ -107,6 +107,8 @@ func (r *run) do(ctx context.Context, steps ...step) error {
 	return nil
 }
 
+// readStatus reads the registry's status: what the last run left, which
+// this one compares with and, should it fail, records against.
 func (r *run) readStatus(ctx context.Context) (bool, error) {
 	status, err := r.st.RegistryStatus(ctx, r.reg.Name)
 	r.status = status
@@ -195,20 +197,23 @@ func (r *run) releaseLease(ctx context.Context) {
 	}
 }
 
-// recover follows a run that did not finish: what that run wrote may still
-// be pending, and, if it ran the version before the committer, marked the
-// old way.
-func (r *run) recover(ctx context.Context) (bool, error) {
+// recoverLastRun follows a run that did not finish: what that run wrote
+// may still be pending, and, if it ran the version before the committer,
+// marked the old way.
+func (r *run) recoverLastRun(ctx context.Context) (bool, error) {
 	st := r.status
 	r.recovering = st.Lease != nil || st.Interrupted() || st.LastRun.Result == api.ResultError
 	if !r.recovering {
 		return false, nil
 	}
 	n, err := r.st.AdoptLegacyPending(ctx, r.reg.Name)
+	if err != nil {
+		return false, err
+	}
 	if n > 0 {
 		r.log.Warn("adopted changes a crashed run of the previous version left pending", "changes", n)
 	}
-	return false, err
+	return false, nil
 }
 
 // know reads what the store holds for the registry (from the manifest
