@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/invariant"
@@ -90,7 +91,7 @@ func TestHundredRegistriesAtOnceNeverContendOnTheCatalog(t *testing.T) {
 			<-gate
 			for attempt := 1; ; attempt++ {
 				run, err := runner.Reconcile(rctx, regs[name])
-				if err == nil && run.Result == reconcile.ResultSucceeded {
+				if err == nil && run.Result == api.ResultSucceeded {
 					return
 				}
 				if (err != nil && !failure.Retryable(err)) || attempt == 10 || rctx.Err() != nil {

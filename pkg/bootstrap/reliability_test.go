@@ -381,7 +381,7 @@ func TestPubSubRedeliveryAfterLeaseExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.LastRun.ID != op.Results["beta"].RunID || st.LastRun.Result != reconcile.ResultSucceeded {
+	if st.LastRun.ID != op.Results["beta"].RunID || st.LastRun.Result != api.ResultSucceeded {
 		t.Fatalf("beta's status %+v does not record the redelivered run %s", st.LastRun, op.Results["beta"].RunID)
 	}
 	invariant.Require(t, r.client, invariant.Options{Settled: true, Feed: true})

@@ -33,14 +33,14 @@ func specJSON(t *testing.T, name string) string {
 }
 
 func TestFromChange(t *testing.T) {
-	in := feed.FromChange(store.Change{Revision: 3, Kind: store.KindUpdated, SpecID: "id", Registry: "r1", Name: "db", SpecJSON: specJSON(t, "db"), Generation: 2})
+	in := feed.FromChange(store.Change{Revision: 3, Kind: api.ChangeUpdated, SpecID: "id", Registry: "r1", Name: "db", SpecJSON: specJSON(t, "db"), Generation: 2})
 	if in.Service == nil || in.Service.Name != "db" || in.Problem != "" {
 		t.Fatalf("in-catalog change: %+v", in)
 	}
 	if mi := in.Service.Plans[0].MaintenanceInfo; mi == nil || mi.Version != "2.0.0" {
 		t.Fatalf("maintenance_info %+v, want version 2.0.0", mi)
 	}
-	out := feed.FromChange(store.Change{Revision: 4, Kind: store.KindMarked, SpecID: "id", Registry: "r1", Name: "db"})
+	out := feed.FromChange(store.Change{Revision: 4, Kind: api.ChangeMarked, SpecID: "id", Registry: "r1", Name: "db"})
 	if out.Service != nil || out.Kind != api.ChangeMarked {
 		t.Fatalf("marked change: %+v", out)
 	}
@@ -50,7 +50,7 @@ func TestFromChange(t *testing.T) {
 	if _, ok := m["service"]; ok {
 		t.Fatalf("a change out of the catalog encodes a service: %s", b)
 	}
-	bad := feed.FromChange(store.Change{Revision: 5, Kind: store.KindCreated, SpecID: "id", Name: "db", SpecJSON: "{not json"})
+	bad := feed.FromChange(store.Change{Revision: 5, Kind: api.ChangeCreated, SpecID: "id", Name: "db", SpecJSON: "{not json"})
 	if bad.Service != nil || bad.Problem == "" {
 		t.Fatalf("undecodable spec: %+v", bad)
 	}
@@ -74,7 +74,7 @@ func TestPublisherThroughEmulator(t *testing.T) {
 	defer p.Stop()
 	var changes []store.Change
 	for i := int64(1); i <= 5; i++ {
-		changes = append(changes, store.Change{Revision: i, Kind: store.KindCreated, SpecID: "id" + strconv.FormatInt(i, 10), Registry: "r1", Name: "db", SpecJSON: specJSON(t, "db")})
+		changes = append(changes, store.Change{Revision: i, Kind: api.ChangeCreated, SpecID: "id" + strconv.FormatInt(i, 10), Registry: "r1", Name: "db", SpecJSON: specJSON(t, "db")})
 	}
 	if err := p.PublishChanges(ctx, changes); err != nil {
 		t.Fatal(err)

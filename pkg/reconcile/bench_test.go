@@ -17,6 +17,7 @@ import (
 	"google.golang.org/api/iterator"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/reconcile"
 	"github.com/specsync/specsync/pkg/registry"
@@ -103,7 +104,7 @@ func bootstrapAll(b *testing.B, runner *reconcile.Runner, commits benchCommits, 
 					benchRetries.Add(1)
 					continue
 				}
-				if err != nil || (run.Result != reconcile.ResultSucceeded && run.Result != reconcile.ResultUnchanged) {
+				if err != nil || (run.Result != api.ResultSucceeded && run.Result != api.ResultUnchanged) {
 					b.Errorf("reconcile %s: %s %v", reg.Name, run.Result, err)
 				}
 				return

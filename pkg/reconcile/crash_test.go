@@ -17,6 +17,7 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/invariant"
 	"github.com/specsync/specsync/pkg/reconcile"
 	"github.com/specsync/specsync/pkg/store"
@@ -167,7 +168,7 @@ func TestCrashAfterEveryWrite(t *testing.T) {
 	counter.limit.Store(-1)
 	counting := crashClient(t, refProject, counter)
 	run, err := runner(counting).Reconcile(ctx, reg)
-	if err != nil || run.Result != reconcile.ResultSucceeded {
+	if err != nil || run.Result != api.ResultSucceeded {
 		t.Fatalf("uninterrupted run: %s %v", run.Result, err)
 	}
 	if run.Counts.Updated != 1 || run.Counts.Marked != 1 || run.Counts.Deleted != 1 || run.Counts.Created != 1 {
@@ -206,11 +207,11 @@ func TestCrashAfterEveryWrite(t *testing.T) {
 			pub := &publisher{}
 			run, err := runner(crashing).Reconcile(ctx, reg)
 			if k < runWrites {
-				if err == nil && run.Result == reconcile.ResultSucceeded {
+				if err == nil && run.Result == api.ResultSucceeded {
 					t.Fatalf("the run survived a crash after write %d", k)
 				}
 			} else {
-				if err != nil || run.Result != reconcile.ResultSucceeded {
+				if err != nil || run.Result != api.ResultSucceeded {
 					t.Fatalf("the run failed before the crash point: %s %v", run.Result, err)
 				}
 				// Dying while recording what it published is not an error
@@ -226,7 +227,7 @@ func TestCrashAfterEveryWrite(t *testing.T) {
 				if err != nil {
 					t.Fatalf("the run after the crash: %v", err)
 				}
-				if next.Result != reconcile.ResultSucceeded {
+				if next.Result != api.ResultSucceeded {
 					t.Fatalf("the run after the crash: %s (%s)", next.Result, next.Error)
 				}
 			}

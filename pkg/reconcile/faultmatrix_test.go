@@ -32,6 +32,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/specsync/specsync/emulator"
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/invariant"
 	"github.com/specsync/specsync/pkg/reconcile"
 	"github.com/specsync/specsync/pkg/registry"
@@ -374,7 +375,7 @@ func runWholeFault(t *testing.T, e *env, reg reconcile.Registry, fn *faultNet, f
 	var snap *invariant.State
 	rev := int64(0)
 	if later {
-		wantResult(t, e.run(reg), reconcile.ResultSucceeded)
+		wantResult(t, e.run(reg), api.ResultSucceeded)
 		before = e.specs(reg.Name)
 		if len(before) != len(matrixSpecs) {
 			t.Fatalf("healthy first run stored %d specs, want %d", len(before), len(matrixSpecs))
@@ -384,12 +385,12 @@ func runWholeFault(t *testing.T, e *env, reg reconcile.Registry, fn *faultNet, f
 	}
 	fn.set(f.net, f.http)
 	run := e.run(reg)
-	wantResult(t, run, reconcile.ResultFetchFailed)
+	wantResult(t, run, api.ResultFetchFailed)
 	if run.Counts != (store.RunCounts{}) || run.Ops.Deletes != 0 {
 		t.Fatalf("a failed fetch changed specs: counts %+v ops %+v", run.Counts, run.Ops)
 	}
 	st := e.status(reg.Name)
-	if st.LastRun.Result != reconcile.ResultFetchFailed || !errorHasAny(st.LastRun.Error, f.want) {
+	if st.LastRun.Result != api.ResultFetchFailed || !errorHasAny(st.LastRun.Error, f.want) {
 		t.Fatalf("status %q / %q does not name the fault (want one of %q)", st.LastRun.Result, st.LastRun.Error, f.want)
 	}
 	t.Logf("recorded: %s", st.LastRun.Error)
@@ -399,7 +400,7 @@ func runWholeFault(t *testing.T, e *env, reg reconcile.Registry, fn *faultNet, f
 	}
 	for n, r := range after {
 		b := before[n]
-		if r.State != store.StateActive || r.Digest != b.Digest || !r.UpdatedAt.Equal(b.UpdatedAt) || r.ID != b.ID {
+		if r.State != api.SpecActive || r.Digest != b.Digest || !r.UpdatedAt.Equal(b.UpdatedAt) || r.ID != b.ID {
 			t.Fatalf("spec %s was touched during the fault: %+v", n, r)
 		}
 	}
@@ -410,7 +411,7 @@ func runWholeFault(t *testing.T, e *env, reg reconcile.Registry, fn *faultNet, f
 
 	fn.set(netOK, nil)
 	healed := e.run(reg)
-	wantResult(t, healed, reconcile.ResultSucceeded)
+	wantResult(t, healed, api.ResultSucceeded)
 	if later && healed.Counts.Unchanged != len(matrixSpecs) {
 		t.Fatalf("healed run: counts %+v, want %d unchanged", healed.Counts, len(matrixSpecs))
 	}
@@ -512,7 +513,7 @@ func TestFaultMatrixOCIEntries(t *testing.T) {
 				var before map[string]store.SpecRecord
 				var snap *invariant.State
 				if later {
-					wantResult(t, e.run(rig.reg), reconcile.ResultSucceeded)
+					wantResult(t, e.run(rig.reg), api.ResultSucceeded)
 					before = e.specs("oci")
 					snap = invariant.Require(t, e.client, invariant.Options{Settled: true, Feed: true})
 				}
@@ -521,7 +522,7 @@ func TestFaultMatrixOCIEntries(t *testing.T) {
 				// cache and never see a fault behind them; a new one does.
 				rig.coldStart(t)
 				run := e.run(rig.reg)
-				wantResult(t, run, reconcile.ResultSucceeded)
+				wantResult(t, run, api.ResultSucceeded)
 				if run.Counts.Marked != 0 || run.Counts.Deleted != 0 {
 					t.Fatalf("a broken entry marked or deleted: %+v", run.Counts)
 				}
@@ -535,7 +536,7 @@ func TestFaultMatrixOCIEntries(t *testing.T) {
 				specs := e.specs("oci")
 				if later {
 					redis := specs["redis"]
-					if redis.State != store.StateActive || redis.Digest != before["redis"].Digest || redis.EntryError == "" {
+					if redis.State != api.SpecActive || redis.Digest != before["redis"].Digest || redis.EntryError == "" {
 						t.Fatalf("broken entry's spec %+v: want its last good version, active, with the entry error", redis)
 					}
 					if got := activeNames(specs); len(got) != 3 {
@@ -556,9 +557,9 @@ func TestFaultMatrixOCIEntries(t *testing.T) {
 				rig.fn.set(netOK, nil)
 				rig.pushSpec(t, "specs/redis", specYAML("redis"))
 				healed := e.run(rig.reg)
-				wantResult(t, healed, reconcile.ResultSucceeded)
+				wantResult(t, healed, api.ResultSucceeded)
 				got := e.specs("oci")["redis"]
-				if got.State != store.StateActive || got.EntryError != "" || got.ID != spec.DeriveSpecID("oci", "redis") {
+				if got.State != api.SpecActive || got.EntryError != "" || got.ID != spec.DeriveSpecID("oci", "redis") {
 					t.Fatalf("healed redis %+v", got)
 				}
 				invariant.Require(t, e.client, invariant.Options{Settled: true, Feed: true, Previous: snap})
@@ -577,7 +578,7 @@ func TestFaultMatrixOCITagVanishes(t *testing.T) {
 	for _, n := range matrixSpecs {
 		rig.pushSpec(t, "specs/"+n, specYAML(n))
 	}
-	wantResult(t, e.run(rig.reg), reconcile.ResultSucceeded)
+	wantResult(t, e.run(rig.reg), api.ResultSucceeded)
 	id := e.specs("oci")["redis"].ID
 	snap := invariant.Require(t, e.client, invariant.Options{Settled: true, Feed: true})
 	rig.fn.set(netOK, status(404, "", func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/v2/specs/redis/manifests/") }))
@@ -585,7 +586,7 @@ func TestFaultMatrixOCITagVanishes(t *testing.T) {
 	if run.Counts.Marked != 1 || run.Counts.Deleted != 0 {
 		t.Fatalf("counts %+v, want redis marked, nothing deleted", run.Counts)
 	}
-	if got := e.specs("oci")["redis"]; got.State != store.StateMarked || got.ID != id {
+	if got := e.specs("oci")["redis"]; got.State != api.SpecMarked || got.ID != id {
 		t.Fatalf("redis %+v, want marked with id %s", got, id)
 	}
 	snap = invariant.Require(t, e.client, invariant.Options{Settled: true, Feed: true, Previous: snap})
@@ -613,7 +614,7 @@ func TestFaultMatrixCatalogPageK(t *testing.T) {
 				oci.pushSpec(t, "specs/"+n, specYAML(n))
 			}
 			reg := oci.registry(t, "paged", 2)
-			wantResult(t, e.run(reg), reconcile.ResultSucceeded)
+			wantResult(t, e.run(reg), api.ResultSucceeded)
 			pages := pr.seen()
 			if len(pages) < 4 {
 				t.Fatalf("the healthy listing had %d catalog pages (%q), want at least 4", len(pages), pages)
@@ -621,7 +622,7 @@ func TestFaultMatrixCatalogPageK(t *testing.T) {
 			snap := invariant.Require(t, e.client, invariant.Options{Settled: true, Feed: true})
 			pr.fail(pages[k-1])
 			run := e.run(reg)
-			wantResult(t, run, reconcile.ResultFetchFailed)
+			wantResult(t, run, api.ResultFetchFailed)
 			if !strings.Contains(run.Error, fmt.Sprintf("catalog page %d", k)) || !strings.Contains(run.Error, "500") {
 				t.Fatalf("error %q does not name page %d and its 500", run.Error, k)
 			}
@@ -633,7 +634,7 @@ func TestFaultMatrixCatalogPageK(t *testing.T) {
 			}
 			snap = invariant.Require(t, e.client, invariant.Options{Settled: true, Feed: true, Previous: snap})
 			pr.fail("")
-			wantResult(t, e.run(reg), reconcile.ResultSucceeded)
+			wantResult(t, e.run(reg), api.ResultSucceeded)
 			invariant.Require(t, e.client, invariant.Options{Settled: true, Feed: true, Previous: snap})
 		})
 	}

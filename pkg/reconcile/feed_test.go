@@ -10,6 +10,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/reconcile"
 	"github.com/specsync/specsync/pkg/registry"
 	"github.com/specsync/specsync/pkg/spec"
@@ -172,7 +173,7 @@ func TestLeftLeaseDefeatsTheShortCut(t *testing.T) {
 	e.runner.LeaseTTL = time.Minute
 	reg := dirRegistry(t, "local", specFiles("alpha"), defaultPolicy)
 	e.run(reg)
-	if run := e.run(reg); run.Result != reconcile.ResultUnchanged {
+	if run := e.run(reg); run.Result != api.ResultUnchanged {
 		t.Fatalf("second run %s, want unchanged", run.Result)
 	}
 	// The dead run's lease, already expired.
@@ -180,13 +181,13 @@ func TestLeftLeaseDefeatsTheShortCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Millisecond)
-	if run := e.run(reg); run.Result != reconcile.ResultSucceeded {
+	if run := e.run(reg); run.Result != api.ResultSucceeded {
 		t.Fatalf("after a dead run: %s, want a full run", run.Result)
 	}
 	if st := e.status("local"); st.Lease != nil {
 		t.Fatalf("lease not released: %+v", st.Lease)
 	}
-	if run := e.run(reg); run.Result != reconcile.ResultUnchanged {
+	if run := e.run(reg); run.Result != api.ResultUnchanged {
 		t.Fatalf("after the full run: %s, want unchanged", run.Result)
 	}
 }
@@ -233,14 +234,14 @@ func TestFeedHeldBackAndAdoption(t *testing.T) {
 	// Gone upstream: marked, kept (referenced).
 	delete(fsys, "db.yaml")
 	e.run(reg)
-	if got := e.specs("local")["db"]; got.State != store.StateMarked {
+	if got := e.specs("local")["db"]; got.State != api.SpecMarked {
 		t.Fatalf("state %s, want marked", got.State)
 	}
 	// Back, but without the plan in use: held back, and unmarked.
 	fsys["db.yaml"] = &fstest.MapFile{Data: []byte(specYAML("db", "small"))}
 	run := e.run(reg)
 	got := e.specs("local")["db"]
-	if run.Counts.HeldBack != 1 || run.Counts.Unmarked != 1 || got.State != store.StateActive || got.Digest != rec.Digest || got.Generation != 1 {
+	if run.Counts.HeldBack != 1 || run.Counts.Unmarked != 1 || got.State != api.SpecActive || got.Digest != rec.Digest || got.Generation != 1 {
 		t.Fatalf("held back while marked: counts %+v, stored %s %s gen %d", run.Counts, got.State, got.Digest, got.Generation)
 	}
 	if got.HeldBack == nil || !strings.Contains(strings.Join(got.HeldBack.Blockers, ";"), large.ID) || !slices.Equal(got.HeldBack.Instances, []string{"i1"}) {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/reconcile"
 	"github.com/specsync/specsync/pkg/registry"
 	"github.com/specsync/specsync/pkg/store"
@@ -71,7 +72,7 @@ func TestScenarioHTTPIndexNotModified(t *testing.T) {
 		t.Fatalf("counts %+v", run.Counts)
 	}
 	run = e.run(reg)
-	wantResult(t, run, reconcile.ResultUnchanged)
+	wantResult(t, run, api.ResultUnchanged)
 	if run.Ops != (store.Counts{Reads: 1}) || idx.notMod != 1 || idx.requests != 2 {
 		t.Fatalf("unchanged index: ops %+v, %d requests, %d answered 304", run.Ops, idx.requests, idx.notMod)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/store"
 )
 
@@ -35,10 +36,11 @@ type knowledge struct {
 // reads only the specs the plan asks for: those whose entry changed,
 // went away or broke, the unclean ones and the marked ones, so a run with
 // k changed entries reads k specs, not the registry's size. Otherwise it
-// reads every spec the registry owns.
+// reads every spec the registry owns (as a dry run, which reads no
+// status, always does).
 func (r *Runner) known(ctx context.Context, st *store.Store, reg Registry, status *store.RegistryStatus, candidates []Candidate) (knowledge, error) {
 	k := knowledge{full: map[string]store.SpecRecord{}}
-	if status.ManifestTrusted() {
+	if status != nil && status.ManifestTrusted() {
 		entries, err := st.ReadManifest(ctx, reg.Name, status.Manifest)
 		if err != nil {
 			return k, err
@@ -112,7 +114,7 @@ func newManifest(stored []Stored) manifest {
 	for _, s := range stored {
 		clean := s.Clean
 		if !s.Partial {
-			clean = s.State == StateActive && s.EntryError == "" && s.HeldBackDigest == ""
+			clean = s.State == api.SpecActive && s.EntryError == "" && !s.HeldBack
 		}
 		m[s.ID] = store.ManifestEntry{SpecID: s.ID, Entry: s.Entry, Digest: s.Digest, State: s.State, Clean: clean}
 	}
@@ -135,7 +137,7 @@ func (m manifest) offered(c Candidate, o store.UpsertOutcome) {
 	case store.Created, store.Updated, store.Unmarked, store.Repaired, store.Unchanged:
 		// The spec now holds exactly the offered content, active, with
 		// no entry error and nothing held back.
-		m[c.ID] = store.ManifestEntry{SpecID: c.ID, Entry: c.Entry, Digest: c.Digest, State: StateActive, Clean: true}
+		m[c.ID] = store.ManifestEntry{SpecID: c.ID, Entry: c.Entry, Digest: c.Digest, State: api.SpecActive, Clean: true}
 	default: // a conflict: another registry's spec
 		delete(m, c.ID)
 	}
@@ -148,7 +150,7 @@ func (m manifest) held(id string, o store.HoldOutcome) {
 	case o == store.HeldSkipped:
 		delete(m, id)
 	case ok:
-		e.State, e.Clean = StateActive, false
+		e.State, e.Clean = api.SpecActive, false
 		m[id] = e
 	}
 }
@@ -158,7 +160,7 @@ func (m manifest) held(id string, o store.HoldOutcome) {
 func (m manifest) marked(id string, ok bool) {
 	if e, found := m[id]; found {
 		if ok {
-			e.State = StateMarked
+			e.State = api.SpecMarked
 		}
 		e.Clean = false
 		m[id] = e

@@ -17,6 +17,7 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/invariant"
 	"github.com/specsync/specsync/pkg/reconcile"
@@ -118,7 +119,7 @@ func outageMidRun(t *testing.T, outage, limit time.Duration, mustFail bool) {
 
 	refClient, _ := emulatortest.FirestoreProject(t)
 	_, refReg := crashWorld(t, refClient)
-	if run, err := reconcileAndCommit(ctx, refClient, refReg); err != nil || run.Result != reconcile.ResultSucceeded {
+	if run, err := reconcileAndCommit(ctx, refClient, refReg); err != nil || run.Result != api.ResultSucceeded {
 		t.Fatalf("uninterrupted run: %s %v", run.Result, err)
 	}
 	want := outcome(t, refClient)
@@ -150,7 +151,7 @@ func outageMidRun(t *testing.T, outage, limit time.Duration, mustFail bool) {
 		cancel()
 		results = append(results, string(run.Result))
 		invariant.Require(t, client, invariant.Options{})
-		if err == nil && run.Result == reconcile.ResultSucceeded {
+		if err == nil && run.Result == api.ResultSucceeded {
 			break
 		}
 		if err != nil && !failure.Retryable(err) {

@@ -15,12 +15,7 @@ import (
 	"github.com/specsync/specsync/pkg/api"
 
 	"github.com/specsync/specsync/pkg/spec"
-)
-
-// Spec states as stored.
-const (
-	StateActive = api.SpecActive
-	StateMarked = api.SpecMarked
+	"github.com/specsync/specsync/pkg/store"
 )
 
 // Candidate is one entry of a fetched listing, ready to be planned: ids
@@ -53,12 +48,18 @@ type Stored struct {
 	Clean      bool // Partial only
 	Instances  int
 	EntryError string
-	// HeldBackDigest is the digest of a newer version held back earlier.
-	HeldBackDigest string
+	// HeldBack says a newer version is recorded as held back.
+	HeldBack bool
 	// PlansInUse and PlatformsInUse count instances per plan id and per
 	// OCI platform: a new version must keep serving all of them.
 	PlansInUse     map[string]int
 	PlatformsInUse map[string]int
+}
+
+// offerTarget is what deciding an offer needs of the stored spec
+// (store.DecideOffer: the rule the store writes by).
+func (s Stored) offerTarget() *store.OfferTarget {
+	return &store.OfferTarget{Entry: s.Entry, Digest: s.Digest, State: s.State, EntryError: s.EntryError != "", HeldBack: s.HeldBack}
 }
 
 // Policy is a registry's deletion policy.
@@ -166,18 +167,22 @@ func MakePlan(listing []Candidate, stored []Stored, policy Policy) Plan {
 		}
 		offered[c.ID] = c.Entry
 		s, known := byID[c.ID]
-		switch {
-		case !known:
+		var target *store.OfferTarget
+		if known {
+			target = s.offerTarget()
+		}
+		switch store.DecideOffer(target, c.Entry, c.Digest) {
+		case store.Created:
 			p.Create = append(p.Create, c)
-		case s.Digest != c.Digest:
+		case store.Updated:
 			if blockers := strands(s, c.Spec); len(blockers) > 0 {
 				p.HoldBack = append(p.HoldBack, HeldBack{Candidate: c, Blockers: blockers})
 				continue
 			}
 			p.Update = append(p.Update, c)
-		case s.State == StateMarked:
+		case store.Unmarked:
 			p.Unmark = append(p.Unmark, c)
-		case s.EntryError != "" || s.Entry != c.Entry || s.HeldBackDigest != "":
+		case store.Repaired:
 			p.Repair = append(p.Repair, c)
 		default:
 			p.Unchanged++
@@ -187,14 +192,14 @@ func MakePlan(listing []Candidate, stored []Stored, policy Policy) Plan {
 	active := 0
 	var mark, del, keep []Stored
 	for _, s := range sortedStored(stored) {
-		if s.State == StateActive {
+		if s.State == api.SpecActive {
 			active++
 		}
 		if _, ok := offered[s.ID]; ok || failedEntries[s.Entry] {
 			continue
 		}
 		switch {
-		case s.State == StateActive:
+		case s.State == api.SpecActive:
 			mark = append(mark, s)
 		case s.Instances > 0:
 			keep = append(keep, s)
@@ -245,7 +250,7 @@ func needFull(listing []Candidate, stored []Stored) []string {
 		if c.Err != nil || c.Spec == nil {
 			continue // a broken entry's specs need reading
 		}
-		if s, ok := partial[c.ID]; ok && s.Clean && s.State == StateActive && s.Digest == c.Digest && s.Entry == c.Entry {
+		if s, ok := partial[c.ID]; ok && s.Clean && s.State == api.SpecActive && s.Digest == c.Digest && s.Entry == c.Entry {
 			unchanged[c.ID] = true
 		}
 	}

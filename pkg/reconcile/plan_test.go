@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/spec"
 )
 
@@ -18,11 +19,11 @@ func bad(entry, msg string) Candidate {
 }
 
 func active(id, entry, digest string) Stored {
-	return Stored{ID: id, Entry: entry, Name: entry, Digest: digest, State: StateActive}
+	return Stored{ID: id, Entry: entry, Name: entry, Digest: digest, State: api.SpecActive}
 }
 
 func marked(id, entry string, instances int) Stored {
-	return Stored{ID: id, Entry: entry, Name: entry, Digest: "d-" + id, State: StateMarked, Instances: instances}
+	return Stored{ID: id, Entry: entry, Name: entry, Digest: "d-" + id, State: api.SpecMarked, Instances: instances}
 }
 
 func withError(s Stored, msg string) Stored { s.EntryError = msg; return s }
@@ -204,8 +205,8 @@ func inUse(s Stored, plans map[string]int, platforms map[string]int) Stored {
 	return s
 }
 
-func heldBack(s Stored, digest string) Stored {
-	s.HeldBackDigest = digest
+func heldBack(s Stored) Stored {
+	s.HeldBack = true
 	return s
 }
 
@@ -235,9 +236,9 @@ func TestMakePlanHoldsBackStrandingVersions(t *testing.T) {
 		// blocking instance since moved to small by a PATCH (which leaves
 		// large's count at zero), is adopted.
 		{"held back, its blocker moved to a kept plan", withPlans(cand("a", "A", "d2"), []string{"small"}),
-			heldBack(inUse(active("A", "a", "d1"), map[string]int{"small": 2, "large": 0}, nil), "d2"), false, ""},
+			heldBack(inUse(active("A", "a", "d1"), map[string]int{"small": 2, "large": 0}, nil)), false, ""},
 		{"held back, its blocker still there", withPlans(cand("a", "A", "d2"), []string{"small"}),
-			heldBack(inUse(active("A", "a", "d1"), map[string]int{"small": 1, "large": 1}, nil), "d2"), true, "plan large is used by 1 instances"},
+			heldBack(inUse(active("A", "a", "d1"), map[string]int{"small": 1, "large": 1}, nil)), true, "plan large is used by 1 instances"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -292,11 +293,11 @@ func TestGuardReasonSaysWhy(t *testing.T) {
 
 // known is a partial record: what the manifest says of a spec.
 func known(id, entry, digest string, clean bool) Stored {
-	return Stored{ID: id, Entry: entry, Digest: digest, State: StateActive, Partial: true, Clean: clean}
+	return Stored{ID: id, Entry: entry, Digest: digest, State: api.SpecActive, Partial: true, Clean: clean}
 }
 
 func knownMarked(id, entry string) Stored {
-	return Stored{ID: id, Entry: entry, Digest: "d-" + id, State: StateMarked, Partial: true}
+	return Stored{ID: id, Entry: entry, Digest: "d-" + id, State: api.SpecMarked, Partial: true}
 }
 
 // Per-entry digests: with the manifest's partial records a plan reads only

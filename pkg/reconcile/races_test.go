@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/invariant"
 	"github.com/specsync/specsync/pkg/reconcile"
@@ -158,7 +159,7 @@ func TestRacesProvisionVersusDelete(t *testing.T) {
 	e.run(empty)
 	st := invariant.Require(t, e.client, invariant.Options{Settled: true, Feed: true})
 	for _, r := range st.Specs {
-		if r.Instances == 0 && r.State == store.StateMarked {
+		if r.Instances == 0 && r.State == api.SpecMarked {
 			t.Fatalf("spec %s is marked and unreferenced after a full run", r.Name)
 		}
 	}

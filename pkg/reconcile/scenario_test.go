@@ -26,7 +26,7 @@ var defaultPolicy = reconcile.Policy{MaxMarkShare: 0.5}
 func activeNames(specs map[string]store.SpecRecord) []string {
 	var out []string
 	for n, r := range specs {
-		if r.State == store.StateActive {
+		if r.State == api.SpecActive {
 			out = append(out, n)
 		}
 	}
@@ -55,7 +55,7 @@ func TestScenarioRegistryDownOnSecondRun(t *testing.T) {
 	reg := oci.registry(t, "team", 100)
 
 	first := e.run(reg)
-	wantResult(t, first, reconcile.ResultSucceeded)
+	wantResult(t, first, api.ResultSucceeded)
 	if first.Counts.Created != 3 {
 		t.Fatalf("first run created %d, want 3", first.Counts.Created)
 	}
@@ -64,7 +64,7 @@ func TestScenarioRegistryDownOnSecondRun(t *testing.T) {
 
 	oci.set(func(f *faults) { f.down = true })
 	second := e.run(reg)
-	wantResult(t, second, reconcile.ResultFetchFailed)
+	wantResult(t, second, api.ResultFetchFailed)
 	if second.Counts != (store.RunCounts{}) || second.Ops.Deletes != 0 {
 		t.Fatalf("a failed fetch changed specs: counts %+v ops %+v", second.Counts, second.Ops)
 	}
@@ -78,7 +78,7 @@ func TestScenarioRegistryDownOnSecondRun(t *testing.T) {
 		}
 	}
 	st := e.status("team")
-	if st.LastRun.Result != reconcile.ResultFetchFailed || !strings.Contains(st.LastRun.Error, "503") {
+	if st.LastRun.Result != api.ResultFetchFailed || !strings.Contains(st.LastRun.Error, "503") {
 		t.Fatalf("status does not record the outage: %+v", st.LastRun)
 	}
 	if e.revision() != rev {
@@ -89,7 +89,7 @@ func TestScenarioRegistryDownOnSecondRun(t *testing.T) {
 	// failed, so the run is a full one and the status heals.
 	oci.set(func(f *faults) { f.down = false })
 	third := e.run(reg)
-	wantResult(t, third, reconcile.ResultSucceeded)
+	wantResult(t, third, api.ResultSucceeded)
 	if third.Counts.Unchanged != 3 || third.Ops.Writes != 1 {
 		t.Fatalf("recovery run: counts %+v ops %+v, want 3 unchanged and only the status written", third.Counts, third.Ops)
 	}
@@ -107,7 +107,7 @@ func TestScenarioCatalogSecondPageFails(t *testing.T) {
 	}
 	reg := oci.registry(t, "paged", 2)
 	first := e.run(reg)
-	wantResult(t, first, reconcile.ResultSucceeded)
+	wantResult(t, first, api.ResultSucceeded)
 	if first.Counts.Created != len(names) {
 		t.Fatalf("created %d over paginated catalog, want %d (pagination not followed?)", first.Counts.Created, len(names))
 	}
@@ -116,7 +116,7 @@ func TestScenarioCatalogSecondPageFails(t *testing.T) {
 	// retry of a 5xx must not turn a broken page into a short listing.
 	oci.set(func(f *faults) { f.failLaterPages = true })
 	second := e.run(reg)
-	wantResult(t, second, reconcile.ResultFetchFailed)
+	wantResult(t, second, api.ResultFetchFailed)
 	if !strings.Contains(second.Error, "500") {
 		t.Fatalf("error %q does not say what failed", second.Error)
 	}
@@ -148,9 +148,9 @@ func TestScenarioVanishThenReturn(t *testing.T) {
 	saved := fsys["redis.yaml"]
 	delete(fsys, "redis.yaml")
 	run := e.run(reg)
-	wantResult(t, run, reconcile.ResultSucceeded)
+	wantResult(t, run, api.ResultSucceeded)
 	got := e.specs("local")["redis"]
-	if run.Counts.Marked != 1 || got.State != store.StateMarked || got.ID != id {
+	if run.Counts.Marked != 1 || got.State != api.SpecMarked || got.ID != id {
 		t.Fatalf("vanished spec: counts %+v, record %+v; want marked with id %s", run.Counts, got, id)
 	}
 	if e.revision() == rev {
@@ -160,7 +160,7 @@ func TestScenarioVanishThenReturn(t *testing.T) {
 	fsys["redis.yaml"] = saved
 	run = e.run(reg)
 	got = e.specs("local")["redis"]
-	if run.Counts.Unmarked != 1 || got.State != store.StateActive || got.ID != id {
+	if run.Counts.Unmarked != 1 || got.State != api.SpecActive || got.ID != id {
 		t.Fatalf("returned spec: counts %+v, record state %s id %s; want unmarked with id %s", run.Counts, got.State, got.ID, id)
 	}
 
@@ -212,7 +212,7 @@ func TestScenarioPinnedMarkedSpecSurvives(t *testing.T) {
 			t.Fatalf("a repeat run that only re-confirms a kept spec wrote %d documents: %+v", run.Ops.Writes, run)
 		}
 	}
-	if got := e.specs("local")["redis"]; got.State != store.StateMarked || got.Instances != 1 {
+	if got := e.specs("local")["redis"]; got.State != api.SpecMarked || got.Instances != 1 {
 		t.Fatalf("pinned spec %+v, want marked with 1 instance", got)
 	}
 	st := e.status("local")
@@ -266,7 +266,7 @@ func TestScenarioBadLabelAmongMany(t *testing.T) {
 		t.Fatalf("counts %+v, want nothing marked and 2 entry errors", run.Counts)
 	}
 	after := e.specs("team")["svc-3"]
-	if after.State != store.StateActive || after.Digest != good.Digest || after.EntryError == "" {
+	if after.State != api.SpecActive || after.Digest != good.Digest || after.EntryError == "" {
 		t.Fatalf("broken spec record %+v: want last good version, active, with the error recorded", after)
 	}
 	oci.pushSpec(t, "specs/svc-3", specYAML("svc-3"))
@@ -290,7 +290,7 @@ func TestScenarioEmptyListingGuard(t *testing.T) {
 		delete(fsys, k)
 	}
 	run := e.run(reg)
-	wantResult(t, run, reconcile.ResultGuarded)
+	wantResult(t, run, api.ResultGuarded)
 	if run.Counts.Marked != 0 || len(activeNames(e.specs("local"))) != 4 {
 		t.Fatalf("guarded run marked %d; active %v", run.Counts.Marked, activeNames(e.specs("local")))
 	}
@@ -302,12 +302,12 @@ func TestScenarioEmptyListingGuard(t *testing.T) {
 	}
 	// Guarded runs do not become the baseline: the same empty listing is
 	// evaluated (and guarded) again rather than skipped as unchanged.
-	wantResult(t, e.run(reg), reconcile.ResultGuarded)
+	wantResult(t, e.run(reg), api.ResultGuarded)
 
 	// Three of four gone is more than half: guarded too.
 	fsys["a.yaml"] = &fstest.MapFile{Data: []byte(specYAML("a"))}
 	run = e.run(reg)
-	wantResult(t, run, reconcile.ResultGuarded)
+	wantResult(t, run, api.ResultGuarded)
 	if !strings.Contains(run.Guard, "3 of 4") {
 		t.Fatalf("guard %q", run.Guard)
 	}
@@ -315,7 +315,7 @@ func TestScenarioEmptyListingGuard(t *testing.T) {
 	allowed := reg
 	allowed.Policy.AllowMassDeletion = true
 	run = e.run(allowed)
-	wantResult(t, run, reconcile.ResultSucceeded)
+	wantResult(t, run, api.ResultSucceeded)
 	if run.Counts.Marked != 3 {
 		t.Fatalf("allowed run marked %d, want 3", run.Counts.Marked)
 	}
@@ -331,7 +331,7 @@ func TestScenarioUnchangedListingCostsOneRead(t *testing.T) {
 	e.run(reg)
 	rev := e.revision()
 	run := e.run(reg)
-	wantResult(t, run, reconcile.ResultUnchanged)
+	wantResult(t, run, api.ResultUnchanged)
 	if run.Ops != (store.Counts{Reads: 1}) {
 		t.Fatalf("unchanged run used %+v, want exactly 1 read", run.Ops)
 	}
@@ -352,7 +352,7 @@ func TestScenarioUnchangedListingCostsOneRead(t *testing.T) {
 	rev = e.revision()
 	fsys["c.yaml"] = &fstest.MapFile{Data: []byte("# reformatted\n" + specYAML("c"))}
 	run = e.run(reg)
-	wantResult(t, run, reconcile.ResultUnchanged)
+	wantResult(t, run, api.ResultUnchanged)
 	if run.Ops != (store.Counts{Reads: 1}) || e.revision() != rev {
 		t.Fatalf("cosmetic change: ops %+v; want 1 read and the same revision", run.Ops)
 	}
@@ -427,7 +427,7 @@ func TestScenarioIDConflictBetweenRegistries(t *testing.T) {
 		t.Fatalf("owner's status does not name the contender: %+v", st.ContestedBy)
 	}
 	// A run with conflicts is never skipped as unchanged: it re-checks.
-	if run := e.run(other); run.Result == reconcile.ResultUnchanged {
+	if run := e.run(other); run.Result == api.ResultUnchanged {
 		t.Fatal("a registry with conflicts was skipped as unchanged")
 	}
 	delete(otherFS, "shared.yaml")
@@ -554,7 +554,7 @@ func TestScenarioHalfUpgradeHeldBack(t *testing.T) {
 		t.Fatalf("status does not say what is held back: %+v", st.LastRun)
 	}
 	// Still blocked: the unchanged listing is re-checked, not skipped.
-	if run := e.run(reg); run.Result == reconcile.ResultUnchanged || run.Counts.HeldBack != 1 {
+	if run := e.run(reg); run.Result == api.ResultUnchanged || run.Counts.HeldBack != 1 {
 		t.Fatalf("repeat run: %+v", run)
 	}
 	if _, err := e.store.DeleteInstance(ctx, "i1"); err != nil {

@@ -30,7 +30,7 @@ func (s *Store) ListSpecs(ctx context.Context, f SpecFilter) ([]SpecRecord, erro
 		err error
 	)
 	switch {
-	case f.Registry != "" && f.State == StateMarked:
+	case f.Registry != "" && f.State == api.SpecMarked:
 		out, err = s.MarkedSpecs(ctx, f.Registry)
 	case f.Registry != "":
 		out, err = s.OwnedSpecs(ctx, f.Registry)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/store"
 )
 
@@ -30,11 +31,11 @@ func TestChangesCarryTheirWriteAndCreation(t *testing.T) {
 		return snap.UpdateTime
 	}
 	type write struct {
-		kind      string
+		kind      api.ChangeKind
 		updatedAt time.Time // the spec document's update time after the write
 	}
 	var writes []write
-	wrote := func(kind, id string) {
+	wrote := func(kind api.ChangeKind, id string) {
 		t.Helper()
 		writes = append(writes, write{kind, updateTime(id)})
 	}
@@ -47,34 +48,34 @@ func TestChangesCarryTheirWriteAndCreation(t *testing.T) {
 	if _, err := st.CreateSpecs(ctx, batches[0]); err != nil {
 		t.Fatal(err)
 	}
-	wrote("created", o.Spec.ID)
+	wrote(api.ChangeCreated, o.Spec.ID)
 	mq := offer(t, "r1", "mq", "small").Spec.ID
-	wrote("created", mq)
+	wrote(api.ChangeCreated, mq)
 	if res, err := st.UpsertSpec(ctx, offer(t, "r1", "db", "small", "large")); err != nil || res.Outcome != store.Updated {
 		t.Fatalf("update: %+v %v", res, err)
 	}
-	wrote("updated", o.Spec.ID)
+	wrote(api.ChangeUpdated, o.Spec.ID)
 	if ok, err := st.MarkSpec(ctx, "r1", o.Spec.ID, "run-1"); err != nil || !ok {
 		t.Fatalf("mark: %v %v", ok, err)
 	}
-	wrote("marked", o.Spec.ID)
+	wrote(api.ChangeMarked, o.Spec.ID)
 	h := store.HeldBackSpec{SpecID: o.Spec.ID, Name: "db", Digest: "sha256:next", Blockers: []string{"plan x is used by 1 instances"}}
 	if got, err := st.HoldBack(ctx, "r1", h, "run-2"); err != nil || got != store.HeldUnmarked {
 		t.Fatalf("hold back while marked: %s %v", got, err)
 	}
-	wrote("unmarked", o.Spec.ID)
+	wrote(api.ChangeUnmarked, o.Spec.ID)
 	if got, err := st.HoldBack(ctx, "r1", store.HeldBackSpec{SpecID: mq, Name: "mq", Digest: "sha256:other"}, "run-2"); err != nil || got != store.HeldNew {
 		t.Fatalf("hold back: %s %v", got, err)
 	}
-	wrote("held_back", mq)
+	wrote(api.ChangeHeldBack, mq)
 	if ok, err := st.MarkSpec(ctx, "r1", mq, "run-2"); err != nil || !ok {
 		t.Fatalf("mark mq: %v %v", ok, err)
 	}
-	wrote("marked", mq)
+	wrote(api.ChangeMarked, mq)
 	if res, err := st.UpsertSpec(ctx, offer(t, "r1", "mq", "small")); err != nil || res.Outcome != store.Unmarked {
 		t.Fatalf("unmark mq: %+v %v", res, err)
 	}
-	wrote("unmarked", mq)
+	wrote(api.ChangeUnmarked, mq)
 	createdAt := func(id string) time.Time {
 		t.Helper()
 		rec, err := st.GetSpec(ctx, id)
@@ -89,11 +90,11 @@ func TestChangesCarryTheirWriteAndCreation(t *testing.T) {
 	if ok, err := st.MarkSpec(ctx, "r1", mq, "run-3"); err != nil || !ok {
 		t.Fatalf("mark mq again: %v %v", ok, err)
 	}
-	wrote("marked", mq)
+	wrote(api.ChangeMarked, mq)
 	if out, _, err := st.DeleteMarked(ctx, "r1", mq, "run-4", time.Now().Add(time.Hour)); err != nil || out != store.Deleted {
 		t.Fatalf("delete: %s %v", out, err)
 	}
-	writes = append(writes, write{kind: "deleted"})
+	writes = append(writes, write{kind: api.ChangeDeleted})
 
 	if _, err := st.CommitPending(ctx, time.Hour); err != nil {
 		t.Fatal(err)
@@ -102,11 +103,11 @@ func TestChangesCarryTheirWriteAndCreation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var kinds []string
+	var kinds []api.ChangeKind
 	for _, c := range cs {
-		kinds = append(kinds, string(c.Kind))
+		kinds = append(kinds, c.Kind)
 	}
-	var wantKinds []string
+	var wantKinds []api.ChangeKind
 	for _, w := range writes {
 		wantKinds = append(wantKinds, w.kind)
 	}

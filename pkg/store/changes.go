@@ -19,16 +19,6 @@ import (
 // visible catalog change.
 const ChangesCollection = "changes"
 
-// Change kinds: what happened to a spec, as the catalog sees it.
-const (
-	KindCreated  = api.ChangeCreated
-	KindUpdated  = api.ChangeUpdated  // a new version adopted
-	KindUnmarked = api.ChangeUnmarked // offered again: back in the catalog
-	KindMarked   = api.ChangeMarked   // no longer offered: out of the catalog, kept until unreferenced
-	KindDeleted  = api.ChangeDeleted  // gone for good
-	KindHeldBack = api.ChangeHeldBack // a new version not adopted; the served one is unchanged
-)
-
 // Change is a changes/{id} document.
 //
 // A change is written in the same transaction as the spec write it

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/spec"
 	"github.com/specsync/specsync/pkg/store"
 )
@@ -48,7 +49,7 @@ func TestCommitPendingFollowsWriteOrderAcrossBatches(t *testing.T) {
 			t.Fatalf("revision %d (%s %s written at %s) was written before revision %d (at %s)", cs[i].Revision, cs[i].Kind, cs[i].Name, cs[i].WrittenAt, cs[i-1].Revision, cs[i-1].WrittenAt)
 		}
 	}
-	if last, prev := cs[431], cs[430]; last.Kind != store.KindMarked || last.Name != "s000" || prev.Registry != "r2" {
+	if last, prev := cs[431], cs[430]; last.Kind != api.ChangeMarked || last.Name != "s000" || prev.Registry != "r2" {
 		t.Fatalf("the last two revisions are %s %s/%s and %s %s/%s; want r2's create, then the mark of s000", prev.Kind, prev.Registry, prev.Name, last.Kind, last.Registry, last.Name)
 	}
 }
@@ -100,7 +101,7 @@ func TestCommitPendingFollowsCommitOrderNotClocks(t *testing.T) {
 		t.Fatalf("r2 takes the id: %+v %v", res, err)
 	}
 	cs = commit(t, st)
-	if len(cs) != 2 || cs[0].Kind != store.KindDeleted || cs[1].Kind != store.KindCreated || cs[1].Registry != "r2" {
+	if len(cs) != 2 || cs[0].Kind != api.ChangeDeleted || cs[1].Kind != api.ChangeCreated || cs[1].Registry != "r2" {
 		t.Fatalf("committed %v, want r1's delete, then r2's create", names(cs))
 	}
 }
@@ -124,7 +125,7 @@ func TestAdoptLegacyPending(t *testing.T) {
 	st := store.New(client)
 	at := time.Now().UTC().Add(-time.Hour)
 	if _, err := client.Collection(store.ChangesCollection).NewDoc().Create(ctx, map[string]any{
-		"kind": store.KindCreated, "spec_id": "legacy-id", "registry": "r1", "name": "legacy",
+		"kind": api.ChangeCreated, "spec_id": "legacy-id", "registry": "r1", "name": "legacy",
 		"spec": `{"id":"legacy-id"}`, "generation": 1, "at": at, "seq": 7, "pending_registry": "r1",
 	}); err != nil {
 		t.Fatal(err)

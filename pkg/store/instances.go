@@ -11,6 +11,7 @@ import (
 
 	"cloud.google.com/go/firestore"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/spec"
 )
@@ -150,7 +151,7 @@ func (s *Store) CreateInstance(ctx context.Context, inst Instance) (CreateInstan
 		if err := specSnap.DataTo(&rec); err != nil {
 			return err
 		}
-		if rec.State != StateActive {
+		if rec.State != api.SpecActive {
 			return failure.New(failure.Invalid, "service %s is marked for deletion and takes no new instances", inst.SpecID)
 		}
 		sp, err := rec.Spec()
@@ -382,7 +383,7 @@ func (s *Store) UpdateInstance(ctx context.Context, u InstanceUpdate) (UpdateIns
 		}
 		next := *cur
 		if u.PlanID != "" && u.PlanID != cur.PlanID {
-			if rec.State != StateActive {
+			if rec.State != api.SpecActive {
 				return failure.New(failure.Invalid, "service %s is marked for deletion: its instances cannot change plans", cur.SpecID)
 			}
 			if _, ok := sp.PlanByID(u.PlanID); !ok {

@@ -10,6 +10,7 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/api"
 )
 
 func manifestEntries(n int) []ManifestEntry {
@@ -19,7 +20,7 @@ func manifestEntries(n int) []ManifestEntry {
 			SpecID: fmt.Sprintf("%08x-0000-5000-8000-%012x", i, i),
 			Entry:  fmt.Sprintf("team/services/service-number-%05d", i),
 			Digest: fmt.Sprintf("sha256:%x", sha256.Sum256(fmt.Appendf(nil, "%d", i))),
-			State:  StateActive, Clean: i%7 != 0,
+			State:  api.SpecActive, Clean: i%7 != 0,
 		}
 	}
 	return out
@@ -51,7 +52,7 @@ func TestManifestShardsRoundTrip(t *testing.T) {
 	if err := st.BeginWriting(ctx, "r", "run-1"); err != nil {
 		t.Fatal(err)
 	}
-	ok, err := st.RecordRunWithManifest(ctx, "r", &Run{ID: "run-1", Result: "succeeded"}, true, "d", "", 0, Seen{Began: true}, want)
+	ok, err := st.RecordRunWithManifest(ctx, "r", &Run{ID: "run-1", Result: api.ResultSucceeded}, true, "d", "", 0, Seen{Began: true}, want)
 	if err != nil || !ok {
 		t.Fatalf("record: %v %v", ok, err)
 	}
@@ -76,7 +77,7 @@ func TestManifestShardsRoundTrip(t *testing.T) {
 	if err := st.BeginWriting(ctx, "r", "run-2"); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := st.RecordRunWithManifest(ctx, "r", &Run{ID: "run-2", Result: "succeeded"}, true, "d", "", 0, Seen{LastRun: "run-1", Began: true}, want[:10]); err != nil || !ok {
+	if ok, err := st.RecordRunWithManifest(ctx, "r", &Run{ID: "run-2", Result: api.ResultSucceeded}, true, "d", "", 0, Seen{LastRun: "run-1", Began: true}, want[:10]); err != nil || !ok {
 		t.Fatalf("record the smaller manifest: %v %v", ok, err)
 	}
 	if snap, err := st.client.Collection(ManifestsCollection).Doc("r.1").Get(ctx); err == nil || snap.Exists() {
@@ -102,7 +103,7 @@ func TestManifestShardsRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if ok, err := st.RecordRunWithManifest(ctx, "r", &Run{ID: "run-3", Result: "succeeded"}, true, "d", "", 0, Seen{LastRun: "run-2", Began: true}, want); err != nil || ok {
+	if ok, err := st.RecordRunWithManifest(ctx, "r", &Run{ID: "run-3", Result: api.ResultSucceeded}, true, "d", "", 0, Seen{LastRun: "run-2", Began: true}, want); err != nil || ok {
 		t.Fatalf("a run that is no longer the writer recorded a manifest: %v %v", ok, err)
 	}
 	if status, _ := st.RegistryStatus(ctx, "r"); status.Manifest != nil || status.LastRun.ID != "run-3" {
@@ -110,7 +111,7 @@ func TestManifestShardsRoundTrip(t *testing.T) {
 	}
 	// Run 4 saw run-2 as the last run; run 3 recorded since: no manifest
 	// either (run 3's writes may postdate what run 4 read).
-	if ok, err := st.RecordRunWithManifest(ctx, "r", &Run{ID: "run-4", Result: "succeeded"}, true, "d", "", 0, Seen{LastRun: "run-2", Began: true}, want); err != nil || ok {
+	if ok, err := st.RecordRunWithManifest(ctx, "r", &Run{ID: "run-4", Result: api.ResultSucceeded}, true, "d", "", 0, Seen{LastRun: "run-2", Began: true}, want); err != nil || ok {
 		t.Fatalf("a run another finished beside recorded a manifest: %v %v", ok, err)
 	}
 }

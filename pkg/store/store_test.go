@@ -111,7 +111,7 @@ func TestMarkAndUnmark(t *testing.T) {
 		t.Fatalf("re-offer: %+v %v", res, err)
 	}
 	rec, _ = st.GetSpec(ctx, o.Spec.ID)
-	if rec.State != store.StateActive || rec.MarkedRun != "" || !rec.MarkedAt.IsZero() {
+	if rec.State != api.SpecActive || rec.MarkedRun != "" || !rec.MarkedAt.IsZero() {
 		t.Fatalf("unmarked record keeps mark fields: %+v", rec)
 	}
 }
@@ -359,7 +359,7 @@ func TestHoldBack(t *testing.T) {
 		t.Fatalf("held back while marked: %s", got)
 	}
 	rec, _ := st.GetSpec(ctx, o.Spec.ID)
-	if rec.State != store.StateActive || rec.HeldBack == nil || rec.HeldBack.Digest != h.Digest || rec.Generation != 1 {
+	if rec.State != api.SpecActive || rec.HeldBack == nil || rec.HeldBack.Digest != h.Digest || rec.Generation != 1 {
 		t.Fatalf("after hold while marked: %+v", rec)
 	}
 	cs := commit(t, st)
@@ -390,11 +390,11 @@ func TestRegistryStatusRoundTrip(t *testing.T) {
 	if err != nil || empty.Name != "never-run" || empty.ListingDigest != "" {
 		t.Fatalf("unknown registry status %+v %v", empty, err)
 	}
-	run := store.Run{ID: "r", Result: "fetch_failed", Error: "boom"}
+	run := store.Run{ID: "r", Result: api.ResultFetchFailed, Error: "boom"}
 	if err := st.RecordRun(ctx, "a", run, false, "", "", 0); err != nil {
 		t.Fatal(err)
 	}
-	run2 := store.Run{ID: "r2", Result: "succeeded", Counts: store.RunCounts{Created: 2}}
+	run2 := store.Run{ID: "r2", Result: api.ResultSucceeded, Counts: store.RunCounts{Created: 2}}
 	if err := st.RecordRun(ctx, "a", run2, true, "sha256:x", "etag", 1); err != nil {
 		t.Fatal(err)
 	}

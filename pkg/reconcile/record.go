@@ -1,0 +1,130 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/specsync/specsync/pkg/api"
+	"github.com/specsync/specsync/pkg/store"
+)
+
+// result is how the run ended, err being the step that failed, if one did.
+func (r *run) result(err error, counts store.RunCounts, kept []store.KeptSpec) api.RunResult {
+	switch {
+	case r.ended != "":
+		return r.ended
+	case err != nil:
+		return api.ResultError
+	case r.dry:
+		return api.ResultDryRun
+	case r.short && counts.Deleted == 0 && sameKept(kept, r.status.LastRun.Kept):
+		return api.ResultUnchanged // every marked spec is still referenced, as last time
+	case r.k.plan.Guarded != "":
+		return api.ResultGuarded
+	}
+	return api.ResultSucceeded
+}
+
+// report is the run as it ended, err being the step that failed, if one
+// did. Its counts are what the steps did; a run that failed part-way
+// counts the writes it made, and only a run that finished lists (and
+// counts) its entry errors, conflicts and held-back versions.
+func (r *run) report(err error) store.Run {
+	rec := r.rec
+	if err != nil {
+		rec.Error = err.Error()
+	}
+	rec.Guard = r.k.plan.Guarded
+	rec.Counts = runCounts(r.done)
+	rec.Kept = keptSpecs(r.done)
+	rec.Result = r.result(err, rec.Counts, rec.Kept)
+	switch finished := err == nil && r.ended == ""; {
+	case finished && r.short:
+		// The listing, and so its entry errors, are the last run's.
+		last := r.status.LastRun
+		rec.Errors, rec.ErrorsTotal, rec.Counts.EntryErrors = last.Errors, last.ErrorsTotal, last.Counts.EntryErrors
+	case finished:
+		recordErrors(&rec, entryErrors(r.k.plan, r.done))
+		rec.Conflicts = conflicts(r.done)
+		rec.HeldBack = r.done.held
+		rec.Counts.HeldBack = len(r.k.plan.HoldBack)
+	}
+	rec.FinishedAt = r.now().UTC()
+	rec.DurationMS = rec.FinishedAt.Sub(rec.StartedAt).Milliseconds()
+	rec.Ops = r.ops.Snapshot()
+	return rec
+}
+
+// record ends the run: it reports it, writes it to the registry's status
+// (the one write that says how the run went) and returns it with the
+// run's error, if it has one.
+func (r *run) record(ctx context.Context, err error) (store.Run, error) {
+	rec := r.report(err)
+	wrap := func(err error) error { return fmt.Errorf("reconcile %s: %w", r.reg.Name, err) }
+	switch {
+	case r.status == nil || rec.Result == api.ResultBusy:
+		// No status to record against, or another run's turn: it records.
+		return rec, wrap(err)
+	case rec.Result == api.ResultUnchanged:
+		// Nothing changed: do not pay a write to say so.
+		if r.short {
+			r.log.Info("registry unchanged; marked specs still referenced", "kept", rec.Counts.Kept)
+		} else {
+			r.log.Info("registry unchanged", "firestore_reads", rec.Ops.Reads)
+		}
+		return rec, nil
+	}
+
+	// What becomes of the registry's baseline (the listing a later run
+	// compares with), and how many specs stay marked: a run that failed
+	// or could not fetch keeps the old baseline, so the next run does the
+	// full work again.
+	full := err == nil && r.ended == "" && !r.short // it planned over every spec and carried the plan out
+	success, digest, etag, marked := false, "", "", r.status.Marked
+	switch {
+	case err != nil:
+		r.log.Error("reconcile failed part-way; it is safe to run again", "error", err)
+	case rec.Result == api.ResultFetchFailed:
+		r.log.Warn("registry fetch failed; nothing changed", "error", rec.Error)
+	case r.short:
+		success, digest, etag, marked = true, r.status.ListingDigest, r.status.ETag, markedAfter(r.k.stored, r.done)
+	default:
+		success, digest, etag, marked = rec.Result == api.ResultSucceeded, r.listing.Digest, r.listing.ETag, markedAfter(r.k.stored, r.done)
+		if rec.Guard != "" {
+			r.log.Warn("mass-deletion guard withheld marking", "reason", rec.Guard)
+		}
+		if len(rec.HeldBack) > 0 {
+			r.log.Warn("new versions held back: they would strand instances", "held_back", rec.HeldBack)
+		}
+	}
+
+	// A full run records with its status the manifest of what it left,
+	// unless it wrote no spec and started from a manifest that still
+	// describes the store.
+	var rerr error
+	if full && (r.began || !r.k.fromManifest || r.k.gone > 0) {
+		// (It adds what recording costs to the run's counts.)
+		var written bool
+		written, rerr = r.st.RecordRunWithManifest(ctx, r.reg.Name, &rec, success, digest, etag, marked,
+			store.Seen{LastRun: r.status.LastRun.ID, Writer: r.status.Writer, Began: r.began}, manifestAfter(r.k, r.done).entries())
+		if rerr == nil && !written {
+			r.log.Warn("another run of the registry ran meanwhile: no manifest recorded, the next run reads every spec")
+		}
+	} else {
+		rec.Ops.Writes++ // the status write below
+		rerr = r.st.RecordRun(ctx, r.reg.Name, rec, success, digest, etag, marked)
+	}
+	switch {
+	case err != nil:
+		// Recording it was best effort: the store that just failed may
+		// fail again.
+		return rec, wrap(err)
+	case rerr != nil:
+		return rec, wrap(rerr)
+	case r.short:
+		r.log.Info("registry unchanged; deleted unreferenced marked specs", "deleted", rec.Counts.Deleted, "kept", rec.Counts.Kept)
+	case full:
+		r.log.Info("registry reconciled", "result", rec.Result, "counts", rec.Counts, "firestore", rec.Ops, "duration_ms", rec.DurationMS, "manifest", r.k.fromManifest, "specs_read", r.k.read)
+	}
+	return rec, nil
+}
