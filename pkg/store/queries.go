@@ -3,7 +3,7 @@ package store
 // The store's Firestore queries, declared as data. The Firestore emulator
 // does not enforce indexes but production does, so the deployment
 // (terraform/firestore.tf) derives its composite indexes from this list and
-// terraform/terraform_test.go checks that every query here has its index.
+// terraform/firestore_test.go checks that every query here has its index.
 // queries_test.go parses this package's source and fails when a query in
 // the code is missing here (or one here is no longer in the code), so the
 // list cannot drift from what the store runs.

@@ -134,7 +134,7 @@ var rows = []row{
 		"never 5xx; every refusal an OSB error body; a refused bootstrap creates nothing; no answer holds the broker password; data consistent",
 		[]string{`^FuzzDecodeBody$`, `^FuzzBrokerRequest$`, `^FuzzBootstrapParams$`, `^FuzzParse`}},
 	{"http", "bad requests, oversized bodies, wrong credentials; bad updates, binds and unbinds",
-		"400/409/410/413/422/401 with OSB bodies (OSB's status for each; updates say instance_usable and update_repeatable); no 4xx writes anything; a wrong credential learns nothing (auth before the version check)",
+		"400/409/410/413/422/401 with OSB bodies (OSB's status for each; a refused update says update_repeatable, and instance_usable when there is an instance); no 4xx writes anything; a wrong credential learns nothing (auth before the version check)",
 		[]string{`^TestBadRequestsWriteNothing$`, `^TestBadUpdatesWriteNothing$`, `^TestBadBindingRequestsWriteNothing$`, `^TestProvisionBodyNearLimit$`, `^TestBrokerAuth$`, `^TestE2EBadInput$`}},
 	{"http", "a Content-Length of 4 MiB with no body sent; chunked garbage past the limit whose end never comes (a real TCP client against the local stack; provision, update, bind, bootstrap)",
 		"413 PayloadTooLarge before a byte of the body is read, and as soon as a chunked body crosses SPECSYNC_MAX_BODY_BYTES (never 400 MalformedJSON for a big non-JSON body); nothing written",
