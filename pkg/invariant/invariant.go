@@ -125,20 +125,82 @@ func Check(ctx context.Context, client *firestore.Client, opts Options) (*State,
 // returns the state, to pass as Options.Previous to a later check.
 func Require(t testing.TB, client *firestore.Client, opts Options) *State {
 	t.Helper()
+	st, failed := check(t, client, opts)
+	if failed {
+		t.FailNow()
+	}
+	return st
+}
+
+// check checks the project and reports every violation as a test error.
+func check(t testing.TB, client *firestore.Client, opts Options) (st *State, failed bool) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	st, vs, err := Check(ctx, client, opts)
 	if err != nil {
-		t.Fatalf("invariant check: %v", err)
+		t.Errorf("invariant check: %v", err)
+		return nil, true
 	}
 	if len(vs) > 0 {
 		lines := make([]string, len(vs))
 		for i, v := range vs {
 			lines[i] = "  " + v.String()
 		}
-		t.Fatalf("invariant check: %d violations:\n%s", len(vs), strings.Join(lines, "\n"))
+		t.Errorf("invariant check: %d violations:\n%s", len(vs), strings.Join(lines, "\n"))
+		return st, true
 	}
-	return st
+	return st, false
+}
+
+// AtEnd is the check a test environment registers for the end of its
+// test (CheckAtEnd): every test built on the environment ends with the
+// checker, without having to remember to call it. A test that
+// deliberately ends in a state the check would reject says so, and why.
+type AtEnd struct {
+	// Options are those the check runs with; a test adds what it knows
+	// (Canaries, Previous) before it ends.
+	Options
+	skip string
+}
+
+// CheckAtEnd registers a Require of client's project with opts for when
+// t and its subtests have finished (t.Cleanup; cleanups registered
+// earlier, such as closing the client, run after it). A test that has
+// already failed is not checked again: its first failure is the one to
+// read, and a run it stopped half-way is not a settled state.
+func CheckAtEnd(t testing.TB, client *firestore.Client, opts Options) *AtEnd {
+	t.Helper()
+	a := &AtEnd{Options: opts}
+	t.Cleanup(func() {
+		if a.skip != "" || t.Failed() {
+			return
+		}
+		// An error, not Require's FailNow: a Goexit in a cleanup loses
+		// the test's own "--- FAIL" line (and its -json result event).
+		check(t, client, a.Options)
+	})
+	return a
+}
+
+// Unsettled relaxes the end check to the rules that hold at every
+// instant: the test ends with a run or a commit deliberately unfinished
+// (changes pending, counts not yet recorded). why says what is left so.
+func (a *AtEnd) Unsettled(why string) {
+	if why == "" {
+		panic("invariant: Unsettled needs the reason the test ends unsettled")
+	}
+	a.Settled = false
+}
+
+// Skip drops the end check: the test deliberately leaves a state that
+// breaks a rule (a document written straight to Firestore to show the
+// rule catches it, say). why says which and why.
+func (a *AtEnd) Skip(why string) {
+	if why == "" {
+		panic("invariant: Skip needs the reason the test leaves a violating state")
+	}
+	a.skip = why
 }
 
 // Check checks the snapshot. Violations come sorted by rule, then document.

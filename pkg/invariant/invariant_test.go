@@ -583,3 +583,72 @@ func digestOf(t *testing.T, r store.SpecRecord) string {
 	}
 	return spec.Digest(sp)
 }
+
+// endRecorder is a test that records what is asked of it at its end:
+// its cleanups, run when the caller says, and the errors they report.
+type endRecorder struct {
+	testing.TB
+	cleanups []func()
+	errors   []string
+}
+
+func (r *endRecorder) Cleanup(f func()) { r.cleanups = append(r.cleanups, f) }
+func (r *endRecorder) Errorf(format string, args ...any) {
+	r.errors = append(r.errors, fmt.Sprintf(format, args...))
+}
+func (r *endRecorder) Failed() bool { return len(r.errors) > 0 }
+func (r *endRecorder) Helper()      {}
+
+func (r *endRecorder) end() {
+	for i := len(r.cleanups) - 1; i >= 0; i-- {
+		r.cleanups[i]()
+	}
+}
+
+// An environment's end check fails a test that ends in a violating
+// state, names the rule, and lets a test that means to leave it so opt
+// out (with its reason); one that ends unsettled on purpose is checked
+// against the rules of every instant only.
+func TestCheckAtEnd(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	rec := &endRecorder{TB: t}
+	invariant.CheckAtEnd(rec, w.client, invariant.Options{Settled: true})
+	rec.end()
+	if len(rec.errors) != 0 {
+		t.Fatalf("a healthy world failed its end check: %v", rec.errors)
+	}
+
+	w.set(t, "instances/orphan", store.Instance{ID: "orphan", SpecID: "deleted-spec", PlanID: "p"})
+	rec = &endRecorder{TB: t}
+	invariant.CheckAtEnd(rec, w.client, invariant.Options{})
+	rec.end()
+	if len(rec.errors) != 1 || !strings.Contains(rec.errors[0], "instance-spec: instances/orphan") {
+		t.Fatalf("the end check of a violating world reported %q, want the instance-spec violation", rec.errors)
+	}
+
+	rec = &endRecorder{TB: t}
+	invariant.CheckAtEnd(rec, w.client, invariant.Options{}).Skip("the orphan instance is what this test seeds")
+	rec.end()
+	if len(rec.errors) != 0 {
+		t.Fatalf("a skipped end check reported %q", rec.errors)
+	}
+
+	// A pending change breaks only a settled check.
+	if _, err := w.doc("instances/orphan").Delete(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	w.set(t, "changes/waiting", map[string]any{"kind": "created", "spec_id": w.ids["redis"], "registry": "team", "name": "redis", "at": time.Now(), "pending_at": time.Now()})
+	rec = &endRecorder{TB: t}
+	invariant.CheckAtEnd(rec, w.client, invariant.Options{Settled: true})
+	rec.end()
+	if len(rec.errors) != 1 || !strings.Contains(rec.errors[0], "feed-pending: changes/waiting") {
+		t.Fatalf("the settled end check with a change pending reported %q, want feed-pending", rec.errors)
+	}
+	rec = &endRecorder{TB: t}
+	invariant.CheckAtEnd(rec, w.client, invariant.Options{Settled: true}).Unsettled("a change is left pending on purpose")
+	rec.end()
+	if len(rec.errors) != 0 {
+		t.Fatalf("an unsettled end check reported %q", rec.errors)
+	}
+}

@@ -64,6 +64,10 @@ func TestRegistriesEndpoint(t *testing.T) {
 			Counts: store.RunCounts{Created: 2, Marked: 1, Kept: 1},
 			Kept:   []store.KeptSpec{{SpecID: "s-kept", Name: "kept", Instances: 3}}},
 	}
+	// The runs are fixtures recorded straight into the statuses, with no
+	// spec behind them (alpha says it marked one): the end check keeps
+	// to the rules of every instant, not the settled counts.
+	e.end.Unsettled("run records seeded without their specs")
 	for name, run := range runs {
 		if err := e.st.RecordRun(e.ctx, name, run, run.Result == reconcile.ResultSucceeded, "sha256:abc", "", run.Counts.Marked); err != nil {
 			t.Fatal(err)
