@@ -16,7 +16,6 @@ import (
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/failure"
-	"github.com/specsync/specsync/pkg/invariant"
 	"github.com/specsync/specsync/pkg/queue"
 	"github.com/specsync/specsync/pkg/reconcile"
 	"github.com/specsync/specsync/pkg/store"
@@ -39,7 +38,11 @@ import (
 func TestHundredRegistriesAtOnceNeverContendOnTheCatalog(t *testing.T) {
 	const registries, specsEach = 100, 100
 	ctx := context.Background()
-	client, project := emulatortest.FirestoreProject(t)
+	client, project, end := checkedProject(t)
+	// The end check reads the top-level collections only: the emulator
+	// lists a document's subcollections in time proportional to the
+	// whole database, and the runs write none.
+	end.Feed, end.Shallow = true, true
 	runsWatch, commitWatch := emulatortest.NewTxWatch("meta/catalog"), emulatortest.NewTxWatch("meta/catalog")
 	runsClient := emulatortest.FirestoreVia(t, project, "", runsWatch.Unary, grpc.WithStreamInterceptor(runsWatch.Stream))
 	commitClient := emulatortest.FirestoreVia(t, project, "", commitWatch.Unary, grpc.WithStreamInterceptor(commitWatch.Stream))
@@ -140,5 +143,4 @@ func TestHundredRegistriesAtOnceNeverContendOnTheCatalog(t *testing.T) {
 	if maxInFlight.Load() != 1 {
 		t.Errorf("%d commit requests were handled at once; the ordered subscription delivers one at a time", maxInFlight.Load())
 	}
-	invariant.Require(t, client, invariant.Options{Settled: true, Feed: true, Shallow: true})
 }

@@ -38,7 +38,7 @@ import (
 //     then finds nothing pending, as before).
 func TestBootstrapCostModel(t *testing.T) {
 	ctx := context.Background()
-	_, project := emulatortest.FirestoreProject(t)
+	_, project, _ := checkedProject(t)
 	bill := &emulatortest.Billing{}
 	client := emulatortest.FirestoreVia(t, project, "", bill.Unary, grpc.WithStreamInterceptor(bill.Stream))
 	st := store.New(client)

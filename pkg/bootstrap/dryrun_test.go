@@ -11,7 +11,6 @@ import (
 
 	"cloud.google.com/go/firestore"
 
-	"github.com/specsync/specsync/emulator/emulatortest"
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/queue"
@@ -48,7 +47,7 @@ func snapshot(t *testing.T, c *firestore.Client) map[string]map[string]any {
 // operation record.
 func TestDryRunWritesOnlyTheOperation(t *testing.T) {
 	ctx := context.Background()
-	client := emulatortest.Firestore(t)
+	client := checked(t)
 	st := store.New(client)
 	fsys := fstest.MapFS{"a.yaml": specFile("a"), "b.yaml": specFile("b"), "c.yaml": specFile("c")}
 	src, err := registry.NewDir(registry.DirConfig{FS: fsys, Root: "test"})
@@ -118,5 +117,9 @@ func TestDryRunWritesOnlyTheOperation(t *testing.T) {
 	}
 	if run.Counts.Created != 1 || run.Counts.Updated != 1 || run.Counts.Marked != 1 {
 		t.Fatalf("real run %+v differs from the dry run's forecast", run.Counts)
+	}
+	// And the commit after the real runs, as their requests would ask.
+	if _, err := w.Committer.Commit(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

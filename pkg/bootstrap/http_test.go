@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/specsync/specsync/emulator/emulatortest"
 	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/invariant"
 	"github.com/specsync/specsync/pkg/osb"
@@ -19,7 +18,7 @@ import (
 // nothing, and an empty chunked body is no body.
 func TestBootstrapRefusesABodyOfUnknownLength(t *testing.T) {
 	t.Parallel()
-	client := emulatortest.Firestore(t)
+	client := checked(t)
 	pub := &countingPublisher{}
 	svc := &bootstrap.Service{Operations: bootstrap.NewOperations(store.New(client), 10*time.Minute, time.Hour), Publisher: pub,
 		Registries: rigRegistries, VerifyAdmin: func(*http.Request, string) bool { return true }, Logger: quiet}
@@ -49,7 +48,7 @@ func TestBootstrapRefusesABodyOfUnknownLength(t *testing.T) {
 // osb.AdminAuth: the token as a bearer token or as a basic-auth password.
 func TestBootstrapAdminRule(t *testing.T) {
 	t.Parallel()
-	client := emulatortest.Firestore(t)
+	client := checked(t)
 	const token = "bootstrap-admin-token-0123456789"
 	svc := &bootstrap.Service{Operations: bootstrap.NewOperations(store.New(client), 10*time.Minute, time.Hour), Publisher: &countingPublisher{},
 		Registries: rigRegistries, VerifyAdmin: osb.StaticToken(token), Logger: quiet}

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/specsync/specsync/emulator/emulatortest"
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/invariant"
@@ -34,7 +33,7 @@ func TestLoadBootstrap100PerSecond(t *testing.T) {
 		}
 		dur = time.Duration(min(n, 10)) * time.Second
 	}
-	client := emulatortest.Firestore(t)
+	client := checked(t)
 	ops := bootstrap.NewOperations(store.New(client), 10*time.Minute, time.Hour)
 	pub := &countingPublisher{}
 	svc := &bootstrap.Service{Operations: ops, Publisher: pub, Registries: rigRegistries,

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/specsync/specsync/emulator/emulatortest"
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/failure"
+	"github.com/specsync/specsync/pkg/invariant"
 	"github.com/specsync/specsync/pkg/store"
 )
 
@@ -26,16 +26,20 @@ func (c *clock) add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-func newOps(t *testing.T) (*bootstrap.Operations, *clock) {
+// newOps is the operations of a project of their own, on a settable
+// clock, and the project's end check.
+func newOps(t *testing.T) (*bootstrap.Operations, *clock, *invariant.AtEnd) {
 	c := &clock{t: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}
-	ops := bootstrap.NewOperations(store.New(emulatortest.Firestore(t)), 10*time.Minute, time.Hour)
+	client, _, end := checkedProject(t)
+	ops := bootstrap.NewOperations(store.New(client), 10*time.Minute, time.Hour)
 	ops.Now = c.now
-	return ops, c
+	return ops, c, end
 }
 
 func TestOperationLifecycle(t *testing.T) {
 	ctx := context.Background()
-	ops, _ := newOps(t)
+	ops, _, end := newOps(t)
+	end.Skip("the operation is told the committer reached revision 7 with no catalog behind it: the operations alone are under test")
 	op, started, err := ops.Start(ctx, []string{"b", "a"}, false)
 	if err != nil || !started || op.State != api.InProgress {
 		t.Fatalf("start: %+v %v %v", op, started, err)
@@ -94,7 +98,7 @@ func TestOperationLifecycle(t *testing.T) {
 
 func TestOperationDeadlineAndRetention(t *testing.T) {
 	ctx := context.Background()
-	ops, c := newOps(t)
+	ops, c, _ := newOps(t)
 	op, _, err := ops.Start(ctx, []string{"a", "b"}, false)
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +146,7 @@ func TestOperationDeadlineAndRetention(t *testing.T) {
 
 func TestConcurrentStartsCoalesce(t *testing.T) {
 	ctx := context.Background()
-	ops, _ := newOps(t)
+	ops, _, _ := newOps(t)
 	const n = 4
 	ids := make([]string, n)
 	errs := make([]error, n)
@@ -171,7 +175,7 @@ func TestConcurrentStartsCoalesce(t *testing.T) {
 
 func TestFail(t *testing.T) {
 	ctx := context.Background()
-	ops, _ := newOps(t)
+	ops, _, _ := newOps(t)
 	op, _, _ := ops.Start(ctx, []string{"a"}, false)
 	if err := ops.Fail(ctx, op.ID, "publishing failed: topic not found"); err != nil {
 		t.Fatal(err)

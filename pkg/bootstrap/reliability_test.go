@@ -75,7 +75,7 @@ func (c countingCommits) RequestCommit(ctx context.Context, req queue.CommitRequ
 func newRig(t *testing.T) *rig {
 	t.Helper()
 	ctx := context.Background()
-	client := emulatortest.Firestore(t)
+	client := checked(t)
 	st := store.New(client)
 	regs := map[string]reconcile.Registry{}
 	for i, name := range rigRegistries {
@@ -438,7 +438,7 @@ func (c *countingPublisher) Publish(_ context.Context, m []queue.Message) error 
 // published once.
 func TestTenConcurrentBootstrapsOneOperation(t *testing.T) {
 	t.Parallel()
-	client := emulatortest.Firestore(t)
+	client := checked(t)
 	ops := bootstrap.NewOperations(store.New(client), 10*time.Minute, time.Hour)
 	pub := &countingPublisher{}
 	svc := &bootstrap.Service{Operations: ops, Publisher: pub, Registries: rigRegistries,

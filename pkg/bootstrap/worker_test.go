@@ -34,7 +34,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func worker(t *testing.T) (*bootstrap.Worker, *bootstrap.Operations, *store.Store) {
 	t.Helper()
-	return workerOn(t, emulatortest.Firestore(t), nil)
+	return workerOn(t, checked(t), nil)
 }
 
 // workerOn is worker on client; opsClient, when set, is the client its
@@ -192,7 +192,7 @@ func TestWorkerRetriesAFailedReport(t *testing.T) {
 		{"down for longer than the attempts", 3, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			client, project := emulatortest.FirestoreProject(t)
+			client, project, _ := checkedProject(t)
 			fc := &failingCommits{}
 			w, ops, st := workerOn(t, client, emulatortest.FirestoreVia(t, project, "", fc.intercept))
 			op, _, err := ops.Start(ctx, []string{"local"}, false)
@@ -300,7 +300,7 @@ func TestWorkerBusyLeaseIsRetried(t *testing.T) {
 
 func TestLeaseExpires(t *testing.T) {
 	ctx := context.Background()
-	st := store.New(emulatortest.Firestore(t))
+	st := store.New(checked(t))
 	if err := st.AcquireLease(ctx, "r", "a", time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +337,7 @@ func (r *recordingPublisher) Publish(_ context.Context, m []queue.Message) error
 }
 
 func TestStartPublishesOneMessagePerRegistry(t *testing.T) {
-	ops, _ := newOps(t)
+	ops, _, _ := newOps(t)
 	pub := &recordingPublisher{}
 	svc := &bootstrap.Service{Operations: ops, Publisher: pub, Registries: []string{"b", "a"}, VerifyAdmin: func(*http.Request, string) bool { return true }, Logger: quiet}
 	srv := httptest.NewServer(svc.Handler())
@@ -363,7 +363,7 @@ func TestStartPublishesOneMessagePerRegistry(t *testing.T) {
 // A publish failure fails the operation and tells the caller with a 503.
 func TestStartPublishFailure(t *testing.T) {
 	ctx := context.Background()
-	ops, _ := newOps(t)
+	ops, _, _ := newOps(t)
 	svc := &bootstrap.Service{Operations: ops, Publisher: failingPublisher{errors.New("topic not found")}, Registries: []string{"a"},
 		VerifyAdmin: func(*http.Request, string) bool { return true }, Logger: quiet}
 	srv := httptest.NewServer(svc.Handler())

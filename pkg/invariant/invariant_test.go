@@ -335,14 +335,14 @@ func TestCheckerDetectsSeededViolations(t *testing.T) {
 			seed: func(t *testing.T, w *world) string {
 				seedFeed(t, w, 1, 2, 3)
 				now := time.Now()
-				w.set(t, "changes/pending", store.Change{Kind: store.KindCreated, SpecID: w.ids["postgres"], Registry: "team", PendingAt: now, At: now})
+				w.set(t, "changes/pending", store.Change{Kind: api.ChangeCreated, SpecID: w.ids["postgres"], Registry: "team", PendingAt: now, At: now})
 				return ""
 			}},
 		{name: "pending change the committer cannot select", rule: "feed-pending", doc: "changes/lost",
 			opts: &invariant.Options{},
 			seed: func(t *testing.T, w *world) string {
 				seedFeed(t, w, 1, 2, 3)
-				w.set(t, "changes/lost", store.Change{Kind: store.KindCreated, SpecID: w.ids["postgres"], Registry: "team", At: time.Now()})
+				w.set(t, "changes/lost", store.Change{Kind: api.ChangeCreated, SpecID: w.ids["postgres"], Registry: "team", At: time.Now()})
 				return ""
 			}},
 		{name: "committed change still marked pending", rule: "feed-pending", doc: "changes/c2-3",
@@ -355,7 +355,7 @@ func TestCheckerDetectsSeededViolations(t *testing.T) {
 		{name: "feed says deleted, spec stored", rule: "feed-truth",
 			seed: func(t *testing.T, w *world) string {
 				seedFeed(t, w, 1, 2, 3)
-				w.set(t, "changes/c4", store.Change{Revision: 4, Kind: store.KindDeleted, SpecID: w.ids["postgres"], Registry: "team", At: time.Now()})
+				w.set(t, "changes/c4", store.Change{Revision: 4, Kind: api.ChangeDeleted, SpecID: w.ids["postgres"], Registry: "team", At: time.Now()})
 				w.set(t, "meta/catalog", map[string]any{"revision": 4})
 				return "specs/" + w.ids["postgres"]
 			}},
@@ -363,7 +363,7 @@ func TestCheckerDetectsSeededViolations(t *testing.T) {
 			seed: func(t *testing.T, w *world) string {
 				seedFeed(t, w, 1, 2, 3)
 				k := w.spec(t, "kafka")
-				w.set(t, "changes/c4", store.Change{Revision: 4, Kind: store.KindUnmarked, SpecID: k.ID, Registry: "team", SpecJSON: k.SpecJSON, At: time.Now()})
+				w.set(t, "changes/c4", store.Change{Revision: 4, Kind: api.ChangeUnmarked, SpecID: k.ID, Registry: "team", SpecJSON: k.SpecJSON, At: time.Now()})
 				w.set(t, "meta/catalog", map[string]any{"revision": 4})
 				return "specs/" + k.ID
 			}},
@@ -556,9 +556,9 @@ func seedFeed(t *testing.T, w *world, revs ...int64) {
 	top := int64(0)
 	for i, rev := range revs {
 		r := recs[i%len(recs)]
-		c := store.Change{Revision: rev, Kind: store.KindCreated, SpecID: r.ID, Registry: "team", Name: r.Name, SpecJSON: r.SpecJSON, Generation: r.Generation, At: time.Now()}
-		if r.State == store.StateMarked {
-			c.Kind, c.SpecJSON, c.Generation = store.KindMarked, "", 0
+		c := store.Change{Revision: rev, Kind: api.ChangeCreated, SpecID: r.ID, Registry: "team", Name: r.Name, SpecJSON: r.SpecJSON, Generation: r.Generation, At: time.Now()}
+		if r.State == api.SpecMarked {
+			c.Kind, c.SpecJSON, c.Generation = api.ChangeMarked, "", 0
 		}
 		w.set(t, fmt.Sprintf("changes/c%d-%d", i, rev), c)
 		top = max(top, rev)
@@ -582,4 +582,73 @@ func digestOf(t *testing.T, r store.SpecRecord) string {
 		t.Fatal(err)
 	}
 	return spec.Digest(sp)
+}
+
+// endRecorder is a test that records what is asked of it at its end:
+// its cleanups, run when the caller says, and the errors they report.
+type endRecorder struct {
+	testing.TB
+	cleanups []func()
+	errors   []string
+}
+
+func (r *endRecorder) Cleanup(f func()) { r.cleanups = append(r.cleanups, f) }
+func (r *endRecorder) Errorf(format string, args ...any) {
+	r.errors = append(r.errors, fmt.Sprintf(format, args...))
+}
+func (r *endRecorder) Failed() bool { return len(r.errors) > 0 }
+func (r *endRecorder) Helper()      {}
+
+func (r *endRecorder) end() {
+	for i := len(r.cleanups) - 1; i >= 0; i-- {
+		r.cleanups[i]()
+	}
+}
+
+// An environment's end check fails a test that ends in a violating
+// state, names the rule, and lets a test that means to leave it so opt
+// out (with its reason); one that ends unsettled on purpose is checked
+// against the rules of every instant only.
+func TestCheckAtEnd(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	rec := &endRecorder{TB: t}
+	invariant.CheckAtEnd(rec, w.client, invariant.Options{Settled: true})
+	rec.end()
+	if len(rec.errors) != 0 {
+		t.Fatalf("a healthy world failed its end check: %v", rec.errors)
+	}
+
+	w.set(t, "instances/orphan", store.Instance{ID: "orphan", SpecID: "deleted-spec", PlanID: "p"})
+	rec = &endRecorder{TB: t}
+	invariant.CheckAtEnd(rec, w.client, invariant.Options{})
+	rec.end()
+	if len(rec.errors) != 1 || !strings.Contains(rec.errors[0], "instance-spec: instances/orphan") {
+		t.Fatalf("the end check of a violating world reported %q, want the instance-spec violation", rec.errors)
+	}
+
+	rec = &endRecorder{TB: t}
+	invariant.CheckAtEnd(rec, w.client, invariant.Options{}).Skip("the orphan instance is what this test seeds")
+	rec.end()
+	if len(rec.errors) != 0 {
+		t.Fatalf("a skipped end check reported %q", rec.errors)
+	}
+
+	// A pending change breaks only a settled check.
+	if _, err := w.doc("instances/orphan").Delete(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	w.set(t, "changes/waiting", map[string]any{"kind": "created", "spec_id": w.ids["redis"], "registry": "team", "name": "redis", "at": time.Now(), "pending_at": time.Now()})
+	rec = &endRecorder{TB: t}
+	invariant.CheckAtEnd(rec, w.client, invariant.Options{Settled: true})
+	rec.end()
+	if len(rec.errors) != 1 || !strings.Contains(rec.errors[0], "feed-pending: changes/waiting") {
+		t.Fatalf("the settled end check with a change pending reported %q, want feed-pending", rec.errors)
+	}
+	rec = &endRecorder{TB: t}
+	invariant.CheckAtEnd(rec, w.client, invariant.Options{Settled: true}).Unsettled("a change is left pending on purpose")
+	rec.end()
+	if len(rec.errors) != 0 {
+		t.Fatalf("an unsettled end check reported %q", rec.errors)
+	}
 }

@@ -217,7 +217,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestCacheFreshSeesEveryEarlierCommit(t *testing.T) {
 	t.Parallel()
 	client, project := emulatortest.FirestoreProject(t)
-	writer := &env{t: t, ctx: context.Background(), client: client, st: store.New(client), clock: newClock()}
+	writer := storeEnv(t, client)
 	writer.seedMany(3)
 	g, addr := newGate(t)
 	via := emulatortest.FirestoreVia(t, project, addr, func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {

@@ -144,7 +144,7 @@ func TestCacheRenderSawPendingChanges(t *testing.T) {
 func TestCacheNeverGoesBack(t *testing.T) {
 	t.Parallel()
 	client, project := emulatortest.FirestoreProject(t)
-	e := &env{t: t, ctx: context.Background(), client: client, st: store.New(client), clock: newClock()}
+	e := storeEnv(t, client)
 	e.seedMany(450) // enough specs that 400 changes are applied, not rendered
 	var briefs []store.Offer
 	for i := range 250 {

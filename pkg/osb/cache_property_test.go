@@ -149,7 +149,7 @@ func (w *world) stored(states ...api.SpecState) *store.SpecRecord {
 }
 
 func (w *world) markRandom() {
-	if rec := w.stored(store.StateActive); rec != nil {
+	if rec := w.stored(api.SpecActive); rec != nil {
 		w.n++
 		if _, err := w.e.st.MarkSpec(w.e.ctx, rec.Registry, rec.ID, fmt.Sprintf("run-%d", w.n)); err != nil {
 			w.e.t.Fatal(err)
@@ -158,7 +158,7 @@ func (w *world) markRandom() {
 }
 
 func (w *world) deleteRandom() {
-	if rec := w.stored(store.StateMarked); rec != nil {
+	if rec := w.stored(api.SpecMarked); rec != nil {
 		w.n++
 		if _, _, err := w.e.st.DeleteMarked(w.e.ctx, rec.Registry, rec.ID, fmt.Sprintf("sweep-%d", w.n), time.Now().Add(time.Hour)); err != nil {
 			w.e.t.Fatal(err)
@@ -186,7 +186,7 @@ func (w *world) move() {
 	}
 	w.n++
 	run := fmt.Sprintf("run-%d", w.n)
-	if rec.State == store.StateActive {
+	if rec.State == api.SpecActive {
 		if _, err := w.e.st.MarkSpec(w.e.ctx, rec.Registry, id, run); err != nil {
 			w.e.t.Fatal(err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/specsync/specsync/emulator/emulatortest"
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/catalog"
+	"github.com/specsync/specsync/pkg/invariant"
 	"github.com/specsync/specsync/pkg/osb"
 	"github.com/specsync/specsync/pkg/spec"
 	"github.com/specsync/specsync/pkg/store"
@@ -55,6 +56,9 @@ func (c *clock) Advance(d time.Duration) {
 }
 
 // env is a broker on its own emulator project behind an httptest server.
+// Every test (not benchmark) built on it ends with the invariant checker
+// (end), settled: nothing here runs in the background, and seed, mark
+// and the tests commit what they write.
 type env struct {
 	t      testing.TB
 	ctx    context.Context
@@ -64,6 +68,7 @@ type env struct {
 	srv    *httptest.Server
 	clock  *clock
 	window time.Duration
+	end    *invariant.AtEnd
 }
 
 func newEnv(t testing.TB, window time.Duration) *env {
@@ -80,7 +85,23 @@ func newEnv(t testing.TB, window time.Duration) *env {
 	b.Cache.Now = c.Now
 	srv := httptest.NewServer(b.Handler())
 	t.Cleanup(srv.Close)
-	return &env{t: t, ctx: context.Background(), client: client, st: st, broker: b, srv: srv, clock: c, window: window}
+	e := &env{t: t, ctx: context.Background(), client: client, st: st, broker: b, srv: srv, clock: c, window: window,
+		end: &invariant.AtEnd{}}
+	// A benchmark measures; reading back its thousands of specs after
+	// every run of it would measure nothing and take minutes.
+	if _, bench := t.(*testing.B); !bench {
+		e.end = invariant.CheckAtEnd(t, client, invariant.Options{Settled: true, Canaries: []string{brokerPass, adminToken}})
+	}
+	return e
+}
+
+// storeEnv is an env without a broker, on a project the test opened
+// itself (to reach it through a client of its own as well): the store
+// helpers only, and the same end check as newEnv's.
+func storeEnv(t *testing.T, client *firestore.Client) *env {
+	t.Helper()
+	return &env{t: t, ctx: context.Background(), client: client, st: store.New(client), clock: newClock(),
+		end: invariant.CheckAtEnd(t, client, invariant.Options{Settled: true})}
 }
 
 // newDBEnv is a broker whose catalog holds one spec, db (specYAML).

@@ -493,6 +493,9 @@ func TestConcurrentProvisionAndDelete(t *testing.T) {
 				t.Fatalf("round %d: %v", round, err)
 			}
 		}
+		// The commit that follows a run's marks and deletes: each round's
+		// project ends settled, for its end check.
+		e.commit()
 
 		docs := e.instanceDocs()
 		rec, specErr := e.st.GetSpec(e.ctx, victim.ID)

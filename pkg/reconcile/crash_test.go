@@ -254,3 +254,149 @@ func TestCrashAfterEveryWrite(t *testing.T) {
 		})
 	}
 }
+
+// pendingAcrossBatches builds, on client, a project whose committed feed
+// holds the two registries' first imports and which then has ten changes
+// pending, each written by a run of its own (one spec write each, so no
+// two share a commit time and the order they are numbered in is the same
+// in every project): updates, creates, marks, a delete and an unmark,
+// alternating between the registries. No commit runs after them.
+func pendingAcrossBatches(t *testing.T, client *firestore.Client) (kinds []string) {
+	t.Helper()
+	ctx := context.Background()
+	fa, fb := specFiles("a1", "a2", "a3", "a4"), specFiles("b1", "b2", "b3", "b4")
+	a, b := dirRegistry(t, "a", fa, defaultPolicy), dirRegistry(t, "b", fb, defaultPolicy)
+	for _, reg := range []reconcile.Registry{a, b} {
+		if _, err := reconcileAndCommit(ctx, client, reg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	changed := func(fsys fstest.MapFS, name string) {
+		fsys[name+".yaml"] = &fstest.MapFile{Data: []byte(strings.Replace(specYAML(name), "the "+name+" service", "the new "+name+" service", 1))}
+	}
+	runner := &reconcile.Runner{Store: store.New(client), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	steps := []struct {
+		reg  reconcile.Registry
+		edit func()
+		kind api.ChangeKind
+	}{
+		{a, func() { changed(fa, "a1") }, api.ChangeUpdated},
+		{b, func() { fb["b5.yaml"] = &fstest.MapFile{Data: []byte(specYAML("b5"))} }, api.ChangeCreated},
+		{a, func() { delete(fa, "a2.yaml") }, api.ChangeMarked},
+		{b, func() { changed(fb, "b1") }, api.ChangeUpdated},
+		{a, func() {}, api.ChangeDeleted}, // a2, marked by an earlier finished run
+		{b, func() { delete(fb, "b2.yaml") }, api.ChangeMarked},
+		{a, func() { fa["a5.yaml"] = &fstest.MapFile{Data: []byte(specYAML("a5"))} }, api.ChangeCreated},
+		{b, func() { fb["b2.yaml"] = &fstest.MapFile{Data: []byte(specYAML("b2"))} }, api.ChangeUnmarked},
+		{a, func() { changed(fa, "a3") }, api.ChangeUpdated},
+		{b, func() { changed(fb, "b3") }, api.ChangeUpdated},
+	}
+	for i, s := range steps {
+		s.edit()
+		run, err := runner.Reconcile(ctx, s.reg)
+		if err != nil || run.Result != api.ResultSucceeded || run.Counts.Changes != 1 {
+			t.Fatalf("pending step %d (%s of %s): %s %+v %v", i, s.kind, s.reg.Name, run.Result, run.Counts, err)
+		}
+		kinds = append(kinds, string(s.kind))
+	}
+	return kinds
+}
+
+// committedFeed is the committed feed, in revision order: what each
+// revision says happened to which spec.
+func committedFeed(t *testing.T, client *firestore.Client) (feed []string, pending int) {
+	t.Helper()
+	st, err := invariant.Read(context.Background(), client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := append([]invariant.ChangeDoc(nil), st.Changes...)
+	sort.Slice(cs, func(i, j int) bool { return cs[i].Revision < cs[j].Revision })
+	for _, c := range cs {
+		if c.Pending() {
+			pending++
+			continue
+		}
+		feed = append(feed, fmt.Sprintf("%d %s %s/%s gen=%d", c.Revision, c.Kind, c.Registry, c.Name, c.Generation))
+	}
+	return feed, pending
+}
+
+// A committer that dies part-way through a commit of several batches:
+// ten changes pending, three to a commit transaction (WithCommitBatch;
+// production numbers 400), so the commit is four batches and the write
+// that records what it published. For every k, the committer dies after
+// its k-th write: it leaves exactly its first k batches numbered and the
+// rest pending (never part of a batch), every state passes the checker,
+// and the next commit alone completes exactly: revisions dense, each
+// change numbered once, meta/catalog at the last, the feed the same as an
+// uninterrupted commit's, revision for revision, and every revision
+// published at least once, in order.
+func TestCrashAfterEveryWriteAcrossBatches(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const pendingChanges, batch = 10, 3
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	committer := func(c *firestore.Client, pub *publisher) *reconcile.Committer {
+		return &reconcile.Committer{Store: store.New(c).WithCommitBatch(batch), Logger: logger, Publisher: pub}
+	}
+
+	refClient, refProject := emulatortest.FirestoreProject(t)
+	kinds := pendingAcrossBatches(t, refClient)
+	before, pending := committedFeed(t, refClient)
+	if pending != pendingChanges {
+		t.Fatalf("%d changes pending, want %d", pending, pendingChanges)
+	}
+	counter := &crashConn{}
+	counter.limit.Store(-1)
+	refPub := &publisher{}
+	c, err := committer(crashClient(t, refProject, counter), refPub).Commit(ctx)
+	if err != nil || c.Changes != pendingChanges {
+		t.Fatalf("uninterrupted commit: %+v %v", c, err)
+	}
+	writes := counter.commits.Load()
+	batches := int64((pendingChanges + batch - 1) / batch)
+	if writes != batches+1 || batches < 3 {
+		t.Fatalf("the commit wrote %d times for %d batches; want one per batch and the published mark", writes, batches)
+	}
+	invariant.Require(t, refClient, invariant.Options{Settled: true, Feed: true})
+	want, _ := committedFeed(t, refClient)
+	if len(want) != len(before)+pendingChanges {
+		t.Fatalf("the feed went from %d to %d revisions, want %d more", len(before), len(want), pendingChanges)
+	}
+	for i, kind := range kinds {
+		if f := strings.Fields(want[len(before)+i]); f[1] != kind {
+			t.Fatalf("revision %s is %s, want %s: the commit did not follow the order the runs wrote in", f[0], f[1], kind)
+		}
+	}
+	wantPublished := refPub.got
+
+	for k := int64(0); k < writes; k++ {
+		t.Run(fmt.Sprintf("committer dies after write %d of %d", k, writes), func(t *testing.T) {
+			t.Parallel()
+			client, project := emulatortest.FirestoreProject(t)
+			pendingAcrossBatches(t, client)
+			cc := &crashConn{}
+			cc.limit.Store(k)
+			pub := &publisher{}
+			// Dying while recording what it published is not an error of
+			// the commit (every change is numbered): only the state says.
+			_, _ = committer(crashClient(t, project, cc), pub).Commit(ctx)
+			invariant.Require(t, client, invariant.Options{})
+			numbered := min(k*batch, pendingChanges)
+			if _, left := committedFeed(t, client); int64(left) != pendingChanges-numbered {
+				t.Fatalf("after dying after write %d, %d changes are pending; want %d (whole batches of %d numbered, the rest pending)", k, left, pendingChanges-numbered, batch)
+			}
+			if _, err := committer(client, pub).Commit(ctx); err != nil {
+				t.Fatalf("the commit after the crash: %v", err)
+			}
+			invariant.Require(t, client, invariant.Options{Settled: true, Feed: true})
+			if got, _ := committedFeed(t, client); strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Fatalf("after a crash after write %d the feed is\n%s\nwant the uninterrupted commit's\n%s", k, strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			if got := publishedOnce(pub.got); fmt.Sprint(got) != fmt.Sprint(wantPublished) {
+				t.Fatalf("published %v (first times %v), want every revision %v at least once, in order", pub.got, got, wantPublished)
+			}
+		})
+	}
+}

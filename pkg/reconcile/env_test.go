@@ -22,6 +22,7 @@ import (
 
 	"github.com/specsync/specsync/emulator"
 	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/invariant"
 	"github.com/specsync/specsync/pkg/reconcile"
 	"github.com/specsync/specsync/pkg/registry"
 	"github.com/specsync/specsync/pkg/spec"
@@ -29,7 +30,9 @@ import (
 )
 
 // env is one isolated Firestore project with a store, a runner and the
-// committer.
+// committer. Every test built on it ends with the invariant checker
+// (end): settled, since env.run commits after every run; a test that
+// ends otherwise on purpose says so through end.
 type env struct {
 	t         *testing.T
 	client    *firestore.Client
@@ -37,6 +40,7 @@ type env struct {
 	runner    *reconcile.Runner
 	committer *reconcile.Committer
 	project   string
+	end       *invariant.AtEnd
 }
 
 func newEnv(t *testing.T) *env {
@@ -46,7 +50,8 @@ func newEnv(t *testing.T) *env {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	return &env{t: t, client: client, store: st, project: project,
 		runner:    &reconcile.Runner{Store: st, Logger: quiet},
-		committer: &reconcile.Committer{Store: st, Logger: quiet}}
+		committer: &reconcile.Committer{Store: st, Logger: quiet},
+		end:       invariant.CheckAtEnd(t, client, invariant.Options{Settled: true})}
 }
 
 // run reconciles reg, then commits what it left pending (as

@@ -14,6 +14,7 @@ import (
 
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
+	"github.com/specsync/specsync/pkg/invariant"
 	"github.com/specsync/specsync/pkg/reconcile"
 	"github.com/specsync/specsync/pkg/spec"
 	"github.com/specsync/specsync/pkg/store"
@@ -396,6 +397,11 @@ func TestScenarioConcurrentReconciles(t *testing.T) {
 	if got := activeNames(e.specs("local")); len(got) != len(names) {
 		t.Fatalf("active %v, want all", got)
 	}
+	// The commit the runs asked for: the test ends with the checker, on
+	// a feed that numbers each create once.
+	if c := e.commit(); c.Changes != len(names) {
+		t.Fatalf("the commit after the runs numbered %d changes, want %d", c.Changes, len(names))
+	}
 }
 
 // A spec id offered by two registries: the owner keeps it and both
@@ -471,8 +477,15 @@ func TestScenarioProvisionRacesDelete(t *testing.T) {
 	for i := 0; i < rounds; i++ {
 		names = append(names, fmt.Sprintf("racy-%d", i))
 	}
-	e.run(dirRegistry(t, "local", specFiles(names...), defaultPolicy))
+	reg := dirRegistry(t, "local", specFiles(names...), defaultPolicy)
+	e.run(reg)
 	specs := e.specs("local")
+	// The marks and deletes below are a run's steps 5 and 3, called
+	// directly: like a run, say first that the specs are being written,
+	// so the registry's manifest is no longer trusted.
+	if err := e.store.BeginWriting(ctx, "local", "run-1"); err != nil {
+		t.Fatal(err)
+	}
 	pinned, deleted := 0, 0
 	for i, n := range names {
 		rec := specs[n]
@@ -523,6 +536,13 @@ func TestScenarioProvisionRacesDelete(t *testing.T) {
 		}
 	}
 	t.Logf("%d rounds: provision first %d, mark first %d", rounds, pinned, deleted)
+	invariant.Require(t, e.client, invariant.Options{})
+	// The registry still offers every spec: its next run brings back
+	// what the races marked or deleted (the same ids) and records it, and
+	// the test ends settled.
+	if run := e.run(reg); run.Counts.Unmarked != pinned || run.Counts.Created != deleted {
+		t.Fatalf("the run after the races unmarked %d and created %d, want %d and %d", run.Counts.Unmarked, run.Counts.Created, pinned, deleted)
+	}
 }
 
 // Guarantee 10 (no half-upgrades) end to end: a new version dropping a plan an

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/specsync/specsync/emulator/emulatortest"
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/store"
 )
@@ -19,7 +18,7 @@ import (
 // time, whatever the commit did to the change later.
 func TestChangesCarryTheirWriteAndCreation(t *testing.T) {
 	ctx := context.Background()
-	client := emulatortest.Firestore(t)
+	client := checked(t)
 	st := store.New(client)
 	// updateTime is the spec document's update time.
 	updateTime := func(id string) time.Time {
@@ -153,7 +152,7 @@ func mustActive(t *testing.T, st *store.Store) []store.SpecRecord {
 // and the change of that write says it was written after that instant.
 func TestActiveSpecsAtRevisionRead(t *testing.T) {
 	ctx := context.Background()
-	st := store.New(emulatortest.Firestore(t))
+	st := store.New(checked(t))
 	rev, empty, err := st.RevisionAt(ctx)
 	if err != nil || rev != 0 || empty.IsZero() {
 		t.Fatalf("revision of an empty store: %d at %v, %v; want 0 at a read time", rev, empty, err)

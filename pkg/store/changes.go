@@ -100,6 +100,28 @@ const commitAttempts = 20
 // plus meta/catalog, under Firestore's 500 writes per commit.
 const changeBatch = 400
 
+// WithCommitBatch returns a store whose commits (CommitPending) number at
+// most n pending changes a transaction instead of changeBatch: tests use
+// it to cross batch boundaries with a handful of changes (a committer
+// that dies between two batches). n must be 1..changeBatch; anything
+// else is a caller's bug and panics.
+func (s *Store) WithCommitBatch(n int) *Store {
+	if n < 1 || n > changeBatch {
+		panic(fmt.Sprintf("store: commit batch %d is outside 1..%d (Firestore takes 500 writes a commit, meta/catalog is one of them)", n, changeBatch))
+	}
+	c := *s
+	c.commitBatch = n
+	return &c
+}
+
+// batch is how many pending changes one commit transaction numbers.
+func (s *Store) batch() int {
+	if s.commitBatch > 0 {
+		return s.commitBatch
+	}
+	return changeBatch
+}
+
 func (s *Store) changes() *firestore.CollectionRef { return s.client.Collection(ChangesCollection) }
 
 func (s *Store) catalogMeta() *firestore.DocumentRef {
@@ -166,8 +188,9 @@ type Committed struct {
 func (s *Store) CommitPending(ctx context.Context, retention time.Duration) (Committed, error) {
 	var out Committed
 	stale := 0
+	batch := s.batch()
 	for {
-		docs, err := s.changes().OrderBy("pending_at", firestore.Asc).Limit(changeBatch).Documents(ctx).GetAll()
+		docs, err := s.changes().OrderBy("pending_at", firestore.Asc).Limit(batch).Documents(ctx).GetAll()
 		s.ops.read(len(docs))
 		if err != nil {
 			return out, classify(err, "read the pending changes")
@@ -238,7 +261,7 @@ func (s *Store) CommitPending(ctx context.Context, retention time.Duration) (Com
 		s.ops.write(len(ps) + 1)
 		out.Changes += len(ps)
 		out.Revision, out.Published = meta.Revision, meta.Published
-		if len(ps) < changeBatch {
+		if len(ps) < batch {
 			return out, nil
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/specsync/specsync/emulator/emulatortest"
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/spec"
 	"github.com/specsync/specsync/pkg/store"
@@ -18,7 +17,7 @@ import (
 func TestCommitPendingFollowsWriteOrderAcrossBatches(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := store.New(emulatortest.Firestore(t))
+	st := store.New(checked(t))
 	var offers []store.Offer
 	for i := range 430 {
 		offers = append(offers, offer(t, "r1", fmt.Sprintf("s%03d", i), "p"))
@@ -63,7 +62,7 @@ func TestCommitPendingFollowsWriteOrderAcrossBatches(t *testing.T) {
 func TestCommitPendingFollowsCommitOrderNotClocks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := store.New(emulatortest.Firestore(t))
+	st := store.New(checked(t))
 	late := st.WithClock(func() time.Time { return time.Now().Add(time.Hour) })
 	if _, err := late.UpsertSpec(ctx, offer(t, "r1", "first", "p")); err != nil {
 		t.Fatal(err)
@@ -81,9 +80,7 @@ func TestCommitPendingFollowsCommitOrderNotClocks(t *testing.T) {
 
 	// One explicit id, deleted by r1 on a clock an hour late, then
 	// created by r2 on a true one.
-	shared := offer(t, "r1", "shared", "p")
-	shared.Spec.ID = "shared-id"
-	shared.Digest = spec.Digest(shared.Spec)
+	shared := withID(offer(t, "r1", "shared", "p"), "shared-id")
 	if _, err := late.UpsertSpec(ctx, shared); err != nil {
 		t.Fatal(err)
 	}
@@ -94,9 +91,7 @@ func TestCommitPendingFollowsCommitOrderNotClocks(t *testing.T) {
 	if out, _, err := late.DeleteMarked(ctx, "r1", "shared-id", "run-2", time.Now().Add(2*time.Hour)); err != nil || out != store.Deleted {
 		t.Fatalf("delete: %s %v", out, err)
 	}
-	taken := offer(t, "r2", "shared", "p")
-	taken.Spec.ID = "shared-id"
-	taken.Digest = spec.Digest(taken.Spec)
+	taken := withID(offer(t, "r2", "shared", "p"), "shared-id")
 	if res, err := st.UpsertSpec(ctx, taken); err != nil || res.Outcome != store.Created {
 		t.Fatalf("r2 takes the id: %+v %v", res, err)
 	}
@@ -104,6 +99,19 @@ func TestCommitPendingFollowsCommitOrderNotClocks(t *testing.T) {
 	if len(cs) != 2 || cs[0].Kind != api.ChangeDeleted || cs[1].Kind != api.ChangeCreated || cs[1].Registry != "r2" {
 		t.Fatalf("committed %v, want r1's delete, then r2's create", names(cs))
 	}
+}
+
+// withID gives an offer the explicit spec id a spec file may carry; its
+// plans' ids are derived from that id, as parsing such a file derives
+// them.
+func withID(o store.Offer, id string) store.Offer {
+	o.Spec.ID = id
+	for i := range o.Spec.Plans {
+		o.Spec.Plans[i].ID = ""
+	}
+	spec.AssignIDs(o.Spec, o.Registry)
+	o.Digest = spec.Digest(o.Spec)
+	return o
 }
 
 func names(cs []store.Change) []string {
@@ -121,7 +129,7 @@ func names(cs []store.Change) []string {
 func TestAdoptLegacyPending(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	client := emulatortest.Firestore(t)
+	client := checked(t)
 	st := store.New(client)
 	at := time.Now().UTC().Add(-time.Hour)
 	if _, err := client.Collection(store.ChangesCollection).NewDoc().Create(ctx, map[string]any{

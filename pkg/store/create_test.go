@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/specsync/specsync/emulator/emulatortest"
 	"github.com/specsync/specsync/pkg/store"
 )
 
@@ -15,7 +14,7 @@ import (
 // is stored exactly as UpsertSpec would store it, with its pending change.
 func TestCreateSpecsBatch(t *testing.T) {
 	ctx := context.Background()
-	client := emulatortest.Firestore(t)
+	client := checked(t)
 	ops := &store.Ops{}
 	st := store.New(client).WithOps(ops)
 	offers := []store.Offer{offer(t, "r1", "alpha", "small"), offer(t, "r1", "beta", "small", "large"), offer(t, "r1", "gamma", "small")}
@@ -38,7 +37,7 @@ func TestCreateSpecsBatch(t *testing.T) {
 
 	// The same specs through UpsertSpec, in another project: the stored
 	// documents must not differ but for the times.
-	ref := store.New(emulatortest.Firestore(t))
+	ref := store.New(checked(t))
 	for _, o := range offers {
 		if _, err := ref.UpsertSpec(ctx, o); err != nil {
 			t.Fatal(err)
@@ -88,7 +87,7 @@ func TestCreateSpecsBatch(t *testing.T) {
 // keeps its spec, and the conflict is reported.
 func TestCreateSpecsConflictFallsBack(t *testing.T) {
 	ctx := context.Background()
-	st := store.New(emulatortest.Firestore(t))
+	st := store.New(checked(t))
 	owned := offer(t, "r1", "db", "small")
 	if _, err := st.UpsertSpec(ctx, owned); err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/specsync/specsync/emulator/emulatortest"
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/store"
@@ -32,7 +31,7 @@ func newOperation(id string, at time.Time, registries ...string) *api.Operation 
 func TestOperationPrimitivesAndTheirCost(t *testing.T) {
 	ctx := context.Background()
 	ops := &store.Ops{}
-	st := store.New(emulatortest.Firestore(t)).WithOps(ops)
+	st := store.New(checked(t)).WithOps(ops)
 	var last api.Counts
 	at := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 

@@ -92,6 +92,9 @@ type Store struct {
 	client *firestore.Client
 	ops    *Ops
 	now    func() time.Time
+	// commitBatch is how many pending changes one commit transaction
+	// numbers (0: changeBatch); see WithCommitBatch.
+	commitBatch int
 }
 
 // New returns a store on client.

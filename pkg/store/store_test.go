@@ -32,7 +32,7 @@ func offer(t *testing.T, registry, name string, plans ...string) store.Offer {
 
 func TestUpsertOutcomes(t *testing.T) {
 	ctx := context.Background()
-	st := store.New(emulatortest.Firestore(t))
+	st := store.New(checked(t))
 	o := offer(t, "r1", "db", "small")
 	steps := []struct {
 		name string
@@ -82,7 +82,7 @@ func mustSpec(t *testing.T, rec *store.SpecRecord) *spec.Spec {
 
 func TestMarkAndUnmark(t *testing.T) {
 	ctx := context.Background()
-	st := store.New(emulatortest.Firestore(t))
+	st := store.New(checked(t))
 	o := offer(t, "r1", "db", "small")
 	if _, err := st.UpsertSpec(ctx, o); err != nil {
 		t.Fatal(err)
@@ -118,7 +118,7 @@ func TestMarkAndUnmark(t *testing.T) {
 
 func TestInstances(t *testing.T) {
 	ctx := context.Background()
-	st := store.New(emulatortest.Firestore(t))
+	st := store.New(checked(t))
 	o := offer(t, "r1", "db", "small", "large")
 	if _, err := st.UpsertSpec(ctx, o); err != nil {
 		t.Fatal(err)
@@ -174,7 +174,7 @@ func TestInstances(t *testing.T) {
 
 func TestConcurrentInstancesCountExactly(t *testing.T) {
 	ctx := context.Background()
-	st := store.New(emulatortest.Firestore(t))
+	st := store.New(checked(t))
 	o := offer(t, "r1", "db", "small")
 	if _, err := st.UpsertSpec(ctx, o); err != nil {
 		t.Fatal(err)
@@ -206,7 +206,7 @@ func TestConcurrentInstancesCountExactly(t *testing.T) {
 func TestChangesArePendingUntilCommitted(t *testing.T) {
 	ctx := context.Background()
 	ops := &store.Ops{}
-	st := store.New(emulatortest.Firestore(t)).WithOps(ops)
+	st := store.New(checked(t)).WithOps(ops)
 	if rev, err := st.Revision(ctx); err != nil || rev != 0 {
 		t.Fatalf("initial revision %d %v", rev, err)
 	}
@@ -255,7 +255,10 @@ func TestChangesArePendingUntilCommitted(t *testing.T) {
 // the first) never share or skip a revision.
 func TestConcurrentCommitsAreDense(t *testing.T) {
 	ctx := context.Background()
-	st := store.New(emulatortest.Firestore(t))
+	client, _, end := checkedProject(t)
+	// The commits number everything written: the project ends settled.
+	end.Settled, end.Feed = true, true
+	st := store.New(client)
 	regs := []string{"r1", "r2", "r3"}
 	for _, r := range regs {
 		for _, n := range []string{"a", "b", "c"} {
@@ -300,7 +303,7 @@ func TestConcurrentCommitsAreDense(t *testing.T) {
 
 func TestPublishedMarkAndPrune(t *testing.T) {
 	ctx := context.Background()
-	st := store.New(emulatortest.Firestore(t))
+	st := store.New(checked(t))
 	for _, n := range []string{"a", "b"} {
 		if _, err := st.UpsertSpec(ctx, offer(t, "r1", n, "p")); err != nil {
 			t.Fatal(err)
@@ -338,7 +341,7 @@ func TestPublishedMarkAndPrune(t *testing.T) {
 // is offered again, so it is unmarked; adopting clears the hold.
 func TestHoldBack(t *testing.T) {
 	ctx := context.Background()
-	st := store.New(emulatortest.Firestore(t))
+	st := store.New(checked(t))
 	o := offer(t, "r1", "db", "small")
 	if _, err := st.UpsertSpec(ctx, o); err != nil {
 		t.Fatal(err)
@@ -385,7 +388,7 @@ func TestHoldBack(t *testing.T) {
 
 func TestRegistryStatusRoundTrip(t *testing.T) {
 	ctx := context.Background()
-	st := store.New(emulatortest.Firestore(t))
+	st := store.New(checked(t))
 	empty, err := st.RegistryStatus(ctx, "never-run")
 	if err != nil || empty.Name != "never-run" || empty.ListingDigest != "" {
 		t.Fatalf("unknown registry status %+v %v", empty, err)
@@ -438,7 +441,9 @@ func TestRegistryStatusRoundTrip(t *testing.T) {
 // change is numbered once and the revisions stay dense.
 func TestCommitRaceNumbersEachChangeOnce(t *testing.T) {
 	ctx := context.Background()
-	client, project := emulatortest.FirestoreProject(t)
+	client, project, end := checkedProject(t)
+	// The commits number everything written: the project ends settled.
+	end.Settled, end.Feed = true, true
 	other := store.New(client)
 	for _, n := range []string{"a", "b", "c"} {
 		if _, err := other.UpsertSpec(ctx, offer(t, "r1", n, "p")); err != nil {

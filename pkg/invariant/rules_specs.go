@@ -1,0 +1,228 @@
+package invariant
+
+import (
+	"fmt"
+
+	"github.com/specsync/specsync/pkg/api"
+	"github.com/specsync/specsync/pkg/spec"
+	"github.com/specsync/specsync/pkg/store"
+)
+
+type usage struct {
+	total     int64
+	plans     map[string]int64
+	platforms map[string]int64
+}
+
+func (c *checker) specs() {
+	used := map[string]*usage{}
+	for _, inst := range c.s.Instances {
+		u := used[inst.SpecID]
+		if u == nil {
+			u = &usage{plans: map[string]int64{}, platforms: map[string]int64{}}
+			used[inst.SpecID] = u
+		}
+		u.total++
+		u.plans[inst.PlanID]++
+		if inst.Platform != "" {
+			u.platforms[inst.Platform]++
+		}
+	}
+	byName := map[[2]string]string{}
+	for _, id := range sortedKeys(c.s.Specs) {
+		r := c.s.Specs[id]
+		doc := store.SpecsCollection + "/" + id
+		byName[[2]string{r.Registry, r.Name}] = id
+		if r.ID != id {
+			c.add("spec-id", doc, "id field %q is not the document id", r.ID)
+		}
+		if r.Registry == "" {
+			c.add("spec-id", doc, "no owning registry")
+		}
+		c.body(doc, id, r)
+		switch r.State {
+		case api.SpecActive:
+			if !r.MarkedAt.IsZero() || r.MarkedRun != "" {
+				c.add("spec-state", doc, "active but carries marked_at %v / marked_run %q", r.MarkedAt, r.MarkedRun)
+			}
+		case api.SpecMarked:
+			if r.MarkedAt.IsZero() || r.MarkedRun == "" {
+				c.add("spec-state", doc, "marked without marked_at (%v) or marked_run (%q)", r.MarkedAt, r.MarkedRun)
+			}
+		default:
+			c.add("spec-state", doc, "state %q is neither active nor marked", r.State)
+		}
+		u := used[id]
+		if u == nil {
+			u = &usage{}
+		}
+		if r.Instances != u.total {
+			c.add("spec-counters", doc, "instances is %d, %d instance records point at it", r.Instances, u.total)
+		}
+		if !sameCounts(r.PlanInstances, u.plans) {
+			c.add("spec-counters", doc, "plan_instances is %v, instance records say %v", r.PlanInstances, u.plans)
+		}
+		if !sameCounts(r.PlatformInstances, u.platforms) {
+			c.add("spec-counters", doc, "platform_instances is %v, instance records say %v", r.PlatformInstances, u.platforms)
+		}
+		if r.Generation < 1 {
+			c.add("spec-generation", doc, "generation %d: a stored spec has adopted at least one version", r.Generation)
+		}
+		if h := r.HeldBack; h != nil && h.SpecID != "" && h.SpecID != id {
+			c.add("spec-id", doc, "holds back a version of spec %s", h.SpecID)
+		}
+	}
+	if p := c.opts.Previous; p != nil {
+		for _, id := range sortedKeys(p.Specs) {
+			old := p.Specs[id]
+			now, ok := byName[[2]string{old.Registry, old.Name}]
+			if ok && now != id {
+				c.add("spec-stable", store.SpecsCollection+"/"+now, "spec %q of registry %s had id %s, now %s", old.Name, old.Registry, id, now)
+			}
+		}
+	}
+}
+
+// body checks the stored spec against its record.
+func (c *checker) body(doc, id string, r store.SpecRecord) {
+	sp, err := r.Spec()
+	if err != nil {
+		c.add("spec-body", doc, "%v", err)
+		return
+	}
+	if sp.ID != id {
+		c.add("spec-id", doc, "stored spec has id %q", sp.ID)
+	}
+	if sp.Name != r.Name {
+		c.add("spec-body", doc, "stored spec is named %q, the record %q", sp.Name, r.Name)
+	}
+	// Ids are assigned before the digest is taken, so the digest of what
+	// is stored is the recorded one.
+	if d := spec.Digest(sp); d != r.Digest {
+		c.add("spec-body", doc, "digest %s is not the content digest %s of the stored spec", r.Digest, d)
+	}
+	derived := spec.DeriveSpecID(r.Registry, sp.Name)
+	seen := map[string]bool{}
+	for i, p := range sp.Plans {
+		switch {
+		case p.ID == "":
+			c.add("spec-body", doc, "plan %d (%s) has no id", i, p.Name)
+		case seen[p.ID]:
+			c.add("spec-body", doc, "plan id %s is used twice", p.ID)
+		}
+		seen[p.ID] = true
+		// A plan id derived from another spec id than this one means the
+		// spec's id changed under its plans.
+		if id != derived && p.ID == spec.DerivePlanID(derived, p.Name) {
+			c.add("spec-id", doc, "plan %s has the id derived from spec id %s, not from %s", p.Name, derived, id)
+		}
+	}
+}
+
+// sameCounts compares a stored counter map with the counted one; a stored
+// zero is the same as no entry (a decrement to zero leaves the key).
+func sameCounts(stored, counted map[string]int64) bool {
+	for k, v := range stored {
+		if v != counted[k] {
+			return false
+		}
+	}
+	for k, v := range counted {
+		if stored[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *checker) registries() {
+	if !c.opts.Settled {
+		return
+	}
+	marked := map[string]int{}
+	for _, r := range c.s.Specs {
+		if r.State == api.SpecMarked {
+			marked[r.Registry]++
+		}
+	}
+	for _, name := range sortedKeys(c.s.Registries) {
+		st := c.s.Registries[name]
+		if st.LastRun.ID == "" {
+			continue // never ran here (a contested_by or lease record only)
+		}
+		if st.Marked != marked[name] {
+			c.add("registry-marked", store.RegistriesCollection+"/"+name, "records %d marked specs, %d are stored marked", st.Marked, marked[name])
+		}
+	}
+}
+
+func (c *checker) manifests() {
+	for _, name := range sortedKeys(c.s.Registries) {
+		st := c.s.Registries[name]
+		if !st.ManifestTrusted() {
+			continue
+		}
+		doc := store.RegistriesCollection + "/" + name
+		h := st.Manifest
+		entries := map[string]store.ManifestEntry{}
+		whole := true
+		for i := range h.Shards {
+			id := fmt.Sprintf("%s.%d", name, i)
+			sh, ok := c.s.Manifests[id]
+			if !ok || sh.Run != h.Run || sh.Shard != i || sh.Shards != h.Shards || sh.Registry != name {
+				c.add("manifest", store.ManifestsCollection+"/"+id, "shard %d of the manifest of run %s is missing or another's (%+v)", i, h.Run, sh)
+				whole = false
+				continue
+			}
+			es, err := sh.Decode()
+			if err != nil {
+				c.add("manifest", store.ManifestsCollection+"/"+id, "%v", err)
+				whole = false
+				continue
+			}
+			for _, e := range es {
+				if _, dup := entries[e.SpecID]; dup {
+					c.add("manifest", doc, "spec %s is in the manifest twice", e.SpecID)
+				}
+				entries[e.SpecID] = e
+			}
+		}
+		if !whole {
+			continue
+		}
+		if len(entries) != h.Entries {
+			c.add("manifest", doc, "the header says %d entries, the shards hold %d", h.Entries, len(entries))
+		}
+		for _, id := range sortedKeys(c.s.Specs) {
+			r := c.s.Specs[id]
+			if r.Registry != name {
+				continue
+			}
+			e, ok := entries[id]
+			switch {
+			case !ok:
+				c.add("manifest", doc, "spec %s (%s) is not in the trusted manifest: a run would never see it", id, r.Name)
+			case e.Entry != r.Entry || e.Digest != r.Digest || e.State != r.State:
+				c.add("manifest", doc, "spec %s: the manifest says entry %q digest %s %s, the store %q %s %s", id, e.Entry, e.Digest, e.State, r.Entry, r.Digest, r.State)
+			case e.Clean && !r.Clean():
+				c.add("manifest", doc, "spec %s is clean in the manifest, but %s with entry error %q and held back %v", id, r.State, r.EntryError, r.HeldBack != nil)
+			}
+		}
+		for _, id := range sortedKeys(entries) {
+			r, stored := c.s.Specs[id]
+			if stored && r.Registry == name {
+				continue
+			}
+			if e := entries[id]; e.State != api.SpecMarked {
+				c.add("manifest", doc, "spec %s is in the manifest %s, but %s", id, e.State, describeOwner(r, stored))
+			}
+		}
+	}
+}
+
+func describeOwner(r store.SpecRecord, stored bool) string {
+	if !stored {
+		return "not stored"
+	}
+	return "owned by registry " + r.Registry
+}
