@@ -186,3 +186,40 @@ func PushTopic(t testing.TB, client *pubsub.Client, project, id, base string, or
 	}
 	return topic
 }
+
+// ServerClockMoves returns once the emulator's server timestamps have
+// moved past every write committed before it was called. Firestore's
+// commit times are distinct for writes one after the other, to the
+// microsecond; the emulator's server timestamps are not (it cuts them to
+// the millisecond and repeats them for tens of milliseconds when it is
+// loaded). A test whose writes must commit at distinct times, as they
+// would in production (the committer orders changes by commit time, and
+// ties by their writers' clocks, which such a test may skew), calls it
+// between them. It writes and deletes one document of its own
+// collection, test-clock.
+func ServerClockMoves(t testing.TB, client *firestore.Client) {
+	t.Helper()
+	ctx := context.Background()
+	probe := client.Collection("test-clock").Doc("probe")
+	defer probe.Delete(ctx)
+	var first time.Time
+	for i := 0; ; i++ {
+		if _, err := probe.Set(ctx, map[string]any{"at": firestore.ServerTimestamp}); err != nil {
+			t.Fatalf("emulatortest: probe the server clock: %v", err)
+		}
+		snap, err := probe.Get(ctx)
+		if err != nil {
+			t.Fatalf("emulatortest: probe the server clock: %v", err)
+		}
+		at, _ := snap.Data()["at"].(time.Time)
+		switch {
+		case i == 0:
+			first = at
+		case at.After(first):
+			return
+		case i >= 1000:
+			t.Fatalf("emulatortest: the server's timestamps stayed at %s for 1,000 writes", first)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -146,8 +146,9 @@ func (s *Store) pend(tx *firestore.Transaction, c Change) error {
 // function instances that wrote them say. A change committed later than
 // a commit's read of its batch has a later commit time than every change
 // of that batch (Firestore's reads are strongly consistent), so batch
-// boundaries keep the order too; changes of one commit tie and are
-// ordered by document id.
+// boundaries keep the order too; changes of one commit tie (a batch of
+// creates: different specs) and keep the order their writer wrote them
+// in, and a batch never ends inside a tie (CommitPending).
 type pendingWrite struct {
 	Change
 	PendingAt time.Time `firestore:"pending_at,serverTimestamp"`
@@ -190,10 +191,16 @@ func (s *Store) CommitPending(ctx context.Context, retention time.Duration) (Com
 	stale := 0
 	batch := s.batch()
 	for {
-		docs, err := s.changes().OrderBy("pending_at", firestore.Asc).Limit(batch).Documents(ctx).GetAll()
+		// One change more than a batch says whether the batch's last
+		// changes tie with the next (below).
+		docs, err := s.changes().OrderBy("pending_at", firestore.Asc).Limit(batch + 1).Documents(ctx).GetAll()
 		s.ops.read(len(docs))
 		if err != nil {
 			return out, classify(err, "read the pending changes")
+		}
+		var next *firestore.DocumentSnapshot
+		if len(docs) > batch {
+			next, docs = docs[batch], docs[:batch]
 		}
 		if len(docs) == 0 {
 			// Nothing (more) to number: report where the catalog is.
@@ -219,6 +226,30 @@ func (s *Store) CommitPending(ctx context.Context, retention time.Duration) (Com
 				return out, classify(err, "decode pending change %s", d.Ref.ID)
 			}
 			ps[i] = pending{d.Ref, d.UpdateTime, c.PendingAt, c.At}
+		}
+		if next != nil {
+			// The query orders ties on pending_at by document id, so a
+			// full batch may end in the middle of changes that tie: leave
+			// those to the next batch, which reads them together with the
+			// rest of their tie and orders them below. (A tie longer than
+			// a batch is numbered as read.) In Firestore only the changes
+			// of one commit tie (different specs: a batch of creates);
+			// the emulator cuts server timestamps to the millisecond and
+			// repeats them for tens of milliseconds when loaded, so there
+			// one spec's changes, written one after the other, can tie,
+			// and a batch cut between them would number the later first.
+			var c Change
+			if err := next.DataTo(&c); err != nil {
+				return out, classify(err, "decode pending change %s", next.Ref.ID)
+			}
+			last := ps[len(ps)-1].committed
+			k := len(ps)
+			for c.PendingAt.Equal(last) && k > 0 && ps[k-1].committed.Equal(last) {
+				k--
+			}
+			if k > 0 {
+				ps = ps[:k]
+			}
 		}
 		sort.SliceStable(ps, func(i, j int) bool {
 			if !ps[i].committed.Equal(ps[j].committed) {
@@ -261,7 +292,7 @@ func (s *Store) CommitPending(ctx context.Context, retention time.Duration) (Com
 		s.ops.write(len(ps) + 1)
 		out.Changes += len(ps)
 		out.Revision, out.Published = meta.Revision, meta.Published
-		if len(ps) < batch {
+		if next == nil {
 			return out, nil
 		}
 	}

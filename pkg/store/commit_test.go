@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/specsync/specsync/emulator/emulatortest"
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/spec"
 	"github.com/specsync/specsync/pkg/store"
@@ -53,6 +54,37 @@ func TestCommitPendingFollowsWriteOrderAcrossBatches(t *testing.T) {
 	}
 }
 
+// A batch never ends inside changes that tie on their commit time (the
+// changes of one commit): the query orders a tie by document id, so a
+// batch cut through one would number a change written later before one
+// written earlier. One change, then three created in one commit, numbered
+// three to a transaction: the first transaction numbers the one change
+// only, the second the three, in the order they were written (without
+// the rule the first would take two of the three at random, and the test
+// fail two times in three).
+func TestCommitBatchNeverEndsInsideATie(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	client := checked(t)
+	st := store.New(client)
+	if _, err := st.UpsertSpec(ctx, offer(t, "r1", "alone", "p")); err != nil {
+		t.Fatal(err)
+	}
+	emulatortest.ServerClockMoves(t, client)
+	offers := []store.Offer{offer(t, "r2", "t1", "p"), offer(t, "r2", "t2", "p"), offer(t, "r2", "t3", "p")}
+	batches, err := store.CreateBatches(offers)
+	if err != nil || len(batches) != 1 {
+		t.Fatalf("%d create batches, %v; want the three in one commit", len(batches), err)
+	}
+	if _, err := st.CreateSpecs(ctx, batches[0]); err != nil {
+		t.Fatal(err)
+	}
+	cs := commit(t, st.WithCommitBatch(3))
+	if got := fmt.Sprint(names(cs)); got != "[1 created r1/alone 2 created r2/t1 3 created r2/t2 4 created r2/t3]" {
+		t.Fatalf("committed %s, want alone, then t1, t2, t3 as written", got)
+	}
+}
+
 // Revisions follow the order the spec writes committed, not the clocks of
 // the function instances that wrote them: a write stamped an hour late,
 // committed first, still gets the first revision, and a spec's delete and
@@ -62,11 +94,13 @@ func TestCommitPendingFollowsWriteOrderAcrossBatches(t *testing.T) {
 func TestCommitPendingFollowsCommitOrderNotClocks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := store.New(checked(t))
+	client := checked(t)
+	st := store.New(client)
 	late := st.WithClock(func() time.Time { return time.Now().Add(time.Hour) })
 	if _, err := late.UpsertSpec(ctx, offer(t, "r1", "first", "p")); err != nil {
 		t.Fatal(err)
 	}
+	emulatortest.ServerClockMoves(t, client)
 	if _, err := st.UpsertSpec(ctx, offer(t, "r1", "second", "p")); err != nil {
 		t.Fatal(err)
 	}
@@ -91,6 +125,7 @@ func TestCommitPendingFollowsCommitOrderNotClocks(t *testing.T) {
 	if out, _, err := late.DeleteMarked(ctx, "r1", "shared-id", "run-2", time.Now().Add(2*time.Hour)); err != nil || out != store.Deleted {
 		t.Fatalf("delete: %s %v", out, err)
 	}
+	emulatortest.ServerClockMoves(t, client)
 	taken := withID(offer(t, "r2", "shared", "p"), "shared-id")
 	if res, err := st.UpsertSpec(ctx, taken); err != nil || res.Outcome != store.Created {
 		t.Fatalf("r2 takes the id: %+v %v", res, err)
