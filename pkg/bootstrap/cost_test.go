@@ -20,7 +20,7 @@ import (
 	"github.com/specsync/specsync/pkg/store"
 )
 
-// The cost model of a bootstrap (docs/pending/committer.md), counted on
+// The cost model of a bootstrap (docs/deploy.md, "Cost"), counted on
 // the wire from every Firestore call the bootstrap, the reconcile runs,
 // the reports and the committer make, exactly:
 //
