@@ -324,10 +324,10 @@ func committedFeed(t *testing.T, client *firestore.Client) (feed []string, pendi
 
 // A committer that dies part-way through a commit of several batches:
 // ten changes pending, three to a commit transaction (WithCommitBatch;
-// production numbers 400), so the commit is four batches and the write
-// that records what it published. For every k, the committer dies after
-// its k-th write: it leaves exactly its first k batches numbered and the
-// rest pending (never part of a batch), every state passes the checker,
+// production numbers 400), so the commit is four batches or more and the
+// write that records what it published. For every k, the committer dies
+// after its k-th write: it leaves its first batches numbered, in order,
+// and the rest pending, every state passes the checker,
 // and the next commit alone completes exactly: revisions dense, each
 // change numbered once, meta/catalog at the last, the feed the same as an
 // uninterrupted commit's, revision for revision, and every revision
@@ -354,10 +354,13 @@ func TestCrashAfterEveryWriteAcrossBatches(t *testing.T) {
 	if err != nil || c.Changes != pendingChanges {
 		t.Fatalf("uninterrupted commit: %+v %v", c, err)
 	}
+	// One write a batch and one for the published mark: four batches of
+	// at most three (more when the emulator's millisecond pending_at ties
+	// two runs' changes at a batch's end, which the commit leaves whole
+	// to the next batch).
 	writes := counter.commits.Load()
-	batches := int64((pendingChanges + batch - 1) / batch)
-	if writes != batches+1 || batches < 3 {
-		t.Fatalf("the commit wrote %d times for %d batches; want one per batch and the published mark", writes, batches)
+	if batches := writes - 1; batches < (pendingChanges+batch-1)/batch {
+		t.Fatalf("the commit wrote %d times: %d batches, want at least %d", writes, batches, (pendingChanges+batch-1)/batch)
 	}
 	invariant.Require(t, refClient, invariant.Options{Settled: true, Feed: true})
 	want, _ := committedFeed(t, refClient)
@@ -383,9 +386,13 @@ func TestCrashAfterEveryWriteAcrossBatches(t *testing.T) {
 			// the commit (every change is numbered): only the state says.
 			_, _ = committer(crashClient(t, project, cc), pub).Commit(ctx)
 			invariant.Require(t, client, invariant.Options{})
-			numbered := min(k*batch, pendingChanges)
-			if _, left := committedFeed(t, client); int64(left) != pendingChanges-numbered {
-				t.Fatalf("after dying after write %d, %d changes are pending; want %d (whole batches of %d numbered, the rest pending)", k, left, pendingChanges-numbered, batch)
+			// What it numbered is whole batches, in order: a prefix of
+			// the uninterrupted feed, at most k batches of three, and
+			// everything else pending.
+			got, left := committedFeed(t, client)
+			numbered := int64(len(got) - len(before))
+			if strings.Join(got, "\n") != strings.Join(want[:min(len(got), len(want))], "\n") || numbered+int64(left) != pendingChanges || numbered > k*batch {
+				t.Fatalf("after dying after write %d: %d numbered, %d pending, the feed\n%s\nwant a prefix of the uninterrupted commit's, at most %d numbered, the rest pending\n%s", k, numbered, left, strings.Join(got, "\n"), k*batch, strings.Join(want, "\n"))
 			}
 			if _, err := committer(client, pub).Commit(ctx); err != nil {
 				t.Fatalf("the commit after the crash: %v", err)

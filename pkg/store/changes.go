@@ -69,8 +69,8 @@ type Change struct {
 	// commit time of its spec write (see pendingWrite). The committer's
 	// query orders on it, and a field only pending changes have selects
 	// exactly them (a query ordered on a field leaves out the documents
-	// without it). Ties are broken by document id, so batches follow one
-	// total order.
+	// without it). A batch never splits a pending_at between itself and
+	// the next (see CommitPending), so batches follow one total order.
 	PendingAt time.Time `firestore:"pending_at,omitempty"`
 	// LegacyPendingRegistry is what marked a pending change before the
 	// committer (one registry's run committed its own). Only a run of
@@ -107,7 +107,8 @@ func (c *Change) InCatalog() bool { return c.SpecJSON != "" }
 const commitAttempts = 20
 
 // changeBatch bounds one commit transaction: each change is one write,
-// plus meta/catalog, under Firestore's 500 writes per commit.
+// plus meta/catalog, under Firestore's 500 writes per commit. (The query
+// of a batch reads one change more, to see past its end.)
 const changeBatch = 400
 
 // WithCommitBatch returns a store whose commits (CommitPending) number at
@@ -156,8 +157,11 @@ func (s *Store) pend(tx *firestore.Transaction, c Change) error {
 // function instances that wrote them say. A change committed later than
 // a commit's read of its batch has a later commit time than every change
 // of that batch (Firestore's reads are strongly consistent), so batch
-// boundaries keep the order too; changes of one commit tie and are
-// ordered by document id.
+// boundaries keep the order too; changes of one commit tie, and the
+// committer orders them by the writer's clock. (The emulator stamps
+// pending_at to the millisecond, so changes of different commits can tie
+// there too: the committer then orders them by their documents' create
+// times, see CommitPending.)
 type pendingWrite struct {
 	Change
 	PendingAt time.Time `firestore:"pending_at,serverTimestamp"`
@@ -182,8 +186,9 @@ type Committed struct {
 }
 
 // CommitPending gives every pending change, of every registry, its
-// revision, in the order they were written (PendingAt, then document id),
-// in batches, until none is left. Committed changes expire (ExpiresAt)
+// revision, in the order they were written (PendingAt, then the create
+// time of its document, then the writer's clock), in batches, until none
+// is left. Committed changes expire (ExpiresAt)
 // after retention. It is the committer's: reconcile runs only write
 // pending changes, so meta/catalog has one writer at a time.
 //
@@ -200,10 +205,22 @@ func (s *Store) CommitPending(ctx context.Context, retention time.Duration) (Com
 	stale := 0
 	batch := s.batch()
 	for {
-		docs, err := s.changes().OrderBy("pending_at", firestore.Asc).Limit(batch).Documents(ctx).GetAll()
+		// One more than the batch: whether more is pending, and whether
+		// the batch's last pending_at goes on past it (below).
+		docs, err := s.changes().OrderBy("pending_at", firestore.Asc).Limit(batch + 1).Documents(ctx).GetAll()
 		s.ops.read(len(docs))
 		if err != nil {
 			return out, classify(err, "read the pending changes")
+		}
+		more := len(docs) > batch
+		// The first change past the batch: its pending_at and create time.
+		var next, nextCreated time.Time
+		if more {
+			var c Change
+			if err := docs[batch].DataTo(&c); err != nil {
+				return out, classify(err, "decode pending change %s", docs[batch].Ref.ID)
+			}
+			next, nextCreated, docs = c.PendingAt, docs[batch].CreateTime, docs[:batch]
 		}
 		if len(docs) == 0 {
 			// Nothing (more) to number: report where the catalog is.
@@ -217,10 +234,12 @@ func (s *Store) CommitPending(ctx context.Context, retention time.Duration) (Com
 		type pending struct {
 			ref *firestore.DocumentRef
 			at  time.Time // the document's update time, the precondition
-			// The commit time of the spec write, and the writer's clock:
+			// pendingAt is what the query orders by; created is the
+			// change document's create time, the commit time of the spec
+			// write at full resolution; written is the writer's clock:
 			// changes of one commit (a batch of creates) tie on the first
-			// and keep the order they were written in by the second.
-			committed, written time.Time
+			// two and keep the order they were written in by the third.
+			pendingAt, created, written time.Time
 		}
 		ps := make([]pending, len(docs))
 		for i, d := range docs {
@@ -228,14 +247,38 @@ func (s *Store) CommitPending(ctx context.Context, retention time.Duration) (Com
 			if err := d.DataTo(&c); err != nil {
 				return out, classify(err, "decode pending change %s", d.Ref.ID)
 			}
-			ps[i] = pending{d.Ref, d.UpdateTime, c.PendingAt, c.At}
+			ps[i] = pending{d.Ref, d.UpdateTime, c.PendingAt, d.CreateTime, c.At}
 		}
 		sort.SliceStable(ps, func(i, j int) bool {
-			if !ps[i].committed.Equal(ps[j].committed) {
-				return ps[i].committed.Before(ps[j].committed)
+			switch {
+			case !ps[i].pendingAt.Equal(ps[j].pendingAt):
+				return ps[i].pendingAt.Before(ps[j].pendingAt)
+			case !ps[i].created.Equal(ps[j].created):
+				return ps[i].created.Before(ps[j].created)
 			}
 			return ps[i].written.Before(ps[j].written)
 		})
+		// pending_at can tie between changes of different commits: the
+		// emulator stamps it to the millisecond (and a little before the
+		// commit), where their create times still tell them apart. When
+		// the query cut the batch inside its last pending_at (by
+		// document id) and that pending_at holds more than one commit,
+		// what ties with it beyond the cut may have committed before some
+		// of it: that pending_at is left whole to the next batch, which
+		// then holds it all and orders it by create time. One commit's
+		// changes (all of a tie on Firestore, where pending_at is the
+		// commit time to the microsecond) may be cut anywhere; so may a
+		// batch of nothing but one pending_at.
+		if last := ps[len(ps)-1].pendingAt; more && next.Equal(last) {
+			cut, commits := len(ps), false
+			for cut > 0 && ps[cut-1].pendingAt.Equal(last) {
+				commits = commits || !ps[cut-1].created.Equal(nextCreated)
+				cut--
+			}
+			if cut > 0 && commits {
+				ps = ps[:cut]
+			}
+		}
 		var meta catalogMetaDoc
 		err = s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 			m, err := txGet[catalogMetaDoc](s, tx, s.catalogMeta())
@@ -271,7 +314,7 @@ func (s *Store) CommitPending(ctx context.Context, retention time.Duration) (Com
 		s.ops.write(len(ps) + 1)
 		out.Changes += len(ps)
 		out.Revision, out.Published = meta.Revision, meta.Published
-		if len(ps) < batch {
+		if !more {
 			return out, nil
 		}
 	}
