@@ -34,7 +34,9 @@ import (
 // The runs are the runner's, not the worker's: a hundred reports at once
 // contend on the operation's one document, which the emulator turns into
 // minutes of aborted transactions (a limit of the operation document, not
-// of the feed).
+// of the feed: TestReportsAtOnceSerializeOnTheOperationDocument, and
+// docs/design.md, "The operation document is the bootstrap's hot
+// document").
 func TestHundredRegistriesAtOnceNeverContendOnTheCatalog(t *testing.T) {
 	const registries, specsEach = 100, 100
 	ctx := context.Background()

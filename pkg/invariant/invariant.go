@@ -139,7 +139,9 @@ func Require(t testing.TB, client *firestore.Client, opts Options) *State {
 // check checks the project and reports every violation as a test error.
 func check(t testing.TB, client *firestore.Client, opts Options) (st *State, failed bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// Generous: a project of 20,000 documents on an emulator shared with
+	// a whole test run takes minutes to read.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	st, vs, err := Check(ctx, client, opts)
 	if err != nil {

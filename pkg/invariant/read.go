@@ -94,12 +94,6 @@ func (s *State) readCollection(ctx context.Context, col *firestore.CollectionRef
 	if err != nil {
 		return fmt.Errorf("invariant: read %s: %w", col.Path, err)
 	}
-	// Documents that only hold subcollections are not returned by a
-	// query; DocumentRefs lists them too.
-	refs, err := col.DocumentRefs(ctx).GetAll()
-	if err != nil {
-		return fmt.Errorf("invariant: list %s: %w", col.Path, err)
-	}
 	for _, snap := range snaps {
 		s.Raw[relPath(snap.Ref)] = snap.Data()
 		switch {
@@ -116,6 +110,12 @@ func (s *State) readCollection(ctx context.Context, col *firestore.CollectionRef
 	}
 	if shallow {
 		return nil
+	}
+	// Documents that only hold subcollections are not returned by a
+	// query; DocumentRefs lists them too.
+	refs, err := col.DocumentRefs(ctx).GetAll()
+	if err != nil {
+		return fmt.Errorf("invariant: list %s: %w", col.Path, err)
 	}
 	// Asking every document for its subcollections is one call each: a
 	// few at a time.

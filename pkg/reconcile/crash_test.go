@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"cloud.google.com/go/firestore"
 	"google.golang.org/grpc"
@@ -261,7 +262,7 @@ func TestCrashAfterEveryWrite(t *testing.T) {
 // two share a commit time and the order they are numbered in is the same
 // in every project): updates, creates, marks, a delete and an unmark,
 // alternating between the registries. No commit runs after them.
-func pendingAcrossBatches(t *testing.T, client *firestore.Client) (kinds []string) {
+func pendingAcrossBatches(t *testing.T, client *firestore.Client) {
 	t.Helper()
 	ctx := context.Background()
 	fa, fb := specFiles("a1", "a2", "a3", "a4"), specFiles("b1", "b2", "b3", "b4")
@@ -301,9 +302,7 @@ func pendingAcrossBatches(t *testing.T, client *firestore.Client) (kinds []strin
 		if err != nil || run.Result != api.ResultSucceeded || run.Counts.Changes != 1 {
 			t.Fatalf("pending step %d (%s of %s): %s %+v %v", i, s.kind, s.reg.Name, run.Result, run.Counts, err)
 		}
-		kinds = append(kinds, string(s.kind))
 	}
-	return kinds
 }
 
 // committedFeed is the committed feed, in revision order: what each
@@ -326,16 +325,54 @@ func committedFeed(t *testing.T, client *firestore.Client) (feed []string, pendi
 	return feed, pending
 }
 
+// writeOrder is the feed an uninterrupted commit makes of the changes
+// pending on client, numbered from revision after: in the order they were
+// written (pending_at, then the create time of their documents, then the
+// writer's clock), as the committer orders them.
+func writeOrder(t *testing.T, client *firestore.Client, after int) []string {
+	t.Helper()
+	docs, err := client.Collection(store.ChangesCollection).OrderBy("pending_at", firestore.Asc).Documents(context.Background()).GetAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type written struct {
+		store.Change
+		created time.Time
+	}
+	ws := make([]written, len(docs))
+	for i, d := range docs {
+		if err := d.DataTo(&ws[i].Change); err != nil {
+			t.Fatal(err)
+		}
+		ws[i].created = d.CreateTime
+	}
+	sort.SliceStable(ws, func(i, j int) bool {
+		switch {
+		case !ws[i].PendingAt.Equal(ws[j].PendingAt):
+			return ws[i].PendingAt.Before(ws[j].PendingAt)
+		case !ws[i].created.Equal(ws[j].created):
+			return ws[i].created.Before(ws[j].created)
+		}
+		return ws[i].At.Before(ws[j].At)
+	})
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = fmt.Sprintf("%d %s %s/%s gen=%d", after+i+1, w.Kind, w.Registry, w.Name, w.Generation)
+	}
+	return out
+}
+
 // A committer that dies part-way through a commit of several batches:
 // ten changes pending, three to a commit transaction (WithCommitBatch;
 // production numbers 400), so the commit is four batches and the write
 // that records what it published. For every k, the committer dies after
-// its k-th write: it leaves exactly its first k batches numbered and the
-// rest pending (never part of a batch), every state passes the checker,
-// and the next commit alone completes exactly: revisions dense, each
-// change numbered once, meta/catalog at the last, the feed the same as an
-// uninterrupted commit's, revision for revision, and every revision
-// published at least once, in order.
+// its k-th write: it leaves exactly its first k batches numbered, in
+// write order, and the rest pending, every state passes the checker, and
+// the next commit alone completes exactly: revisions dense, each change
+// numbered once, meta/catalog at the last, the feed revision for revision
+// what an uninterrupted commit makes of the same pending changes (as the
+// uninterrupted commit of the reference project does), and every
+// revision published at least once, in order.
 func TestCrashAfterEveryWriteAcrossBatches(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -344,13 +381,20 @@ func TestCrashAfterEveryWriteAcrossBatches(t *testing.T) {
 	committer := func(c *firestore.Client, pub *publisher) *reconcile.Committer {
 		return &reconcile.Committer{Store: store.New(c).WithCommitBatch(batch), Logger: logger, Publisher: pub}
 	}
+	// world is a project with the changes pending: its feed so far, and
+	// the feed an uninterrupted commit makes of it.
+	world := func(t *testing.T, client *firestore.Client) (before, want []string) {
+		t.Helper()
+		pendingAcrossBatches(t, client)
+		before, pending := committedFeed(t, client)
+		if pending != pendingChanges {
+			t.Fatalf("%d changes pending, want %d", pending, pendingChanges)
+		}
+		return before, append(before, writeOrder(t, client, len(before))...)
+	}
 
 	refClient, refProject := emulatortest.FirestoreProject(t)
-	kinds := pendingAcrossBatches(t, refClient)
-	before, pending := committedFeed(t, refClient)
-	if pending != pendingChanges {
-		t.Fatalf("%d changes pending, want %d", pending, pendingChanges)
-	}
+	_, want := world(t, refClient)
 	counter := &crashConn{}
 	counter.limit.Store(-1)
 	refPub := &publisher{}
@@ -358,20 +402,14 @@ func TestCrashAfterEveryWriteAcrossBatches(t *testing.T) {
 	if err != nil || c.Changes != pendingChanges {
 		t.Fatalf("uninterrupted commit: %+v %v", c, err)
 	}
+	// One write a batch and one for the published mark.
 	writes := counter.commits.Load()
-	batches := int64((pendingChanges + batch - 1) / batch)
-	if writes != batches+1 || batches < 3 {
+	if batches := int64((pendingChanges + batch - 1) / batch); writes != batches+1 || batches < 3 {
 		t.Fatalf("the commit wrote %d times for %d batches; want one per batch and the published mark", writes, batches)
 	}
 	invariant.Require(t, refClient, invariant.Options{Settled: true, Feed: true})
-	want, _ := committedFeed(t, refClient)
-	if len(want) != len(before)+pendingChanges {
-		t.Fatalf("the feed went from %d to %d revisions, want %d more", len(before), len(want), pendingChanges)
-	}
-	for i, kind := range kinds {
-		if f := strings.Fields(want[len(before)+i]); f[1] != kind {
-			t.Fatalf("revision %s is %s, want %s: the commit did not follow the order the runs wrote in", f[0], f[1], kind)
-		}
+	if got, _ := committedFeed(t, refClient); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("the uninterrupted commit made the feed\n%s\nwant the changes in the order they were written\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	wantPublished := refPub.got
 
@@ -379,7 +417,7 @@ func TestCrashAfterEveryWriteAcrossBatches(t *testing.T) {
 		t.Run(fmt.Sprintf("committer dies after write %d of %d", k, writes), func(t *testing.T) {
 			t.Parallel()
 			client, project := emulatortest.FirestoreProject(t)
-			pendingAcrossBatches(t, client)
+			before, want := world(t, client)
 			cc := &crashConn{}
 			cc.limit.Store(k)
 			pub := &publisher{}
@@ -387,9 +425,13 @@ func TestCrashAfterEveryWriteAcrossBatches(t *testing.T) {
 			// the commit (every change is numbered): only the state says.
 			_, _ = committer(crashClient(t, project, cc), pub).Commit(ctx)
 			invariant.Require(t, client, invariant.Options{})
+			// What it numbered is its first k batches, whole and in
+			// order: a prefix of the uninterrupted feed, and everything
+			// else pending.
+			got, left := committedFeed(t, client)
 			numbered := min(k*batch, pendingChanges)
-			if _, left := committedFeed(t, client); int64(left) != pendingChanges-numbered {
-				t.Fatalf("after dying after write %d, %d changes are pending; want %d (whole batches of %d numbered, the rest pending)", k, left, pendingChanges-numbered, batch)
+			if int64(len(got)-len(before)) != numbered || int64(left) != pendingChanges-numbered || strings.Join(got, "\n") != strings.Join(want[:min(len(got), len(want))], "\n") {
+				t.Fatalf("after dying after write %d: %d pending, the feed\n%s\nwant %d numbered (whole batches of %d), a prefix of the uninterrupted commit's\n%s", k, left, strings.Join(got, "\n"), numbered, batch, strings.Join(want, "\n"))
 			}
 			if _, err := committer(client, pub).Commit(ctx); err != nil {
 				t.Fatalf("the commit after the crash: %v", err)

@@ -59,8 +59,8 @@ type Change struct {
 	// commit time of its spec write (see pendingWrite). The committer's
 	// query orders on it, and a field only pending changes have selects
 	// exactly them (a query ordered on a field leaves out the documents
-	// without it). Ties are broken by document id, so batches follow one
-	// total order.
+	// without it). A batch never ends inside a tie of several commits
+	// (see CommitPending), so batches follow one total order.
 	PendingAt time.Time `firestore:"pending_at,omitempty"`
 	// LegacyPendingRegistry is what marked a pending change before the
 	// committer (one registry's run committed its own). Only a run of
@@ -146,9 +146,11 @@ func (s *Store) pend(tx *firestore.Transaction, c Change) error {
 // function instances that wrote them say. A change committed later than
 // a commit's read of its batch has a later commit time than every change
 // of that batch (Firestore's reads are strongly consistent), so batch
-// boundaries keep the order too; changes of one commit tie (a batch of
-// creates: different specs) and keep the order their writer wrote them
-// in, and a batch never ends inside a tie (CommitPending).
+// boundaries keep the order too; changes of one commit tie, and the
+// committer orders them by the writer's clock. (The emulator stamps
+// pending_at to the millisecond, so changes of different commits can tie
+// there too: the committer then orders them by their documents' create
+// times, and never ends a batch inside such a tie, see CommitPending.)
 type pendingWrite struct {
 	Change
 	PendingAt time.Time `firestore:"pending_at,serverTimestamp"`
@@ -173,9 +175,9 @@ type Committed struct {
 }
 
 // CommitPending gives every pending change, of every registry, its
-// revision, in the order they were written (PendingAt, then document id),
-// in batches, until none is left. Committed changes expire (ExpiresAt)
-// after retention. It is the committer's: reconcile runs only write
+// revision, in the order they were written (PendingAt, then the create
+// time of its document, then the writer's clock), in batches, until none
+// is left. Committed changes expire (ExpiresAt) after retention. It is the committer's: reconcile runs only write
 // pending changes, so meta/catalog has one writer at a time.
 //
 // Each batch is read before its transaction, outside any (a query in a
@@ -214,10 +216,12 @@ func (s *Store) CommitPending(ctx context.Context, retention time.Duration) (Com
 		type pending struct {
 			ref *firestore.DocumentRef
 			at  time.Time // the document's update time, the precondition
-			// The commit time of the spec write, and the writer's clock:
+			// pendingAt is what the query orders by; created is the
+			// change document's create time, the commit time of the spec
+			// write at full resolution; written is the writer's clock:
 			// changes of one commit (a batch of creates) tie on the first
-			// and keep the order they were written in by the second.
-			committed, written time.Time
+			// two and keep the order they were written in by the third.
+			pendingAt, created, written time.Time
 		}
 		ps := make([]pending, len(docs))
 		for i, d := range docs {
@@ -225,35 +229,46 @@ func (s *Store) CommitPending(ctx context.Context, retention time.Duration) (Com
 			if err := d.DataTo(&c); err != nil {
 				return out, classify(err, "decode pending change %s", d.Ref.ID)
 			}
-			ps[i] = pending{d.Ref, d.UpdateTime, c.PendingAt, c.At}
+			ps[i] = pending{d.Ref, d.UpdateTime, c.PendingAt, d.CreateTime, c.At}
 		}
 		if next != nil {
-			// The query orders ties on pending_at by document id, so a
-			// full batch may end in the middle of changes that tie: leave
-			// those to the next batch, which reads them together with the
-			// rest of their tie and orders them below. (A tie longer than
-			// a batch is numbered as read.) In Firestore only the changes
-			// of one commit tie (different specs: a batch of creates);
-			// the emulator cuts server timestamps to the millisecond and
-			// repeats them for tens of milliseconds when loaded, so there
-			// one spec's changes, written one after the other, can tie,
-			// and a batch cut between them would number the later first.
+			// The query orders a tie on pending_at by document id, so a
+			// full batch may end inside one. On Firestore only the
+			// changes of one commit tie (different specs, a batch of
+			// creates: their order is the writer's, and harmless). The
+			// emulator cuts pending_at to the millisecond and repeats it
+			// for tens of milliseconds when loaded, so there changes of
+			// several commits tie, two writes of one spec among them, and
+			// a batch cut between those would number the later first (a
+			// feed that ends saying "marked" for a spec the store holds).
+			// So a batch that ends inside a tie of more than one commit
+			// (create times differ) leaves that tie to the next batch,
+			// which reads it whole; a tie of one commit, Firestore's
+			// only kind, costs nothing but the one read past the batch.
+			// (A tie longer than a batch is numbered as read.)
 			var c Change
 			if err := next.DataTo(&c); err != nil {
 				return out, classify(err, "decode pending change %s", next.Ref.ID)
 			}
-			last := ps[len(ps)-1].committed
-			k := len(ps)
-			for c.PendingAt.Equal(last) && k > 0 && ps[k-1].committed.Equal(last) {
+			last := ps[len(ps)-1].pendingAt
+			k, commits := len(ps), false
+			for c.PendingAt.Equal(last) && k > 0 && ps[k-1].pendingAt.Equal(last) {
+				commits = commits || !ps[k-1].created.Equal(next.CreateTime)
 				k--
 			}
-			if k > 0 {
+			if commits && k > 0 {
 				ps = ps[:k]
 			}
 		}
+		// Within the batch, pending_at then the create time (the commit
+		// time at full resolution, which tells the emulator's ties
+		// apart), then the writer's clock (the changes of one commit).
 		sort.SliceStable(ps, func(i, j int) bool {
-			if !ps[i].committed.Equal(ps[j].committed) {
-				return ps[i].committed.Before(ps[j].committed)
+			switch {
+			case !ps[i].pendingAt.Equal(ps[j].pendingAt):
+				return ps[i].pendingAt.Before(ps[j].pendingAt)
+			case !ps[i].created.Equal(ps[j].created):
+				return ps[i].created.Before(ps[j].created)
 			}
 			return ps[i].written.Before(ps[j].written)
 		})

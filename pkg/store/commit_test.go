@@ -54,34 +54,48 @@ func TestCommitPendingFollowsWriteOrderAcrossBatches(t *testing.T) {
 	}
 }
 
-// A batch never ends inside changes that tie on their commit time (the
-// changes of one commit): the query orders a tie by document id, so a
-// batch cut through one would number a change written later before one
-// written earlier. One change, then three created in one commit, numbered
-// three to a transaction: the first transaction numbers the one change
-// only, the second the three, in the order they were written (without
-// the rule the first would take two of the three at random, and the test
-// fail two times in three).
-func TestCommitBatchNeverEndsInsideATie(t *testing.T) {
+// A batch never ends inside changes of several commits that tie on
+// pending_at, as the emulator's millisecond timestamps make them tie: the
+// query orders a tie by document id, and a batch cut through one would
+// number a change committed later before one committed earlier. Four
+// pending changes, each its own commit: "alone", then three of one spec
+// (created, marked, unmarked) that tie on pending_at, their ids in the
+// reverse of their order and their writers' clocks skewed the same way,
+// numbered three to a transaction. The query reads alone, x3, y2 and,
+// past the batch, z1: without the rule the first transaction numbers
+// alone, y2, x3 and the second z1, the first write of the three, last.
+// (Firestore's own ties, the changes of one commit, are left as the
+// query cuts them: different specs, their order harmless.)
+func TestCommitBatchNeverEndsInsideATieOfCommits(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	client := checked(t)
+	client := emulatortest.Firestore(t) // made-up changes: no end check
 	st := store.New(client)
-	if _, err := st.UpsertSpec(ctx, offer(t, "r1", "alone", "p")); err != nil {
-		t.Fatal(err)
-	}
-	emulatortest.ServerClockMoves(t, client)
-	offers := []store.Offer{offer(t, "r2", "t1", "p"), offer(t, "r2", "t2", "p"), offer(t, "r2", "t3", "p")}
-	batches, err := store.CreateBatches(offers)
-	if err != nil || len(batches) != 1 {
-		t.Fatalf("%d create batches, %v; want the three in one commit", len(batches), err)
-	}
-	if _, err := st.CreateSpecs(ctx, batches[0]); err != nil {
-		t.Fatal(err)
+	tie := time.Now().UTC().Truncate(time.Millisecond)
+	for _, c := range []struct {
+		id, spec string
+		kind     api.ChangeKind
+		pending  time.Time
+		at       time.Time
+	}{
+		{"alone", "other", api.ChangeCreated, tie.Add(-time.Second), tie},
+		{"z1", "one", api.ChangeCreated, tie, tie.Add(3 * time.Hour)},
+		{"y2", "one", api.ChangeMarked, tie, tie.Add(2 * time.Hour)},
+		{"x3", "one", api.ChangeUnmarked, tie, tie.Add(time.Hour)},
+	} {
+		if _, err := client.Collection(store.ChangesCollection).Doc(c.id).Create(ctx, map[string]any{
+			"kind": c.kind, "spec_id": c.spec, "registry": "r1", "name": c.id, "at": c.at, "pending_at": c.pending,
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cs := commit(t, st.WithCommitBatch(3))
-	if got := fmt.Sprint(names(cs)); got != "[1 created r1/alone 2 created r2/t1 3 created r2/t2 4 created r2/t3]" {
-		t.Fatalf("committed %s, want alone, then t1, t2, t3 as written", got)
+	var got []string
+	for _, c := range cs {
+		got = append(got, fmt.Sprintf("%d %s", c.Revision, c.Name))
+	}
+	if fmt.Sprint(got) != "[1 alone 2 z1 3 y2 4 x3]" {
+		t.Fatalf("committed %v; want alone, then z1, y2, x3 in the order they were committed", got)
 	}
 }
 
