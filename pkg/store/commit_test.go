@@ -3,6 +3,9 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +13,7 @@ import (
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/spec"
 	"github.com/specsync/specsync/pkg/store"
+	"google.golang.org/grpc"
 )
 
 // One commit numbers every registry's pending changes in the order they
@@ -203,4 +207,212 @@ func TestAdoptLegacyPending(t *testing.T) {
 	if len(cs) != 1 || cs[0].SpecID != "legacy-id" || cs[0].Revision != 1 || cs[0].LegacyPendingRegistry != "" || !cs[0].At.Equal(at.Truncate(time.Microsecond)) {
 		t.Fatalf("committed %+v", cs)
 	}
+}
+
+// Spec writes leave pending changes that no reader sees; committing them
+// numbers them densely in write order and moves the catalog revision.
+func TestChangesArePendingUntilCommitted(t *testing.T) {
+	ctx := context.Background()
+	ops := &store.Ops{}
+	st := store.New(checked(t)).WithOps(ops)
+	if rev, err := st.Revision(ctx); err != nil || rev != 0 {
+		t.Fatalf("initial revision %d %v", rev, err)
+	}
+	a, b := offer(t, "r1", "alpha", "small"), offer(t, "r1", "beta", "small")
+	for _, o := range []store.Offer{a, b} {
+		if _, err := st.UpsertSpec(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := ops.Snapshot().Writes; got != 4 {
+		t.Fatalf("two creates wrote %d documents, want 4 (each spec and its change)", got)
+	}
+	if cs, err := st.ChangesAfter(ctx, 0, 10); err != nil || len(cs) != 0 {
+		t.Fatalf("pending changes are visible: %v %v", cs, err)
+	}
+	if ok, err := st.MarkSpec(ctx, "r1", a.Spec.ID, "run-2"); err != nil || !ok {
+		t.Fatalf("mark: %v %v", ok, err)
+	}
+	committed := commit(t, st)
+	var kinds []string
+	for i, c := range committed {
+		if c.Revision != int64(i+1) || c.Pending() || !c.PendingAt.IsZero() || c.ExpiresAt.IsZero() {
+			t.Fatalf("change %d committed as %+v", i, c)
+		}
+		kinds = append(kinds, string(c.Kind)+":"+c.Name)
+	}
+	if want := []string{"created:alpha", "created:beta", "marked:alpha"}; !slices.Equal(kinds, want) {
+		t.Fatalf("committed %v, want %v", kinds, want)
+	}
+	if committed[0].SpecJSON == "" || committed[0].Generation != 1 || committed[2].InCatalog() {
+		t.Fatalf("content: created %+v, marked %+v", committed[0], committed[2])
+	}
+	if rev, _ := st.Revision(ctx); rev != 3 {
+		t.Fatalf("revision %d after three changes", rev)
+	}
+	if again, err := st.CommitPending(ctx, time.Hour); err != nil || again != (store.Committed{Revision: 3}) {
+		t.Fatalf("second commit: %+v %v", again, err)
+	}
+	after, err := st.ChangesAfter(ctx, 1, 10)
+	if err != nil || len(after) != 2 || after[0].Revision != 2 || after[1].Revision != 3 {
+		t.Fatalf("changes after 1: %+v %v", after, err)
+	}
+}
+
+// Commits running at the same time (a redelivered commit request beside
+// the first) never share or skip a revision.
+func TestConcurrentCommitsAreDense(t *testing.T) {
+	ctx := context.Background()
+	client, _, end := checkedProject(t)
+	// The commits number everything written: the project ends settled.
+	end.Settled, end.Feed = true, true
+	st := store.New(client)
+	regs := []string{"r1", "r2", "r3"}
+	for _, r := range regs {
+		for _, n := range []string{"a", "b", "c"} {
+			if _, err := st.UpsertSpec(ctx, offer(t, r, r+"-"+n, "p")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(regs))
+	for range regs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := st.CommitPending(ctx, time.Hour)
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := st.ChangesAfter(ctx, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 9 {
+		t.Fatalf("%d committed changes, want 9", len(all))
+	}
+	for i, c := range all {
+		if c.Revision != int64(i+1) {
+			t.Fatalf("revisions not dense: position %d has %d", i, c.Revision)
+		}
+	}
+	if rev, _ := st.Revision(ctx); rev != 9 {
+		t.Fatalf("catalog revision %d, want 9", rev)
+	}
+}
+
+func TestPublishedMarkAndPrune(t *testing.T) {
+	ctx := context.Background()
+	st := store.New(checked(t))
+	for _, n := range []string{"a", "b"} {
+		if _, err := st.UpsertSpec(ctx, offer(t, "r1", n, "p")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.CommitPending(ctx, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	un, err := st.Unpublished(ctx, 10)
+	if err != nil || len(un) != 2 {
+		t.Fatalf("unpublished %v %v", un, err)
+	}
+	if err := st.MarkPublished(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.MarkPublished(ctx, 1); err != nil { // never moves back
+		t.Fatal(err)
+	}
+	if un, err := st.Unpublished(ctx, 10); err != nil || len(un) != 0 {
+		t.Fatalf("after publishing: %v %v", un, err)
+	}
+	n, err := st.PruneChanges(ctx, time.Now().Add(time.Minute), 100)
+	if err != nil || n != 2 {
+		t.Fatalf("pruned %d %v, want 2", n, err)
+	}
+	if cs, _ := st.ChangesAfter(ctx, 0, 10); len(cs) != 0 {
+		t.Fatalf("pruned changes still served: %v", cs)
+	}
+	if rev, _ := st.Revision(ctx); rev != 2 {
+		t.Fatalf("pruning moved the revision to %d", rev)
+	}
+}
+
+// Two commits at once (a commit request redelivered past its ack deadline
+// while the first delivery still runs: the emulator does that, see
+// pkg/queue's ordering tests): the one that read the pending changes
+// first finds them numbered by the other when it writes,
+// its precondition fails, it reads again and finds nothing left. Every
+// change is numbered once and the revisions stay dense.
+func TestCommitRaceNumbersEachChangeOnce(t *testing.T) {
+	ctx := context.Background()
+	client, project, end := checkedProject(t)
+	// The commits number everything written: the project ends settled.
+	end.Settled, end.Feed = true, true
+	other := store.New(client)
+	for _, n := range []string{"a", "b", "c"} {
+		if _, err := other.UpsertSpec(ctx, offer(t, "r1", n, "p")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The racing commit runs when the slow one begins its transaction:
+	// after it read the pending changes, before it writes them.
+	var once sync.Once
+	var raced store.Committed
+	var raceErr error
+	slow := store.New(emulatortest.FirestoreVia(t, project, "", func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if strings.HasSuffix(method, "/BeginTransaction") {
+			once.Do(func() { raced, raceErr = other.CommitPending(ctx, time.Hour) })
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}))
+	got, err := slow.CommitPending(ctx, time.Hour)
+	if err != nil || raceErr != nil {
+		t.Fatalf("slow commit: %v; racing commit: %v", err, raceErr)
+	}
+	if raced.Changes != 3 || got.Changes != 0 || got.Revision != 3 {
+		t.Fatalf("the racing commit numbered %d, the slow one %d (ending at revision %d); want 3, 0 and 3", raced.Changes, got.Changes, got.Revision)
+	}
+	all, err := other.ChangesAfter(ctx, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range all {
+		if c.Revision != int64(i+1) {
+			t.Fatalf("revisions not dense: position %d has %d", i, c.Revision)
+		}
+	}
+	if rev, _ := other.Revision(ctx); rev != 3 || len(all) != 3 {
+		t.Fatalf("catalog revision %d with %d changes, want 3 and 3", rev, len(all))
+	}
+}
+
+// commit numbers every pending change and returns the ones it numbered,
+// in revision order, checking what CommitPending says it did.
+func commit(t *testing.T, st *store.Store) []store.Change {
+	t.Helper()
+	ctx := context.Background()
+	before, err := st.Revision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := st.CommitPending(ctx, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := st.ChangesAfter(ctx, before, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != c.Changes || c.Revision != before+int64(c.Changes) {
+		t.Fatalf("commit says %d changes up to revision %d; %d were committed after revision %d", c.Changes, c.Revision, len(cs), before)
+	}
+	return cs
 }
