@@ -3,10 +3,9 @@
 // the one committer to number the pending catalog changes and carry the
 // registries' reports to their operation. A message carries identity
 // (operation id, registry name, run id) and, for a report, the result the
-// operation records (counts, the run's error as the operation shows it);
-// never a spec, a URL of the registry's configuration or a credential:
-// the reconcile function re-reads everything else from its own
-// configuration and from Firestore.
+// operation records and shows to whoever polls it (counts, the run's
+// error); never a spec or a credential: the reconcile function re-reads
+// everything else from its own configuration and from Firestore.
 package queue
 
 import (
