@@ -24,8 +24,8 @@ type Worker struct {
 	Runner     *reconcile.Runner
 	// Lookup finds a configured registry by name.
 	Lookup func(name string) (reconcile.Registry, bool)
-	// Commits sends commit requests (the commit topic); Committer handles
-	// them.
+	// Commits sends commit requests and reports (the commit topic);
+	// HandleCommit, with Committer, handles them.
 	Commits   reconcile.CommitRequester
 	Committer *reconcile.Committer
 	Logger    *slog.Logger
@@ -134,7 +134,7 @@ func (w *Worker) report(ctx context.Context, log *slog.Logger, m queue.Message, 
 		log.Warn("report not published; the message will be retried", "error", err)
 		return err
 	}
-	log.Info("registry reported", "result", res.Result, "run", res.RunID)
+	log.Info("report published", "result", res.Result, "run", res.RunID)
 	return nil
 }
 
