@@ -76,8 +76,9 @@ func Catalog(w http.ResponseWriter, r *http.Request) {
 
 // Reconcile handles one google.cloud.pubsub.topic.v1.messagePublished
 // event: a reconcile message (from the work topic's subscription) or a
-// commit request (from the commit topic's ordered subscription), told
-// apart by the message body. Returning an error makes Pub/Sub redeliver;
+// commit request, which may carry a registry's report to its bootstrap
+// (from the commit topic's ordered subscription, so reports are recorded
+// one at a time), told apart by the message body. Returning an error makes Pub/Sub redeliver;
 // nil acknowledges. The committer lives here rather than in a function of
 // its own: it needs exactly what this function already has (Firestore,
 // the changes topic, the operations), so a second subscription costs no

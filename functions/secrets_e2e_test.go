@@ -86,10 +86,13 @@ func TestE2ESecretCanary(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ps.Close()
-	// The work topic and the catalog-changes topic.
+	// The work topic, the catalog-changes topic, and the commit topic
+	// (commit requests, and the reports that carry each run's result and
+	// error to the operation).
 	subs := map[string]string{
 		"projects/" + s.project + "/subscriptions/canary":         "projects/" + s.project + "/topics/reconcile-" + s.project,
 		"projects/" + s.project + "/subscriptions/canary-changes": "projects/" + s.project + "/topics/specsync-catalog-changes",
+		"projects/" + s.project + "/subscriptions/canary-commit":  "projects/" + s.project + "/topics/specsync-commit",
 	}
 	for sub, topic := range subs {
 		if _, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub, Topic: topic}); err != nil {

@@ -225,8 +225,9 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	go func() { s.errc <- s.server.Serve(ln) }()
 
 	// Both push to the reconcile function, which tells a reconcile
-	// message from a commit request by its body; the commit requests'
-	// subscription is ordered, so they come one at a time.
+	// message from a commit request (or a registry's report riding one)
+	// by its body; the commit requests' subscription is ordered, so they
+	// come one at a time, and so do the reports to an operation.
 	if err := s.pushSubscription(ctx, topic, false); err != nil {
 		return nil, err
 	}

@@ -27,14 +27,16 @@ import (
 //   - an unchanged world of N registries: 7 + 3N reads and 3 + N writes
 //     (start: 2 plain reads and a transaction of 2 reads and 2 writes;
 //     each registry: the operation, its status, its report's 1 read and 1
-//     write; the committer: the empty pending query, meta/catalog, the
-//     operation's 1 read and 1 write);
+//     write, recorded by the committer; after the last report, in the
+//     same handler: the empty pending query, meta/catalog, the
+//     operation's 1 read and 1 write: the same as when each run wrote
+//     its own report);
 //   - one spec changed in one of them: 7 more reads, 8 more writes (its
 //     run: lease 1 and 1, manifest shard 1, the spec 1, the spec and its
 //     change 2 writes, the record 1 read and 2 writes (status, shard),
 //     the lease's release 1 and 1, where the unchanged run read its status
 //     only; its commit request: the pending change 1, meta/catalog 1, the
-//     change's revision and meta/catalog 2 writes; the operation's request
+//     change's revision and meta/catalog 2 writes; the last report's commit
 //     then finds nothing pending, as before).
 func TestBootstrapCostModel(t *testing.T) {
 	ctx := context.Background()

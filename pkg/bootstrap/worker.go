@@ -13,17 +13,19 @@ import (
 )
 
 // Worker handles the reconcile function's messages. A reconcile message:
-// it runs the engine for the named registry and reports the result into
-// the operation; the last report asks for a commit naming the operation.
-// A commit request: it runs the committer and finishes the operation the
-// request names.
+// it runs the engine for the named registry and publishes the result as a
+// report on the commit topic. A commit request: it runs the committer and
+// finishes the operation the request names; one that carries a report
+// records it in the operation first, and commits only if it was the last.
+// The commit topic's ordered subscription hands the reports over one at a
+// time, so they never contend on the operation's one document.
 type Worker struct {
 	Operations *Operations
 	Runner     *reconcile.Runner
 	// Lookup finds a configured registry by name.
 	Lookup func(name string) (reconcile.Registry, bool)
-	// Commits sends commit requests (the commit topic); Committer handles
-	// them.
+	// Commits sends commit requests and reports (the commit topic);
+	// HandleCommit, with Committer, handles them.
 	Commits   reconcile.CommitRequester
 	Committer *reconcile.Committer
 	Logger    *slog.Logger
@@ -57,9 +59,9 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 	}
 	if _, done := op.Results[m.Registry]; done || op.State != api.InProgress {
 		// A redelivery or duplicate: this registry already counted. If
-		// the operation still waits for its commit, the request may be
-		// what failed (the report that made it wait returned that error):
-		// ask again; a commit request more changes nothing.
+		// the operation still waits for its commit, the commit after its
+		// last report may never have finished (dead-lettered, say): ask
+		// again; a commit request more changes nothing.
 		if op.AwaitsCommit() {
 			return w.requestCommit(ctx, log, op, m.Registry)
 		}
@@ -95,14 +97,25 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 	return w.report(ctx, log, m, res)
 }
 
-// reportAttempts bounds the in-process retries of a report: the run is
-// done, and a redelivery would re-run it and report what the re-run did
-// (for a run that already wrote, nothing), so a store blip is worth
-// waiting out here first.
+// reportAttempts bounds the in-process retries of publishing a report:
+// the run is done, and a redelivery would re-run it and report what the
+// re-run did (for a run that already wrote, nothing), so a Pub/Sub blip
+// is worth waiting out here first.
 var reportAttempts = []time.Duration{0, 200 * time.Millisecond, time.Second}
 
+// report publishes registry's result for the operation on the commit
+// topic (HandleCommit records it). Publishing, not writing the operation
+// here, is what keeps runs that finish together from contending on the
+// operation's document: the ordered subscription applies the reports one
+// at a time. A report that could not be published is returned, so Pub/Sub
+// redelivers the reconcile message, which runs and reports again; that
+// includes a topic that is missing (acknowledging would lose the report
+// while the deployment is broken, as a failed cold start does).
 func (w *Worker) report(ctx context.Context, log *slog.Logger, m queue.Message, res api.RegistryResult) error {
-	var op *api.Operation
+	if w.Commits == nil {
+		return failure.New(failure.Invalid, "operation %s: this deployment has no commit topic to report %s through", m.Operation, m.Registry)
+	}
+	req := queue.CommitRequest{Operation: m.Operation, Registry: m.Registry, Report: &res}
 	var err error
 	for _, wait := range reportAttempts {
 		if wait > 0 {
@@ -112,27 +125,16 @@ func (w *Worker) report(ctx context.Context, log *slog.Logger, m queue.Message, 
 			case <-time.After(wait):
 			}
 		}
-		op, err = w.Operations.Report(ctx, m.Operation, m.Registry, res)
-		if err == nil || !failure.Retryable(err) {
+		if err = w.Commits.RequestCommit(ctx, req); err == nil || !failure.Retryable(err) {
 			break
 		}
-		log.Warn("report failed; trying again", "error", err)
+		log.Warn("publishing the report failed; trying again", "error", err)
 	}
-	switch {
-	case failure.Is(err, failure.NotFound), failure.Is(err, failure.Invalid):
-		log.Warn("result not recorded: operation gone or registry not part of it", "error", err)
-		return nil
-	case err != nil:
-		// The reconcile itself is done; redelivery re-runs it cheaply (the
-		// listing digest makes it a one-read run) and reports again.
+	if err != nil {
+		log.Warn("report not published; the message will be retried", "error", err)
 		return err
 	}
-	log.Info("registry reported", "result", res.Result, "operation_state", op.State)
-	if op.AwaitsCommit() {
-		// The last report: the operation finishes when the committer has
-		// numbered what its runs wrote.
-		return w.requestCommit(ctx, log, op, m.Registry)
-	}
+	log.Info("report published", "result", res.Result, "run", res.RunID)
 	return nil
 }
 
@@ -154,15 +156,36 @@ func (w *Worker) requestCommit(ctx context.Context, log *slog.Logger, op *api.Op
 
 // HandleCommit handles a commit request: it numbers every pending change
 // and publishes them (Committer.Commit), then finishes the operation the
-// request names, at the revision the commit reached. It returns an error
-// only when retrying can help; Pub/Sub then redelivers the request, and
-// the redelivery commits what is left and finishes the operation, or
-// finds both done.
+// request names, at the revision the commit reached. A request with a
+// report records it first (Operations.Report: the registry's first report
+// counts, a duplicate changes nothing); unless that leaves the operation
+// awaiting its commit (the last report, or a redelivery of it), it is
+// done: a report does not commit. It returns an error only when retrying
+// can help; Pub/Sub then redelivers the request, and the redelivery
+// records nothing twice, commits what is left and finishes the operation,
+// or finds all of it done.
 func (w *Worker) HandleCommit(ctx context.Context, req queue.CommitRequest) error {
 	log := w.logger().With("commit_for_operation", req.Operation, "commit_for_registry", req.Registry, "commit_for_run", req.Run)
 	if err := req.Validate(); err != nil {
 		log.Error("dropping a malformed commit request", "error", err)
 		return nil
+	}
+	if req.Report != nil {
+		op, err := w.Operations.Report(ctx, req.Operation, req.Registry, *req.Report)
+		switch {
+		case failure.Is(err, failure.NotFound), failure.Is(err, failure.Invalid):
+			log.Warn("report not recorded: operation gone or registry not part of it", "error", err)
+			return nil
+		case err != nil:
+			log.Warn("recording the report failed; it will be retried", "error", err)
+			return err
+		}
+		log.Info("report recorded", "result", req.Report.Result, "run", req.Report.RunID, "operation_state", op.State, "operation_description", op.Description)
+		if !op.AwaitsCommit() {
+			return nil
+		}
+		// The last report: the operation finishes when the committer has
+		// numbered what its runs wrote, here, without a message more.
 	}
 	res, err := w.Committer.Commit(ctx)
 	if err != nil {

@@ -71,24 +71,38 @@ func newWorker(st *store.Store, ops *bootstrap.Operations, regs map[string]recon
 }
 
 // queuedCommits stands in for the commit topic in process: it keeps the
-// commit requests in order, and deliverCommits hands them to the worker's
-// HandleCommit one at a time, as the ordered push subscription does. fail
-// makes the next publish fail.
+// commit requests (and the reports riding them) in order, and
+// deliverCommits hands them to the worker's HandleCommit one at a time,
+// as the ordered push subscription does. failReports makes the next
+// publishes of reports fail (a run's own commit request still goes out);
+// reports counts every publish of a report, failed or not.
 type queuedCommits struct {
-	mu   sync.Mutex
-	reqs []queue.CommitRequest
-	fail error
+	mu       sync.Mutex
+	reqs     []queue.CommitRequest
+	fail     error
+	failures int
+	reports  int
 }
 
 func (q *queuedCommits) RequestCommit(_ context.Context, r queue.CommitRequest) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if err := q.fail; err != nil {
-		q.fail = nil
-		return err
+	if r.Report != nil {
+		q.reports++
+		if q.failures > 0 {
+			q.failures--
+			return q.fail
+		}
 	}
 	q.reqs = append(q.reqs, r)
 	return nil
+}
+
+// failReports makes the next n publishes of a report fail with err.
+func (q *queuedCommits) failReports(n int, err error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.fail, q.failures = err, n
 }
 
 func (q *queuedCommits) take() []queue.CommitRequest {
@@ -153,6 +167,66 @@ func TestWorkerRedeliveryCountsOnce(t *testing.T) {
 	}
 }
 
+// A report rides the commit topic, so a reconcile message can be
+// redelivered after its run published its report and before the
+// committer recorded it: the worker finds no result yet and runs again
+// (the re-run is unchanged), a second report follows the first, and the
+// first one recorded counts: the run that wrote. Every report message
+// delivered twice records nothing more, and the operation is finished
+// once, by the first delivery of the last report.
+func TestWorkerReportsRedeliveredOrRunTwiceCountOnce(t *testing.T) {
+	ctx := context.Background()
+	w, ops, st := worker(t)
+	op, _, err := ops.Start(ctx, []string{"local"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := queue.Message{Operation: op.ID, Registry: "local"}
+	if err := w.Handle(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := st.RegistryStatus(ctx, "local")
+	if err := w.Handle(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	reqs := w.Commits.(*queuedCommits).take()
+	var reports []queue.CommitRequest
+	for _, r := range reqs {
+		if r.Report != nil {
+			reports = append(reports, r)
+		}
+	}
+	if len(reports) != 2 || reports[0].Report.RunID != first.LastRun.ID || reports[0].Report.Counts.Created != 1 ||
+		reports[1].Report.RunID == first.LastRun.ID || reports[1].Report.Result != api.ResultUnchanged {
+		t.Fatalf("published %+v, want the first run's report (created 1), then a second run's (unchanged)", reqs)
+	}
+	var finished *api.Operation
+	for _, r := range reqs {
+		for range 2 {
+			if err := w.HandleCommit(ctx, r); err != nil {
+				t.Fatalf("commit request %+v: %v", r, err)
+			}
+			got, _ := ops.Get(ctx, op.ID)
+			if finished == nil && got.State == api.Succeeded {
+				finished = got
+			} else if finished != nil && !reflect.DeepEqual(got, finished) {
+				t.Fatalf("a report after the operation finished changed it: %+v -> %+v", finished, got)
+			}
+		}
+	}
+	if more := deliverCommits(t, w); len(more) != 0 {
+		t.Fatalf("handling the reports asked for %+v", more)
+	}
+	if finished == nil {
+		t.Fatal("the operation never finished")
+	}
+	r := finished.Results["local"]
+	if r.RunID != first.LastRun.ID || r.Counts.Created != 1 || finished.CatalogRevision == nil || *finished.CatalogRevision != 1 {
+		t.Fatalf("the operation recorded run %s %+v at revision %v; want the first run's (%s), which created the spec, at revision 1",
+			r.RunID, r.Counts, finished.CatalogRevision, first.LastRun.ID)
+	}
+}
+
 // failingCommits lets a client's Commit calls through until armed, then
 // fails the next `fail` of them with Internal, a transient error the
 // client library does not retry on its own (Unavailable it retries inside
@@ -174,22 +248,26 @@ func (f *failingCommits) intercept(ctx context.Context, method string, req, repl
 	return invoker(ctx, method, req, reply, cc, opts...)
 }
 
-// The run is done when its report fails: the worker tries the report again
-// in process, so the operation records what the run did (a redelivery
-// would re-run and report the re-run's "unchanged"). A store down for
-// longer than those attempts hands the message back, and the redelivery
-// reports once.
+// The run is done when its report fails. Publishing it fails: the worker
+// tries again in process, so the operation records what the run did (a
+// redelivery would re-run and report the re-run's "unchanged"); Pub/Sub
+// down for longer than those attempts hands the message back, and the
+// redelivery reports once. Recording it fails (the store, while the
+// committer handles the report): the report message is redelivered, and
+// records the run that wrote, once.
 func TestWorkerRetriesAFailedReport(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
-		name     string
-		failures int64
-		// handled: Handle returns nil (the report landed in process).
-		handled bool
+		name string
+		// publishFailures fail the report's publish; recordFailures the
+		// transaction that records it.
+		publishFailures, recordFailures int
 	}{
-		{"one failed report", 1, true},
-		{"two failed reports", 2, true},
-		{"down for longer than the attempts", 3, false},
+		{"one failed publish", 1, 0},
+		{"two failed publishes", 2, 0},
+		{"pubsub down for longer than the attempts", 3, 0},
+		{"recording fails once", 0, 1},
+		{"recording fails twice", 0, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			client, project, _ := checkedProject(t)
@@ -200,25 +278,27 @@ func TestWorkerRetriesAFailedReport(t *testing.T) {
 				t.Fatal(err)
 			}
 			m := queue.Message{Operation: op.ID, Registry: "local"}
-			fc.fail.Store(tc.failures)
-			fc.armed.Store(true)
+			commits := w.Commits.(*queuedCommits)
+			commits.failReports(tc.publishFailures, grpcstatus.Error(codes.Unavailable, "injected: pubsub unavailable"))
 			err = w.Handle(ctx, m)
-			fc.armed.Store(false)
-			deliverCommits(t, w)
-
+			if got := commits.reports; got != min(tc.publishFailures+1, 3) {
+				t.Errorf("%d publishes of the report, want %d", got, min(tc.publishFailures+1, 3))
+			}
 			status, serr := st.RegistryStatus(ctx, "local")
 			if serr != nil || status.LastRun.Counts.Created != 1 {
 				t.Fatalf("the run itself: %+v %v", status.LastRun, serr)
 			}
-			if got := fc.attempts.Load(); got != min(tc.failures+1, 3) {
-				t.Errorf("%d report commits, want %d", got, min(tc.failures+1, 3))
-			}
-			got, _ := ops.Get(ctx, op.ID)
-			if !tc.handled {
+			if tc.publishFailures >= 3 {
 				if !failure.Retryable(err) {
-					t.Fatalf("store down past the attempts: %v, want a retryable error (redelivery)", err)
+					t.Fatalf("pubsub down past the attempts: %v, want a retryable error (redelivery)", err)
 				}
-				if len(got.Results) != 0 || got.State != api.InProgress {
+				// The run's own commit request went out; no report did.
+				for _, r := range commits.take() {
+					if r.Report != nil {
+						t.Fatalf("a report went out: %+v", r)
+					}
+				}
+				if got, _ := ops.Get(ctx, op.ID); len(got.Results) != 0 || got.State != api.InProgress {
 					t.Fatalf("nothing should be recorded yet: %+v", got)
 				}
 				// The redelivery re-runs (one read: the listing is
@@ -227,18 +307,53 @@ func TestWorkerRetriesAFailedReport(t *testing.T) {
 					t.Fatal(err)
 				}
 				deliverCommits(t, w)
-				got, _ = ops.Get(ctx, op.ID)
+				got, _ := ops.Get(ctx, op.ID)
 				if r := got.Results["local"]; got.State != api.Succeeded || r.Result != api.ResultUnchanged {
 					t.Fatalf("after the redelivery: %s %+v", got.State, r)
 				}
 				return
 			}
 			if err != nil {
-				t.Fatalf("a report that landed on attempt %d: %v", tc.failures+1, err)
+				t.Fatalf("a report published on attempt %d: %v", tc.publishFailures+1, err)
 			}
+			// The committer handles the report; recording it fails
+			// recordFailures times, each time handed back to Pub/Sub.
+			reqs := commits.take()
+			if len(reqs) != 2 || reqs[1].Report == nil {
+				t.Fatalf("published %+v, want the run's commit request and its report", reqs)
+			}
+			fc.fail.Store(int64(tc.recordFailures))
+			fc.armed.Store(true)
+			deliveries := 0
+			for _, r := range reqs {
+				for {
+					deliveries++
+					err := w.HandleCommit(ctx, r)
+					if err == nil {
+						break
+					}
+					if !failure.Retryable(err) || deliveries > 10 {
+						t.Fatalf("commit request %+v: %v", r, err)
+					}
+					if got, _ := ops.Get(ctx, op.ID); len(got.Results) != 0 {
+						t.Fatalf("a report whose recording failed was recorded: %+v", got.Results)
+					}
+				}
+			}
+			fc.armed.Store(false)
+			if deliveries != 2+tc.recordFailures {
+				t.Errorf("%d deliveries, want %d", deliveries, 2+tc.recordFailures)
+			}
+			if reqs := deliverCommits(t, w); len(reqs) != 0 {
+				t.Errorf("the last report asked for more: %+v", reqs)
+			}
+			got, _ := ops.Get(ctx, op.ID)
 			r := got.Results["local"]
 			if got.State != api.Succeeded || r.Result != api.ResultSucceeded || r.Counts.Created != 1 || r.RunID != status.LastRun.ID {
 				t.Fatalf("the operation must record the run that wrote: %s %+v (run %s)", got.State, r, status.LastRun.ID)
+			}
+			if got.CatalogRevision == nil || *got.CatalogRevision != 1 {
+				t.Fatalf("the operation finished at catalog revision %v, want 1", got.CatalogRevision)
 			}
 		})
 	}
@@ -255,6 +370,7 @@ func TestWorkerPermanentFailuresAreAcknowledged(t *testing.T) {
 	if err := w.Handle(ctx, queue.Message{Operation: op.ID, Registry: "gone"}); err != nil {
 		t.Fatalf("unknown registry must be acknowledged: %v", err)
 	}
+	deliverCommits(t, w)
 	got, _ := ops.Get(ctx, op.ID)
 	if r := got.Results["gone"]; r.State != api.Failed || !strings.Contains(r.Error, "not in this deployment") {
 		t.Fatalf("unknown registry result %+v", r)
@@ -267,6 +383,26 @@ func TestWorkerPermanentFailuresAreAcknowledged(t *testing.T) {
 		if err := w.Handle(ctx, m); err != nil {
 			t.Fatalf("%+v must be acknowledged: %v", m, err)
 		}
+	}
+	// Reports the committer cannot record: for an operation that is
+	// gone (expired, or never started) or a registry the operation does
+	// not include, and one that names no operation. Acknowledged (nil),
+	// recording nothing.
+	res := api.RegistryResult{State: api.Succeeded, Result: api.ResultUnchanged, RunID: "run-1"}
+	for _, r := range []queue.CommitRequest{
+		{Operation: "no-such-operation", Registry: "local", Report: &res},
+		{Operation: op.ID, Registry: "elsewhere", Report: &res},
+		{Registry: "local", Report: &res},
+	} {
+		if err := w.HandleCommit(ctx, r); err != nil {
+			t.Fatalf("report %+v must be acknowledged: %v", r, err)
+		}
+	}
+	if again, _ := ops.Get(ctx, op.ID); !reflect.DeepEqual(again, got) {
+		t.Fatalf("reports it cannot record changed the operation: %+v -> %+v", got, again)
+	}
+	if reqs := deliverCommits(t, w); len(reqs) != 0 {
+		t.Fatalf("unrecordable reports asked for %+v", reqs)
 	}
 }
 
@@ -385,17 +521,38 @@ func TestStartPublishFailure(t *testing.T) {
 	}
 }
 
+// brokenCommitter is a committer on project whose every Firestore call
+// fails with a transient error (its client is closed): a commit that
+// fails after the report it follows was recorded.
+func brokenCommitter(t *testing.T, project string) *reconcile.Committer {
+	t.Helper()
+	c := emulatortest.FirestoreVia(t, project, "", func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return &reconcile.Committer{Store: store.New(c), Logger: quiet}
+}
+
 // Read-your-writes: an operation is not succeeded before the changes its
-// runs wrote are committed. The last report asks the committer, naming
-// the operation; until the committer has run, the operation says it is
-// committing and the catalog does not show the changes; then it succeeds
-// with the catalog revision they reached, which the catalog serves. A
-// bootstrap that changed nothing gets the current revision. A commit
-// request that could not be sent is sent again by the redelivered
-// message, without a second run.
+// runs wrote are committed. The run publishes its report on the commit
+// topic; the committer records it, and, the report being the last, commits
+// everything pending in the same handler and finishes the operation with
+// the catalog revision the changes reached, which the catalog serves.
+// Until the committer has recorded the report, nothing is recorded; if its
+// commit fails after the recording, the operation says it is committing,
+// the catalog does not show the changes, and the redelivered report
+// records nothing more and finishes it. A bootstrap that changed nothing
+// gets the current revision. An operation left waiting for its commit is
+// asked for again by the redelivered reconcile message, without a second
+// run.
 func TestWorkerOperationWaitsForItsCommit(t *testing.T) {
 	ctx := context.Background()
-	w, ops, st := worker(t)
+	client, project, _ := checkedProject(t)
+	w, ops, st := workerOn(t, client, nil)
+	committer := w.Committer
+	commits := w.Commits.(*queuedCommits)
 	op, _, err := ops.Start(ctx, []string{"local"}, false)
 	if err != nil {
 		t.Fatal(err)
@@ -404,6 +561,21 @@ func TestWorkerOperationWaitsForItsCommit(t *testing.T) {
 	if err := w.Handle(ctx, m); err != nil {
 		t.Fatal(err)
 	}
+	if sent, _ := ops.Get(ctx, op.ID); sent.State != api.InProgress || len(sent.Results) != 0 || sent.Description != "reconciling 1 registry" {
+		t.Fatalf("before the committer recorded the report: %s %q %+v", sent.State, sent.Description, sent.Results)
+	}
+	status, _ := st.RegistryStatus(ctx, "local")
+	reqs := commits.take()
+	if len(reqs) != 2 || reqs[0] != (queue.CommitRequest{Registry: "local", Run: status.LastRun.ID}) ||
+		reqs[1].Operation != op.ID || reqs[1].Registry != "local" || reqs[1].Report == nil || reqs[1].Report.RunID != status.LastRun.ID {
+		t.Fatalf("commit requests %+v, want the run's, then its report", reqs)
+	}
+	// The report first (the last report's commit takes in everything
+	// pending, whoever asked), its commit failing.
+	w.Committer = brokenCommitter(t, project)
+	if err := w.HandleCommit(ctx, reqs[1]); !failure.Retryable(err) {
+		t.Fatalf("a failed commit after the last report: %v, want a retryable error (redelivery)", err)
+	}
 	waiting, _ := ops.Get(ctx, op.ID)
 	if waiting.State != api.InProgress || waiting.Description != "the registry reported; committing 1 change" || waiting.CatalogRevision != nil {
 		t.Fatalf("before the commit: %s %q %v", waiting.State, waiting.Description, waiting.CatalogRevision)
@@ -411,18 +583,27 @@ func TestWorkerOperationWaitsForItsCommit(t *testing.T) {
 	if rev, _ := st.Revision(ctx); rev != 0 {
 		t.Fatalf("the catalog moved to %d before the committer ran", rev)
 	}
-	reqs := deliverCommits(t, w)
-	if len(reqs) != 2 || reqs[0] != (queue.CommitRequest{Registry: "local", Run: waiting.Results["local"].RunID}) || reqs[1] != (queue.CommitRequest{Operation: op.ID, Registry: "local"}) {
-		t.Fatalf("commit requests %+v, want the run's, then the operation's", reqs)
+	w.Committer = committer
+	if err := w.HandleCommit(ctx, reqs[1]); err != nil {
+		t.Fatalf("the redelivered report: %v", err)
+	}
+	if err := w.HandleCommit(ctx, reqs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if more := deliverCommits(t, w); len(more) != 0 {
+		t.Fatalf("the last report asked for %+v; it commits itself", more)
 	}
 	done, _ := ops.Get(ctx, op.ID)
 	rev, _ := st.Revision(ctx)
 	if done.State != api.Succeeded || done.CatalogRevision == nil || *done.CatalogRevision != 1 || rev != 1 {
 		t.Fatalf("after the commit: %s %q revision %v, catalog at %d", done.State, done.Description, done.CatalogRevision, rev)
 	}
+	if !done.Results["local"].ReportedAt.Equal(waiting.Results["local"].ReportedAt) {
+		t.Fatalf("the redelivered report was recorded again: reported at %s, then %s", waiting.Results["local"].ReportedAt, done.Results["local"].ReportedAt)
+	}
 
-	// Nothing changed: the run asks nothing, the operation gets the
-	// current revision.
+	// Nothing changed: the run asks nothing, its report finishes the
+	// operation at the current revision.
 	op2, _, err := ops.Start(ctx, []string{"local"}, false)
 	if err != nil {
 		t.Fatal(err)
@@ -430,44 +611,58 @@ func TestWorkerOperationWaitsForItsCommit(t *testing.T) {
 	if err := w.Handle(ctx, queue.Message{Operation: op2.ID, Registry: "local"}); err != nil {
 		t.Fatal(err)
 	}
-	if reqs := deliverCommits(t, w); len(reqs) != 1 || reqs[0].Operation != op2.ID {
-		t.Fatalf("an unchanged bootstrap asked for %+v, want the operation's request only", reqs)
+	if reqs := deliverCommits(t, w); len(reqs) != 1 || reqs[0].Operation != op2.ID || reqs[0].Report == nil {
+		t.Fatalf("an unchanged bootstrap sent %+v, want its report only", reqs)
 	}
 	done2, _ := ops.Get(ctx, op2.ID)
 	if done2.State != api.Succeeded || *done2.CatalogRevision != 1 || done2.Description != "the registry reconciled; no catalog change, catalog at revision 1" {
 		t.Fatalf("unchanged bootstrap: %s %q %v", done2.State, done2.Description, *done2.CatalogRevision)
 	}
 
-	// The last report's commit request fails to go out.
+	// The commit after the last report fails and its message is not
+	// redelivered (dead-lettered, say); the reconcile message is.
 	op3, _, err := ops.Start(ctx, []string{"local"}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Commits.(*queuedCommits).fail = grpcstatus.Error(codes.Unavailable, "injected: pubsub unavailable")
 	m3 := queue.Message{Operation: op3.ID, Registry: "local"}
-	if err := w.Handle(ctx, m3); !failure.Retryable(err) {
-		t.Fatalf("a failed commit request: %v, want a retryable error (redelivery)", err)
+	if err := w.Handle(ctx, m3); err != nil {
+		t.Fatal(err)
 	}
+	w.Committer = brokenCommitter(t, project)
+	for _, r := range commits.take() {
+		if err := w.HandleCommit(ctx, r); !failure.Retryable(err) {
+			t.Fatalf("a failed commit after the last report: %v, want a retryable error", err)
+		}
+	}
+	w.Committer = committer
 	stuck, _ := ops.Get(ctx, op3.ID)
 	if !stuck.AwaitsCommit() {
-		t.Fatalf("after the failed request: %+v", stuck)
+		t.Fatalf("after the failed commit: %+v", stuck)
 	}
+	before, _ := st.RegistryStatus(ctx, "local")
 	if err := w.Handle(ctx, m3); err != nil {
 		t.Fatalf("the redelivery: %v", err)
 	}
-	if reqs := deliverCommits(t, w); len(reqs) != 1 || reqs[0].Operation != op3.ID {
-		t.Fatalf("the redelivery asked for %+v, want one request for the operation", reqs)
+	if reqs := deliverCommits(t, w); len(reqs) != 1 || reqs[0] != (queue.CommitRequest{Operation: op3.ID, Registry: "local"}) {
+		t.Fatalf("the redelivery asked for %+v, want one commit request for the operation", reqs)
+	}
+	if after, _ := st.RegistryStatus(ctx, "local"); after.LastRun.ID != before.LastRun.ID {
+		t.Fatal("the redelivered reconcile message ran again")
 	}
 	done3, _ := ops.Get(ctx, op3.ID)
 	if done3.State != api.Succeeded || *done3.CatalogRevision != 1 || done3.Results["local"].RunID != stuck.Results["local"].RunID {
 		t.Fatalf("after the redelivery: %s %q, run %s (was %s)", done3.State, done3.Description, done3.Results["local"].RunID, stuck.Results["local"].RunID)
 	}
-	// Duplicate commit requests change nothing more.
-	before := *done3
-	if err := w.HandleCommit(ctx, queue.CommitRequest{Operation: op3.ID}); err != nil {
-		t.Fatal(err)
+	// Duplicate commit requests and reports change nothing more.
+	again := *done3
+	dup := api.RegistryResult{State: api.Failed, Result: api.ResultError, Error: "a late duplicate"}
+	for _, r := range []queue.CommitRequest{{Operation: op3.ID}, {Operation: op3.ID, Registry: "local", Report: &dup}} {
+		if err := w.HandleCommit(ctx, r); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if again, _ := ops.Get(ctx, op3.ID); !reflect.DeepEqual(*again, before) {
-		t.Fatalf("a duplicate commit request changed the operation: %+v -> %+v", before, *again)
+	if after, _ := ops.Get(ctx, op3.ID); !reflect.DeepEqual(*after, again) {
+		t.Fatalf("a duplicate commit request or report changed the operation: %+v -> %+v", again, *after)
 	}
 }

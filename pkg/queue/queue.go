@@ -1,9 +1,11 @@
 // Package queue is specsync's work on Pub/Sub: the reconcile fan-out, one
 // message per registry per bootstrap, and the commit requests that ask
-// the one committer to number the pending catalog changes. A message
-// carries identity only (operation id, registry name, run id), never a
-// spec, a URL or a credential: the reconcile function re-reads everything
-// else from its own configuration and from Firestore.
+// the one committer to number the pending catalog changes and carry the
+// registries' reports to their operation. A message carries identity
+// (operation id, registry name, run id) and, for a report, the result the
+// operation records and shows to whoever polls it (counts, the run's
+// error); never a spec or a credential: the reconcile function re-reads
+// everything else from its own configuration and from Firestore.
 package queue
 
 import (
@@ -14,6 +16,7 @@ import (
 
 	"cloud.google.com/go/pubsub/v2"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
 )
 
@@ -67,13 +70,24 @@ func Decode(data []byte) (Message, error) {
 // who asked, for the logs; Operation, when set, is a bootstrap whose
 // registries have all reported: the committer finishes it once the
 // changes are committed, with the revision they reached.
+//
+// With a Report, it is a registry's report to the bootstrap Operation
+// instead: the committer records it, and commits and finishes the
+// operation only if it was the last one. Reports ride the commit topic
+// because its ordered subscription applies them one at a time: reports
+// written by the runs themselves, all to the operation's one document,
+// aborted each other when runs finished together.
 type CommitRequest struct {
 	Operation string `json:"operation,omitempty"`
 	Registry  string `json:"registry,omitempty"`
 	Run       string `json:"run,omitempty"`
+	// Report is Registry's result for Operation, as the operation
+	// records it.
+	Report *api.RegistryResult `json:"report,omitempty"`
 }
 
-// Validate checks a commit request; every field is optional.
+// Validate checks a commit request; every field is optional, but a
+// report needs the operation and the registry it is for.
 func (c CommitRequest) Validate() error {
 	switch {
 	case c.Operation != "" && !operationID.MatchString(c.Operation):
@@ -82,6 +96,8 @@ func (c CommitRequest) Validate() error {
 		return failure.New(failure.Invalid, "commit request: registry %q is not a registry name", c.Registry)
 	case c.Run != "" && !runID.MatchString(c.Run):
 		return failure.New(failure.Invalid, "commit request: run %q is not a run id", c.Run)
+	case c.Report != nil && (c.Operation == "" || c.Registry == ""):
+		return failure.New(failure.Invalid, "commit request: a report needs the operation and the registry it is for")
 	}
 	return nil
 }
@@ -223,6 +239,9 @@ func (p *CommitPublisher) RequestCommit(ctx context.Context, req CommitRequest) 
 		return err
 	}
 	attrs := map[string]string{"kind": "commit"}
+	if req.Report != nil {
+		attrs["kind"] = "report"
+	}
 	if req.Operation != "" {
 		attrs["operation"] = req.Operation
 	}

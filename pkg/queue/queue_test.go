@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/queue"
 )
@@ -73,6 +75,36 @@ func TestCommitRequestBody(t *testing.T) {
 	}
 	if _, err := (queue.CommitRequest{Registry: "Not A Name"}).Encode(); !failure.Is(err, failure.Invalid) {
 		t.Fatal("encoding a commit request with a bad registry must fail")
+	}
+}
+
+// A report rides a commit request: it round-trips whole, needs the
+// operation and the registry it is for, and a report with a field no
+// result has is invalid like any other unknown field.
+func TestCommitRequestWithAReport(t *testing.T) {
+	res := api.RegistryResult{State: api.Failed, Result: api.ResultFetchFailed, Counts: api.RunCounts{Created: 2, Changes: 2},
+		Firestore: api.Counts{Reads: 3, Writes: 4}, Error: "fetch: 503", RunID: "run-1",
+		Planned: []api.PlannedChange{{Change: api.PlannedCreate, SpecID: "a", Name: "a"}}}
+	req := queue.CommitRequest{Operation: "op-1", Registry: "team-a", Run: "run-1", Report: &res}
+	b, err := req.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := queue.DecodeBody(b)
+	if err != nil || ev.Commit == nil || !reflect.DeepEqual(*ev.Commit, req) {
+		t.Fatalf("report round trip: %s -> %+v %v", b, ev.Commit, err)
+	}
+	for _, bad := range []queue.CommitRequest{{Registry: "team-a", Report: &res}, {Operation: "op-1", Report: &res}} {
+		if _, err := bad.Encode(); !failure.Is(err, failure.Invalid) {
+			t.Errorf("%+v encoded: %v, want an invalid-input error", bad, err)
+		}
+	}
+	for _, bad := range []string{`{"commit":{"registry":"a","report":{"state":"succeeded"}}}`,
+		`{"commit":{"operation":"op","registry":"a","report":{"state":"succeeded","spec":"x"}}}`,
+		`{"commit":{"operation":"op","registry":"a","report":"succeeded"}}`} {
+		if _, err := queue.DecodeBody([]byte(bad)); !failure.Is(err, failure.Invalid) {
+			t.Errorf("DecodeBody(%s) = %v, want an invalid-input error", bad, err)
+		}
 	}
 }
 
