@@ -2,9 +2,6 @@ package bootstrap_test
 
 import (
 	"context"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,7 +13,6 @@ import (
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/failure"
-	"github.com/specsync/specsync/pkg/queue"
 	"github.com/specsync/specsync/pkg/reconcile"
 	"github.com/specsync/specsync/pkg/store"
 )
@@ -51,33 +47,9 @@ func TestHundredRegistriesAtOnceNeverContendOnTheCatalog(t *testing.T) {
 
 	// The commit topic and its ordered push subscription, pushing to the
 	// committer the way the reconcile function receives it.
-	ps, psProject := emulatortest.PubSub(t)
 	w := &bootstrap.Worker{Committer: &reconcile.Committer{Store: store.New(commitClient), Logger: quiet}, Logger: quiet}
-	var inFlight, maxInFlight, handled atomic.Int64
-	push := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		n := inFlight.Add(1)
-		defer inFlight.Add(-1)
-		for m := maxInFlight.Load(); n > m && !maxInFlight.CompareAndSwap(m, n); m = maxInFlight.Load() {
-		}
-		body, _ := io.ReadAll(r.Body)
-		ev, _, err := queue.FromEvent(body)
-		if err != nil || ev.Commit == nil {
-			t.Errorf("the commit subscription pushed %s (%v)", body, err)
-			rw.WriteHeader(http.StatusNoContent)
-			return
-		}
-		if err := w.HandleCommit(r.Context(), *ev.Commit); err != nil {
-			http.Error(rw, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		handled.Add(1)
-		rw.WriteHeader(http.StatusNoContent)
-	}))
-	defer push.Close()
-	commits := queue.NewCommitPublisher(ps, emulatortest.PushTopic(t, ps, psProject, "commit", push.URL, true, 10*time.Minute))
-	defer commits.Stop()
-	var sent atomic.Int64
-	runner := &reconcile.Runner{Store: store.New(runsClient), Logger: quiet, LeaseTTL: time.Minute, Commits: countingCommits{pub: commits, sent: &sent}}
+	push := newOrderedPush(t, w)
+	runner := &reconcile.Runner{Store: store.New(runsClient), Logger: quiet, LeaseTTL: time.Minute, Commits: push.Commits}
 
 	// Every registry at once; a retryable failure is what Pub/Sub would
 	// redeliver.
@@ -116,9 +88,9 @@ func TestHundredRegistriesAtOnceNeverContendOnTheCatalog(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	for deadline := time.Now().Add(3 * time.Minute); handled.Load() < sent.Load(); {
+	for deadline := time.Now().Add(3 * time.Minute); push.Handled.Load() < push.Sent.Load(); {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d commit requests handled after 3 minutes", handled.Load(), sent.Load())
+			t.Fatalf("%d of %d commit requests handled after 3 minutes", push.Handled.Load(), push.Sent.Load())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -130,7 +102,7 @@ func TestHundredRegistriesAtOnceNeverContendOnTheCatalog(t *testing.T) {
 	t.Logf("the runs took %s, their commits were done %s later", ran.Round(time.Millisecond), (time.Since(start) - ran).Round(time.Millisecond))
 	runs, commit := runsWatch.Counts(), commitWatch.Counts()
 	t.Logf("reconcile runs: %+v; committer: %+v; %d commit requests sent, %d handled, at most %d at once; %d runs again after a retryable failure",
-		runs, commit, sent.Load(), handled.Load(), maxInFlight.Load(), redelivered.Load())
+		runs, commit, push.Sent.Load(), push.Handled.Load(), push.MaxInFlight.Load(), redelivered.Load())
 	if runs != (emulatortest.TxCounts{}) {
 		t.Errorf("reconcile runs touched meta/catalog while their commits ran: %+v", runs)
 	}
@@ -140,7 +112,7 @@ func TestHundredRegistriesAtOnceNeverContendOnTheCatalog(t *testing.T) {
 	if commit.Commits == 0 || commit.PlainWrites != 0 {
 		t.Errorf("the committer committed %d meta/catalog transactions and %d plain writes; want transactions only", commit.Commits, commit.PlainWrites)
 	}
-	if maxInFlight.Load() != 1 {
-		t.Errorf("%d commit requests were handled at once; the ordered subscription delivers one at a time", maxInFlight.Load())
+	if push.MaxInFlight.Load() != 1 {
+		t.Errorf("%d commit requests were handled at once; the ordered subscription delivers one at a time", push.MaxInFlight.Load())
 	}
 }

@@ -2,9 +2,6 @@ package bootstrap_test
 
 import (
 	"context"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -64,36 +61,8 @@ func TestHundredReportsAtOnceNeverContendOnTheOperation(t *testing.T) {
 
 	// The commit topic and its ordered push subscription, pushing to the
 	// worker the way the reconcile function receives it.
-	ps, psProject := emulatortest.PubSub(t)
-	var inFlight, maxInFlight, handled, reports, refused atomic.Int64
-	push := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		n := inFlight.Add(1)
-		defer inFlight.Add(-1)
-		for m := maxInFlight.Load(); n > m && !maxInFlight.CompareAndSwap(m, n); m = maxInFlight.Load() {
-		}
-		body, _ := io.ReadAll(r.Body)
-		ev, _, err := queue.FromEvent(body)
-		if err != nil || ev.Commit == nil {
-			t.Errorf("the commit subscription pushed %s (%v)", body, err)
-			rw.WriteHeader(http.StatusNoContent)
-			return
-		}
-		if err := w.HandleCommit(r.Context(), *ev.Commit); err != nil {
-			refused.Add(1)
-			http.Error(rw, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		if ev.Commit.Report != nil {
-			reports.Add(1)
-		}
-		handled.Add(1)
-		rw.WriteHeader(http.StatusNoContent)
-	}))
-	defer push.Close()
-	commits := queue.NewCommitPublisher(ps, emulatortest.PushTopic(t, ps, psProject, "commit", push.URL, true, 10*time.Minute))
-	defer commits.Stop()
-	var sent atomic.Int64
-	w.Commits = countingCommits{pub: commits, sent: &sent}
+	push := newOrderedPush(t, w)
+	w.Commits = push.Commits
 	w.Runner = &reconcile.Runner{Store: st, Logger: quiet, LeaseTTL: time.Minute, Commits: w.Commits}
 
 	// Every registry at once; a retryable failure is what Pub/Sub would
@@ -133,18 +102,18 @@ func TestHundredReportsAtOnceNeverContendOnTheOperation(t *testing.T) {
 		if got, err = plain.Get(ctx, op.ID); err != nil {
 			t.Fatal(err)
 		}
-		if got.State != api.InProgress && handled.Load() >= sent.Load() {
+		if got.State != api.InProgress && push.Handled.Load() >= push.Sent.Load() {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("after 3 minutes: operation %s (%s), %d of %d messages handled, the operation document: %+v",
-				got.State, got.Description, handled.Load(), sent.Load(), watch.Counts())
+				got.State, got.Description, push.Handled.Load(), push.Sent.Load(), watch.Counts())
 		}
 	}
 	took := time.Since(start)
 	tx := watch.Counts()
 	t.Logf("%d registries at once through the worker: runs done in %s, the operation finished %s after the start; %d messages on the commit topic (%d reports), at most %d handled at once, %d refused and pushed again; the operation document: %+v; %d runs again after a retryable failure",
-		registries, ran.Round(time.Millisecond), took.Round(time.Millisecond), sent.Load(), reports.Load(), maxInFlight.Load(), refused.Load(), tx, redelivered.Load())
+		registries, ran.Round(time.Millisecond), took.Round(time.Millisecond), push.Sent.Load(), push.Reports.Load(), push.MaxInFlight.Load(), push.Refused.Load(), tx, redelivered.Load())
 
 	if got.State != api.Succeeded || len(got.Results) != registries || got.CatalogRevision == nil || *got.CatalogRevision != registries {
 		t.Fatalf("operation %s (%s) with %d results at catalog revision %v; want succeeded, %d results, revision %d",
@@ -155,8 +124,8 @@ func TestHundredReportsAtOnceNeverContendOnTheOperation(t *testing.T) {
 			t.Errorf("%s reported %s %+v, want its one spec created", name, r.Result, r.Counts)
 		}
 	}
-	if reports.Load() != registries {
-		t.Errorf("%d reports handled, want one a registry (%d)", reports.Load(), registries)
+	if push.Reports.Load() != registries {
+		t.Errorf("%d reports handled, want one a registry (%d)", push.Reports.Load(), registries)
 	}
 	if tx.Aborted != 0 || tx.Retried != 0 {
 		t.Errorf("transactions on the operation document were aborted %d times and retried %d times; reports applied one at a time have no one to contend with", tx.Aborted, tx.Retried)
@@ -166,7 +135,7 @@ func TestHundredReportsAtOnceNeverContendOnTheOperation(t *testing.T) {
 		t.Errorf("the operation document took %d transactions (%d committed) and %d plain writes; want %d, one a report and the finish",
 			tx.Transactions, tx.Commits, tx.PlainWrites, registries+1)
 	}
-	if maxInFlight.Load() != 1 {
-		t.Errorf("%d commit-topic messages were handled at once; the ordered subscription delivers one at a time", maxInFlight.Load())
+	if push.MaxInFlight.Load() != 1 {
+		t.Errorf("%d commit-topic messages were handled at once; the ordered subscription delivers one at a time", push.MaxInFlight.Load())
 	}
 }
