@@ -49,6 +49,9 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 		log.Error("dropping a malformed reconcile message", "error", err)
 		return nil
 	}
+	if m.Event() {
+		return w.handleEvent(ctx, m)
+	}
 	op, err := w.Operations.Get(ctx, m.Operation)
 	switch {
 	case failure.Is(err, failure.NotFound):
@@ -95,6 +98,30 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 		res.Error = run.Guard
 	}
 	return w.report(ctx, log, m, res)
+}
+
+// handleEvent runs the registry an event's message names, outside any
+// bootstrap: nothing reports to an operation, and the run asks for its
+// own commit (Runner.Commits). An unknown registry is logged and
+// acknowledged (the configuration changed since the event was sent).
+func (w *Worker) handleEvent(ctx context.Context, m queue.Message) error {
+	log := w.logger().With("registry", m.Registry, "event_at", m.EventAt, "entries", len(m.Entries))
+	reg, ok := w.Lookup(m.Registry)
+	if !ok {
+		log.Warn("dropping an event for a registry this deployment does not configure")
+		return nil
+	}
+	run, err := w.Runner.Reconcile(ctx, reg)
+	if err != nil {
+		if failure.Retryable(err) {
+			log.Warn("event's run will be retried", "error", err, "result", run.Result)
+			return err
+		}
+		log.Error("event's run failed and retrying cannot help", "error", err, "result", run.Result)
+		return nil
+	}
+	log.Info("event's run done", "result", run.Result, "run", run.ID)
+	return nil
 }
 
 // reportAttempts bounds the in-process retries of publishing a report:

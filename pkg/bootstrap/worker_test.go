@@ -666,3 +666,26 @@ func TestWorkerOperationWaitsForItsCommit(t *testing.T) {
 		t.Fatalf("a duplicate commit request or report changed the operation: %+v -> %+v", again, *after)
 	}
 }
+
+// An event's message (no operation) runs its registry outside any
+// bootstrap: the specs land, the run asks for its own commit, and no
+// report goes anywhere; an event for a registry the deployment does not
+// configure is acknowledged.
+func TestWorkerRunsAnEventsRegistry(t *testing.T) {
+	w, _, st := worker(t)
+	ctx := context.Background()
+	if err := w.Handle(ctx, queue.Message{Registry: "local", EventAt: time.Now()}); err != nil {
+		t.Fatalf("event: %v", err)
+	}
+	specs, err := st.OwnedSpecs(ctx, "local")
+	if err != nil || len(specs) != 1 {
+		t.Fatalf("after the event's run the registry owns %d specs (%v), want 1", len(specs), err)
+	}
+	reqs := deliverCommits(t, w)
+	if len(reqs) != 1 || reqs[0].Report != nil || reqs[0].Operation != "" || reqs[0].Registry != "local" {
+		t.Fatalf("commit requests %+v, want the run's own and no report", reqs)
+	}
+	if err := w.Handle(ctx, queue.Message{Registry: "nowhere", EventAt: time.Now()}); err != nil {
+		t.Errorf("an event for an unknown registry: %v, want it acknowledged", err)
+	}
+}

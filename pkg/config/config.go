@@ -62,7 +62,11 @@ type Registry struct {
 
 // OCI configures an OCI Distribution registry.
 type OCI struct {
-	Host         string        `json:"host"`
+	Host string `json:"host"`
+	// Prefix scopes the registry to the repositories under a path of the
+	// host (Artifact Registry: PROJECT/REPOSITORY); entry names,
+	// repositories, allow and deny are relative to it.
+	Prefix       string        `json:"prefix,omitempty"`
 	Insecure     bool          `json:"insecure,omitempty"`
 	Repositories []string      `json:"repositories,omitempty"`
 	Tag          string        `json:"tag,omitempty"`
@@ -315,7 +319,7 @@ func build(r Registry, baseDir string) (registry.Source, error) {
 			return nil, fmt.Errorf("oci.auth: %w", err)
 		}
 		out, err = registry.NewOCI(registry.OCIConfig{
-			Host: r.OCI.Host, Insecure: r.OCI.Insecure, Repositories: r.OCI.Repositories, Tag: r.OCI.Tag,
+			Host: r.OCI.Host, Prefix: r.OCI.Prefix, Insecure: r.OCI.Insecure, Repositories: r.OCI.Repositories, Tag: r.OCI.Tag,
 			Filter: filter, Auth: r.OCI.Auth, PageSize: r.OCI.PageSize, Concurrency: r.OCI.Concurrency,
 			Timeout: time.Duration(r.OCI.Timeout),
 		})

@@ -13,6 +13,9 @@ import (
 	"context"
 	"encoding/json"
 	"regexp"
+	"slices"
+	"time"
+	"unicode/utf8"
 
 	"cloud.google.com/go/pubsub/v2"
 
@@ -20,11 +23,33 @@ import (
 	"github.com/specsync/specsync/pkg/failure"
 )
 
-// Message is the body of a reconcile message.
+// Message is the body of a reconcile message: a bootstrap's (Operation
+// set), or an event's (EventAt set: a registry said something changed, or
+// a webhook asked for the registry to be reconciled now), which belongs to
+// no bootstrap and reports to none.
 type Message struct {
-	Operation string `json:"operation"`
+	Operation string `json:"operation,omitempty"`
 	Registry  string `json:"registry"`
+	// Entries, on an event's message, names the entries the events say
+	// changed: the run fetches only those and never marks another (a
+	// targeted run). Empty: the whole registry.
+	Entries []string `json:"entries,omitempty"`
+	// EventAt is when the newest event behind an event's message was
+	// received: a run of the registry (of those entries) that started
+	// after it has read what the event announced.
+	EventAt time.Time `json:"event_at,omitzero"`
 }
+
+// MaxEntries bounds the entries one message names; a burst that names more
+// is several messages.
+const MaxEntries = 100
+
+// MaxEntryBytes bounds an entry name (a repository path is at most 255
+// characters in the distribution spec's common practice).
+const MaxEntryBytes = 512
+
+// Event reports whether the message is an event's, not a bootstrap's.
+func (m Message) Event() bool { return m.Operation == "" }
 
 var (
 	registryName = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$`)
@@ -35,11 +60,31 @@ var (
 
 // Validate checks a message; a bad one is failure.Invalid (poison: drop it).
 func (m Message) Validate() error {
-	if !operationID.MatchString(m.Operation) {
-		return failure.New(failure.Invalid, "reconcile message: operation %q is not an operation id", m.Operation)
-	}
 	if !registryName.MatchString(m.Registry) {
 		return failure.New(failure.Invalid, "reconcile message: registry %q is not a registry name", m.Registry)
+	}
+	if !m.Event() {
+		switch {
+		case !operationID.MatchString(m.Operation):
+			return failure.New(failure.Invalid, "reconcile message: operation %q is not an operation id", m.Operation)
+		case !m.EventAt.IsZero() || len(m.Entries) > 0:
+			return failure.New(failure.Invalid, "reconcile message: a bootstrap's message (operation %s) names no event or entries", m.Operation)
+		}
+		return nil
+	}
+	if m.EventAt.IsZero() {
+		return failure.New(failure.Invalid, "reconcile message: neither an operation nor an event time")
+	}
+	if len(m.Entries) > MaxEntries {
+		return failure.New(failure.Invalid, "reconcile message: %d entries, more than %d", len(m.Entries), MaxEntries)
+	}
+	for i, e := range m.Entries {
+		switch {
+		case e == "" || len(e) > MaxEntryBytes || !utf8.ValidString(e):
+			return failure.New(failure.Invalid, "reconcile message: entries[%d] is not an entry name (empty, over %d bytes or not UTF-8)", i, MaxEntryBytes)
+		case slices.Contains(m.Entries[:i], e):
+			return failure.New(failure.Invalid, "reconcile message: entries[%d] %q is named twice", i, e)
+		}
 	}
 	return nil
 }
@@ -124,6 +169,8 @@ type Event struct {
 type body struct {
 	Operation string         `json:"operation,omitempty"`
 	Registry  string         `json:"registry,omitempty"`
+	Entries   []string       `json:"entries,omitempty"`
+	EventAt   time.Time      `json:"event_at,omitzero"`
 	Commit    *CommitRequest `json:"commit,omitempty"`
 }
 
@@ -137,12 +184,12 @@ func DecodeBody(data []byte) (Event, error) {
 		return Event{}, failure.New(failure.Invalid, "message: not a JSON message: %v", err)
 	}
 	if b.Commit != nil {
-		if b.Operation != "" || b.Registry != "" {
+		if b.Operation != "" || b.Registry != "" || len(b.Entries) > 0 || !b.EventAt.IsZero() {
 			return Event{}, failure.New(failure.Invalid, "message: both a commit request and a reconcile message")
 		}
 		return Event{Commit: b.Commit}, b.Commit.Validate()
 	}
-	m := Message{Operation: b.Operation, Registry: b.Registry}
+	m := Message{Operation: b.Operation, Registry: b.Registry, Entries: b.Entries, EventAt: b.EventAt}
 	return Event{Reconcile: &m}, m.Validate()
 }
 
@@ -166,7 +213,13 @@ func (p *Publisher) Publish(ctx context.Context, msgs []Message) error {
 		if err != nil {
 			return err
 		}
-		results[i] = p.pub.Publish(ctx, &pubsub.Message{Data: body, Attributes: map[string]string{"operation": m.Operation, "registry": m.Registry}})
+		attrs := map[string]string{"registry": m.Registry}
+		if m.Event() {
+			attrs["kind"] = "event"
+		} else {
+			attrs["operation"] = m.Operation
+		}
+		results[i] = p.pub.Publish(ctx, &pubsub.Message{Data: body, Attributes: attrs})
 	}
 	var failed []string
 	var first error

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -197,5 +199,43 @@ func TestPublishThroughEmulator(t *testing.T) {
 	defer missing.Stop()
 	if err := missing.Publish(ctx, want[:1]); err == nil {
 		t.Fatal("publishing to a missing topic succeeded")
+	}
+}
+
+// An event's message names a registry, when the event came and maybe
+// entries; a bootstrap's names an operation and nothing of events.
+func TestEventMessages(t *testing.T) {
+	at := time.Date(2026, 12, 4, 10, 0, 0, 5, time.UTC)
+	m := queue.Message{Registry: "team-a", Entries: []string{"redis", "db/postgres"}, EventAt: at}
+	body, err := m.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := queue.Decode(body)
+	if err != nil || !got.Event() || !got.EventAt.Equal(at) || !slices.Equal(got.Entries, m.Entries) {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	if strings.Contains(string(body), "operation") {
+		t.Errorf("an event's body %s names an operation", body)
+	}
+	many := make([]string, queue.MaxEntries+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("e%d", i)
+	}
+	for name, bad := range map[string]queue.Message{
+		"no operation, no event":        {Registry: "team-a"},
+		"entries on a bootstrap's":      {Operation: "op-1", Registry: "team-a", Entries: []string{"x"}},
+		"event time on a bootstrap's":   {Operation: "op-1", Registry: "team-a", EventAt: at},
+		"an empty entry":                {Registry: "team-a", EventAt: at, Entries: []string{""}},
+		"an entry twice":                {Registry: "team-a", EventAt: at, Entries: []string{"x", "x"}},
+		"an entry not UTF-8":            {Registry: "team-a", EventAt: at, Entries: []string{"\xff"}},
+		"more entries than one carries": {Registry: "team-a", EventAt: at, Entries: many},
+	} {
+		if _, err := bad.Encode(); !failure.Is(err, failure.Invalid) {
+			t.Errorf("%s: Encode error %v, want Invalid", name, err)
+		}
+	}
+	if _, err := queue.DecodeBody([]byte(`{"commit":{},"entries":["x"]}`)); !failure.Is(err, failure.Invalid) {
+		t.Errorf("a commit request with entries: %v, want Invalid", err)
 	}
 }

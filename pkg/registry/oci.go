@@ -33,12 +33,22 @@ const (
 type OCIConfig struct {
 	// Host is the registry host[:port], without a scheme or path.
 	Host string
+	// Prefix scopes the source to the repositories under one path of the
+	// host (Artifact Registry's PROJECT/REPOSITORY, a Docker Hub
+	// namespace): only those are listed, and entry names, Repositories,
+	// allow and deny are relative to it, so the same registry moved to
+	// another project keeps its entry names.
+	Prefix string
 	// Insecure talks plain HTTP (local registries). Loopback and RFC 1918
 	// hosts get HTTP anyway, as go-containerregistry decides.
 	Insecure bool
-	// Repositories lists the repositories to read; empty means every
-	// repository the catalog API lists.
+	// Repositories lists the repositories to read (relative to Prefix);
+	// empty means every repository the catalog API (or Lister) lists.
 	Repositories []string
+	// Lister, when set, lists the repositories instead of the catalog API:
+	// registries without one (Docker Hub, GHCR) list them through an API
+	// of their own. Manifests and labels still come through the OCI path.
+	Lister RepositoryLister
 	// Tag is the tag whose image carries the current spec (default
 	// "latest").
 	Tag    string
@@ -52,6 +62,14 @@ type OCIConfig struct {
 	Timeout time.Duration
 	// Transport replaces remote.DefaultTransport (tests).
 	Transport http.RoundTripper
+}
+
+// RepositoryLister lists a registry's repositories where the catalog API
+// cannot: full repository paths on the host (Prefix included). Like a
+// catalog, it lists everything or fails: a partial list would read as
+// repositories having disappeared.
+type RepositoryLister interface {
+	ListRepositories(ctx context.Context) ([]string, error)
 }
 
 // OCI lists the spec images of an OCI registry: one entry per repository
@@ -94,7 +112,7 @@ func NewOCI(cfg OCIConfig) (*OCI, error) {
 	case strings.Contains(cfg.Host, "://"):
 		return nil, fmt.Errorf("oci: host %q must be host[:port] without a scheme (use insecure for plain HTTP)", cfg.Host)
 	case strings.Contains(cfg.Host, "/"):
-		return nil, fmt.Errorf("oci: host %q must be host[:port] without a path (list repositories instead)", cfg.Host)
+		return nil, fmt.Errorf("oci: host %q must be host[:port] without a path (put the path in prefix)", cfg.Host)
 	case cfg.PageSize < 0:
 		return nil, fmt.Errorf("oci: page size %d must not be negative", cfg.PageSize)
 	case cfg.Concurrency < 0:
@@ -109,6 +127,15 @@ func NewOCI(cfg OCIConfig) (*OCI, error) {
 	if _, err := name.NewRegistry(cfg.Host, opts...); err != nil {
 		return nil, fmt.Errorf("oci: host %q: %w", cfg.Host, err)
 	}
+	cfg.Prefix = strings.Trim(strings.TrimSpace(cfg.Prefix), "/")
+	if cfg.Prefix != "" {
+		if _, err := name.NewRepository(cfg.Host+"/"+cfg.Prefix, opts...); err != nil {
+			return nil, fmt.Errorf("oci: prefix %q is not a repository path: %w", cfg.Prefix, err)
+		}
+		if slices.Contains(strings.Split(cfg.Prefix, "/"), "") {
+			return nil, fmt.Errorf("oci: prefix %q is not a repository path: it has an empty component", cfg.Prefix)
+		}
+	}
 	if cfg.Tag == "" {
 		cfg.Tag = DefaultOCITag
 	}
@@ -118,7 +145,7 @@ func NewOCI(cfg OCIConfig) (*OCI, error) {
 	seen := map[string]bool{}
 	repos := make([]string, 0, len(cfg.Repositories))
 	for i, r := range cfg.Repositories {
-		if _, err := name.NewRepository(cfg.Host+"/"+r, opts...); err != nil || r == "" {
+		if _, err := name.NewRepository(cfg.Host+"/"+join(cfg.Prefix, r), opts...); err != nil || r == "" || strings.HasPrefix(r, "/") {
 			return nil, fmt.Errorf("oci: repositories[%d] %q is not a repository name", i, r)
 		}
 		if seen[r] {
@@ -152,7 +179,33 @@ func NewOCI(cfg OCIConfig) (*OCI, error) {
 }
 
 // String names the source for logs; it shows no credential.
-func (o *OCI) String() string { return "oci " + o.cfg.Host + " (auth " + o.cfg.Auth.String() + ")" }
+func (o *OCI) String() string {
+	return "oci " + join(o.cfg.Host, o.cfg.Prefix) + " (auth " + o.cfg.Auth.String() + ")"
+}
+
+// join joins repository path parts, skipping empty ones.
+func join(parts ...string) string {
+	var out []string
+	for _, p := range parts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, "/")
+}
+
+// path is the repository path on the host of an entry.
+func (o *OCI) path(entry string) string { return join(o.cfg.Prefix, entry) }
+
+// entryOf is the entry a repository path on the host stands for, if it
+// lies under the prefix.
+func (o *OCI) entryOf(path string) (string, bool) {
+	if o.cfg.Prefix == "" {
+		return path, path != ""
+	}
+	rest, ok := strings.CutPrefix(path, o.cfg.Prefix+"/")
+	return rest, ok && rest != ""
+}
 
 // repoOutcome is the result for one repository: an entry, or nothing
 // (no such tag, not a spec image).
@@ -165,22 +218,44 @@ type repoOutcome struct {
 }
 
 // Fetch lists the registry. See Source.
-func (o *OCI) Fetch(ctx context.Context, _ FetchOptions) (*Listing, error) {
+func (o *OCI) Fetch(ctx context.Context, opts FetchOptions) (*Listing, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.cfg.Timeout)
 	defer cancel()
-	where := "registry " + o.cfg.Host
+	c, err := o.connect()
+	if err != nil {
+		return nil, err
+	}
+	entries, err := o.entries(ctx, c)
+	if err != nil {
+		return c.fail(fmt.Errorf("%s: %w", c.where, o.deadline(ctx, err)))
+	}
+	return o.fetchEntries(ctx, c, entries)
+}
 
+// conn is one fetch's way to the registry: its credentials (read for this
+// fetch only), the secrets to keep out of errors, and the puller.
+type conn struct {
+	where   string
+	secrets []string
+	opts    []remote.Option
+	puller  *remote.Puller
+}
+
+func (c *conn) fail(err error) (*Listing, error) { return nil, redact(err, c.secrets) }
+
+// connect reads the credentials and builds the puller of one fetch.
+func (o *OCI) connect() (*conn, error) {
+	where := "registry " + join(o.cfg.Host, o.cfg.Prefix)
 	creds, err := o.cfg.Auth.resolve()
 	if err != nil {
 		return nil, fmt.Errorf("%s: credentials: %w", where, err)
 	}
-	secrets := []string{creds.Password, creds.RegistryToken}
-	fail := func(err error) (*Listing, error) { return nil, redact(err, secrets) }
+	c := &conn{where: where, secrets: []string{creds.Password, creds.RegistryToken}}
 	var auth authn.Authenticator = authn.Anonymous
 	if creds != (authn.AuthConfig{}) {
 		auth = authn.FromConfig(creds)
 	}
-	opts := []remote.Option{
+	c.opts = []remote.Option{
 		remote.WithAuth(auth),
 		remote.WithTransport(o.cfg.Transport),
 		remote.WithPageSize(o.cfg.PageSize),
@@ -190,31 +265,53 @@ func (o *OCI) Fetch(ctx context.Context, _ FetchOptions) (*Listing, error) {
 		remote.WithRetryBackoff(o.backoff),
 		remote.WithUserAgent("specsync"),
 	}
-	puller, err := remote.NewPuller(opts...)
-	if err != nil {
-		return fail(fmt.Errorf("%s: %w", where, err))
+	if c.puller, err = remote.NewPuller(c.opts...); err != nil {
+		return nil, redact(fmt.Errorf("%s: %w", where, err), c.secrets)
 	}
+	return c, nil
+}
 
-	repos := o.cfg.Repositories
-	if len(repos) == 0 {
-		if repos, err = o.catalog(ctx, puller, opts); err != nil {
-			return fail(fmt.Errorf("%s: %w", where, o.deadline(ctx, err)))
+// entries lists the selected entries: the configured repositories, or
+// every repository the catalog (or the Lister) lists under the prefix,
+// filtered.
+func (o *OCI) entries(ctx context.Context, c *conn) ([]string, error) {
+	names := o.cfg.Repositories
+	if len(names) == 0 {
+		var paths []string
+		var err error
+		if o.cfg.Lister != nil {
+			paths, err = o.cfg.Lister.ListRepositories(ctx)
+		} else {
+			paths, err = o.catalog(ctx, c.puller, c.opts)
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range paths {
+			if e, ok := o.entryOf(p); ok {
+				names = append(names, e)
+			}
 		}
 	}
 	var selected []string
-	for _, r := range repos {
-		if o.cfg.Filter.Allows(r) {
-			selected = append(selected, r)
+	for _, e := range names {
+		if o.cfg.Filter.Allows(e) {
+			selected = append(selected, e)
 		}
 	}
+	return selected, nil
+}
 
+// fetchEntries reads what each selected entry's repository offers and
+// makes the listing of them.
+func (o *OCI) fetchEntries(ctx context.Context, c *conn, selected []string) (*Listing, error) {
 	outcomes := make([]repoOutcome, len(selected))
 	work := make(chan int)
 	var wg sync.WaitGroup
 	for range min(o.cfg.Concurrency, len(selected)) {
 		wg.Go(func() {
 			for i := range work {
-				outcomes[i] = o.repository(ctx, puller, selected[i])
+				outcomes[i] = o.repository(ctx, c.puller, selected[i])
 			}
 		})
 	}
@@ -227,7 +324,7 @@ func (o *OCI) Fetch(ctx context.Context, _ FetchOptions) (*Listing, error) {
 	// A repository that timed out is not a problem of that repository: the
 	// listing as a whole is incomplete.
 	if err := ctx.Err(); err != nil {
-		return fail(fmt.Errorf("%s: %w", where, o.deadline(ctx, err)))
+		return c.fail(fmt.Errorf("%s: %w", c.where, o.deadline(ctx, err)))
 	}
 	// When every repository failed to load, the registry is down or
 	// refuses the credentials: the fetch's failure, not each spec's. With
@@ -240,7 +337,7 @@ func (o *OCI) Fetch(ctx context.Context, _ FetchOptions) (*Listing, error) {
 				first = r
 			}
 		}
-		return fail(fmt.Errorf("%s: all %d repositories failed, first: %w", where, len(outcomes), first.entry.Err))
+		return c.fail(fmt.Errorf("%s: all %d repositories failed, first: %w", c.where, len(outcomes), first.entry.Err))
 	}
 
 	entries := []Entry{}
@@ -251,7 +348,7 @@ func (o *OCI) Fetch(ctx context.Context, _ FetchOptions) (*Listing, error) {
 		}
 		if r.entry != nil {
 			e := *r.entry
-			e.Err = redact(e.Err, secrets)
+			e.Err = redact(e.Err, c.secrets)
 			entries = append(entries, e)
 		}
 	}
@@ -354,7 +451,7 @@ func sameRepos(a, b []string) bool {
 }
 
 func (o *OCI) repository(ctx context.Context, puller *remote.Puller, repo string) repoOutcome {
-	tagged := o.cfg.Host + "/" + repo + ":" + o.cfg.Tag
+	tagged := o.cfg.Host + "/" + o.path(repo) + ":" + o.cfg.Tag
 	broken := func(ref string, unreachable bool, err error) repoOutcome {
 		return repoOutcome{unreachable: unreachable, entry: &Entry{Name: repo, Ref: ref, Err: fmt.Errorf("repository %s: %w", repo, err)}}
 	}
@@ -379,7 +476,7 @@ func (o *OCI) repository(ctx context.Context, puller *remote.Puller, repo string
 	}
 	digest := desc.Digest.String()
 	out := repoOutcome{digest: digest}
-	ref := o.cfg.Host + "/" + repo + "@" + digest
+	ref := o.cfg.Host + "/" + o.path(repo) + "@" + digest
 
 	o.mu.Lock()
 	res, ok := o.cache[digest]
@@ -531,4 +628,46 @@ func notFound(err error) bool {
 func isTransportError(err error) bool {
 	var te *transport.Error
 	return errors.As(err, &te)
+}
+
+// Select returns the entry a change concerns. See Selector. A push is
+// selected only when it is of the configured tag (the tag is what the
+// source reads; a push by digest alone changes no tag, and a
+// multi-platform push sends one for every platform before its tag); a
+// delete of the tag, of a digest (it may be the one the tag names) or of
+// the repository is selected.
+func (o *OCI) Select(c Change) (string, bool) {
+	if c.Host != "" && !sameHost(c.Host, o.cfg.Host) {
+		return "", false
+	}
+	entry, ok := o.entryOf(strings.Trim(c.Repository, "/"))
+	if !ok {
+		return "", false
+	}
+	if len(o.cfg.Repositories) > 0 && !slices.Contains(o.cfg.Repositories, entry) {
+		return "", false
+	}
+	if !o.cfg.Filter.Allows(entry) {
+		return "", false
+	}
+	switch {
+	case c.Tag != "" && c.Tag == o.cfg.Tag:
+		return entry, true
+	case c.Tag != "":
+		return "", false
+	case c.Deleted:
+		return entry, true
+	default:
+		return "", false
+	}
+}
+
+// dockerHubHosts are the names Docker Hub's registry goes by.
+var dockerHubHosts = map[string]bool{"docker.io": true, "index.docker.io": true, "registry-1.docker.io": true}
+
+// sameHost compares registry hosts as references name them: case does
+// not matter, and Docker Hub has several names.
+func sameHost(a, b string) bool {
+	a, b = strings.ToLower(a), strings.ToLower(b)
+	return a == b || (dockerHubHosts[a] && dockerHubHosts[b])
 }

@@ -85,3 +85,42 @@ func ListingDigest(entries []Entry) string {
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
+
+// Change is what an event from upstream says happened: a push or a delete
+// on a repository of a registry host (Artifact Registry's Pub/Sub
+// notifications, a distribution registry's notification envelope, a
+// Harbor or GitHub webhook). It is a hint, never the truth: a run that
+// acts on it reads upstream's current state.
+type Change struct {
+	// Host is the registry host the event is from ("" when the event
+	// does not say: a webhook addressed to one registry).
+	Host string
+	// Repository is the repository's full path on the host.
+	Repository string
+	// Tag and Digest are what was pushed or deleted; either may be empty.
+	Tag, Digest string
+	// Deleted says the tag, the digest or (neither set) the repository was
+	// deleted.
+	Deleted bool
+}
+
+// Selector is a source whose entries an event can name.
+type Selector interface {
+	// Select returns the entry a change concerns, if the source selects
+	// it: its host, prefix, repository list, allow and deny, and its tag.
+	Select(c Change) (entry string, ok bool)
+}
+
+// EntryFetcher is a source that can fetch some of its entries without
+// listing the rest (a targeted run after an event).
+type EntryFetcher interface {
+	// FetchEntries fetches the named entries. The listing holds an entry
+	// for each name that offers something now (a spec or that entry's
+	// error); a name it does not hold is gone upstream (no such
+	// repository or tag, or nothing that offers a spec). A failure to
+	// learn that (the registry is down, refuses the credentials, every
+	// named entry failed) is the fetch's error, and then nothing may be
+	// concluded of any name. Listing.Digest is not a digest of the whole
+	// registry and must not be recorded as one.
+	FetchEntries(ctx context.Context, names []string, opts FetchOptions) (*Listing, error)
+}
