@@ -38,6 +38,9 @@ type Registry struct {
 	srv  *http.Server
 	ln   net.Listener
 	done chan struct{}
+	// notify sends notifications of accepted manifest pushes and deletes
+	// once Notify has named an endpoint.
+	notify *notifier
 }
 
 // StartRegistry serves a fresh, empty registry on addr; "127.0.0.1:0"
@@ -47,15 +50,12 @@ func StartRegistry(addr string) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registry: listen %s: %w", addr, err)
 	}
-	r := &Registry{
-		srv: &http.Server{
-			// pkg/registry logs every request to stderr by default, which
-			// drowns test output.
-			Handler:           registry.New(registry.Logger(log.New(io.Discard, "", 0))),
-			ReadHeaderTimeout: 10 * time.Second,
-		},
-		ln:   ln,
-		done: make(chan struct{}),
+	r := &Registry{ln: ln, done: make(chan struct{}), notify: newNotifier(ln.Addr().String())}
+	r.srv = &http.Server{
+		// pkg/registry logs every request to stderr by default, which
+		// drowns test output.
+		Handler:           r.notify.wrap(registry.New(registry.Logger(log.New(io.Discard, "", 0)))),
+		ReadHeaderTimeout: 10 * time.Second,
 	}
 	go func() {
 		defer close(r.done)
@@ -74,6 +74,7 @@ func (r *Registry) Host() string { return r.ln.Addr().String() }
 func (r *Registry) Close() error {
 	err := r.srv.Close()
 	<-r.done
+	r.notify.stop()
 	return err
 }
 
@@ -185,6 +186,23 @@ var SeedPlatforms = []spec.Platform{
 	{OS: "linux", Architecture: "arm64"},
 }
 
+// SeedRepository is the repository a spec file is pushed to: specs/ and
+// the file's base name without its extension.
+func SeedRepository(file string) string {
+	base := path.Base(file)
+	return "specs/" + strings.TrimSuffix(base, path.Ext(base))
+}
+
+// PushSpecFile pushes a spec file's content to host/repo:latest as
+// SeedRegistry does (base64 in the spec label, for SeedPlatforms) and
+// returns the digest the tag points to. The content is not checked: a
+// broken spec is a broken entry upstream, which is worth being able to
+// push.
+func PushSpecFile(ctx context.Context, host, repo string, content []byte) (string, error) {
+	label := base64.StdEncoding.EncodeToString(content)
+	return PushSpecImage(ctx, host, repo, "latest", label, SeedPlatforms)
+}
+
 // SeedRegistry pushes every *.yaml, *.yml and *.json file in dir of specs
 // as host/specs/<base name>:latest, the file's content base64-encoded in
 // the spec label, for SeedPlatforms. It returns the repositories pushed, in
@@ -200,14 +218,13 @@ func SeedRegistry(ctx context.Context, host string, specs fs.FS, dir string) ([]
 		if e.IsDir() {
 			continue
 		}
-		ext := path.Ext(e.Name())
-		switch strings.ToLower(ext) {
+		switch strings.ToLower(path.Ext(e.Name())) {
 		case ".yaml", ".yml", ".json":
 		default:
 			continue
 		}
 		file := path.Join(dir, e.Name())
-		repo := "specs/" + strings.TrimSuffix(e.Name(), ext)
+		repo := SeedRepository(e.Name())
 		// Two files with one base name would silently overwrite each other.
 		if prev, dup := from[repo]; dup {
 			return repos, fmt.Errorf("seed registry: %s and %s both map to repository %s", prev, file, repo)
@@ -217,8 +234,7 @@ func SeedRegistry(ctx context.Context, host string, specs fs.FS, dir string) ([]
 		if err != nil {
 			return repos, fmt.Errorf("seed registry: %w", err)
 		}
-		label := base64.StdEncoding.EncodeToString(content)
-		if _, err := PushSpecImage(ctx, host, repo, "latest", label, SeedPlatforms); err != nil {
+		if _, err := PushSpecFile(ctx, host, repo, content); err != nil {
 			return repos, fmt.Errorf("seed registry from %s: %w", file, err)
 		}
 		repos = append(repos, repo)

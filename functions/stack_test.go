@@ -115,6 +115,8 @@ func startStack(t *testing.T, registriesYAML string, extraEnv ...string) *stack 
 		"SPECSYNC_BROKER_PASSWORD="+brokerPass,
 		"SPECSYNC_CATALOG_REFRESH=1ms",
 		"SPECSYNC_TOPIC=reconcile-"+project,
+		// A free port: tests run several stacks at once.
+		"SPECSYNC_LOCAL_REGISTRY=127.0.0.1:0",
 	)
 	cmd.Env = append(cmd.Env, extraEnv...)
 	logs := &bytes.Buffer{}

@@ -6,6 +6,7 @@
 //
 //	specsync-local run                  (make run)
 //	specsync-local demo                 (make demo)
+//	specsync-local push FILE...         (push a spec to make run's registry)
 //	specsync-local reconcile -config registries.yaml [-registry NAME]
 //	specsync-local catalog
 //
@@ -50,6 +51,8 @@ The local tools (the operator's commands are specsync's):
              registry, push subscription) until interrupted; make run
   demo       start the local stack, bootstrap the example registry twice,
              print the catalog and the change feed, stop everything; make demo
+  push       push spec files to the local stack's OCI registry as
+             specs/<base name>:latest, as an upstream push would
   reconcile  reconcile the registries of a registries file straight into a
              Firestore (GOOGLE_CLOUD_PROJECT, FIRESTORE_EMULATOR_HOST)
   catalog    print the specs a Firestore's catalog serves
@@ -65,6 +68,8 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return cmdRun(ctx, args[1:], stdout, stderr)
 	case "demo":
 		return cmdDemo(ctx, args[1:], stdout, stderr)
+	case "push":
+		return cmdPush(ctx, args[1:], stdout, stderr)
 	case "reconcile":
 		return cmdReconcile(ctx, args[1:], stdout, stderr)
 	case "catalog":

@@ -15,6 +15,7 @@ import (
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	addr := fs.String("addr", "", "listen address (default 127.0.0.1:$PORT, PORT default 8080)")
+	regAddr := fs.String("registry-addr", envOr("SPECSYNC_LOCAL_REGISTRY", DefaultLocalRegistry), "listen address of the local OCI registry, where specsync-local push pushes (env SPECSYNC_LOCAL_REGISTRY; 127.0.0.1:0 picks a free port)")
 	interval := fs.Duration("bootstrap-interval", envDuration("SPECSYNC_BOOTSTRAP_INTERVAL"), "bootstrap periodically, standing in for Cloud Scheduler (env SPECSYNC_BOOTSTRAP_INTERVAL; 0 = never)")
 	prune := fs.Duration("prune-interval", envDuration("SPECSYNC_PRUNE_INTERVAL"), "delete expired change records this often, as Firestore TTL does in production (env SPECSYNC_PRUNE_INTERVAL; default 1m)")
 	logLevel := fs.String("log-level", envOr("LOG_LEVEL", "info"), "log level (env LOG_LEVEL)")
@@ -22,7 +23,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	log := logging.New(stderr, *logLevel)
-	s, err := stack.Start(ctx, stack.Options{Addr: *addr, BootstrapInterval: *interval, PruneInterval: *prune, Logger: log})
+	s, err := stack.Start(ctx, stack.Options{Addr: *addr, RegistryAddr: *regAddr, BootstrapInterval: *interval, PruneInterval: *prune, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -35,6 +36,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fmt.Fprintf(stdout, "  GET  %s/registries              (admin)\n", s.URL)
 	fmt.Fprintf(stdout, "  GET  %s/status                  (admin; in a browser: any user name, the admin token as password)\n", s.URL)
 	fmt.Fprintf(stdout, "  GET  %s/admin/{specs,instances,operations}  (admin; what the specsync CLI reads)\n", s.URL)
+	fmt.Fprintf(stdout, "  push a spec upstream:  go run ./cmd/specsync-local push -registry %s examples/registry/redis.yaml\n", s.Registry)
 	fmt.Fprintln(stdout, "ready; interrupt to stop")
 	err = s.Wait(ctx)
 	fmt.Fprintln(stdout, "stopping")

@@ -54,7 +54,11 @@ const (
 // Options configure a stack. Zero values take the defaults above; every
 // field can also come from the environment variable the functions read.
 type Options struct {
-	Addr           string // listen address, default 127.0.0.1:$PORT or :8080
+	Addr string // listen address, default 127.0.0.1:$PORT or :8080
+	// RegistryAddr is the local OCI registry's listen address (default
+	// 127.0.0.1:0, a free port; `specsync-local run` listens on a fixed
+	// one, so that `specsync-local push` finds it).
+	RegistryAddr   string
 	RegistriesFile string // SPECSYNC_REGISTRIES, default examples/registries.yaml
 	// BootstrapInterval, when set, bootstraps periodically (standing in
 	// for Cloud Scheduler).
@@ -176,7 +180,11 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	if err := s.emulators(ctx, log); err != nil {
 		return nil, err
 	}
-	reg, err := emulator.StartRegistry("127.0.0.1:0")
+	regAddr := opts.RegistryAddr
+	if regAddr == "" {
+		regAddr = "127.0.0.1:0"
+	}
+	reg, err := emulator.StartRegistry(regAddr)
 	if err != nil {
 		return nil, err
 	}
