@@ -85,6 +85,9 @@ var rows = []row{
 		"an outage changes nothing; the always-on empty-listing guard",
 		[]string{`^TestScenarioRegistryDownOnSecondRun$`, `^TestScenarioEmptyListingGuard$`, `^TestE2EFailingRegistryKeepsItsSpecs$`}},
 	// Pub/Sub.
+	{"registry", "every source through one conformance table (oci, http, dir, and each new source): empty, entries over several pages, a garbage entry among good ones, an entry gone and back, the upstream unavailable; on the listing: 401, 429 with Retry-After, 5xx on the first or a later page, a partial (truncated) page, a garbage page, a timeout",
+		"a failed or partial listing is the fetch's error, whichever page and however it fails (retries of the page meet the fault again), and the next clean fetch lists everything; a broken entry is that entry's error beside good ones; an entry that goes is absent, comes back under its name; an unchanged upstream lists with an unchanged digest",
+		[]string{`^TestConformance/`}},
 	{"pubsub", "every message delivered three times, copies in reverse order; stale messages of a finished operation after the next one started",
 		"redelivery is harmless: each registry counts once per operation; stale messages change nothing; the operations succeed",
 		[]string{`^TestPubSubDuplicateAndOutOfOrderDeliveries$`, `^TestWorkerRedeliveryCountsOnce$`}},
