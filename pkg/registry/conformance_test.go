@@ -328,7 +328,9 @@ func (u *ociUpstream) source(t *testing.T, c suiteConfig) registry.Source {
 	return u.oci(t, registry.OCIConfig{PageSize: c.pageSize, Timeout: c.timeout})
 }
 
-func (u *ociUpstream) isListing(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/v2/_catalog") }
+func (u *ociUpstream) isListing(r *http.Request) bool {
+	return strings.HasPrefix(r.URL.Path, "/v2/_catalog")
+}
 
 // indexUpstream is an index document served over HTTP, one item an entry.
 type indexUpstream struct {
