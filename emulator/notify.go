@@ -20,8 +20,8 @@ const EventsMediaType = "application/vnd.docker.distribution.events.v1+json"
 
 // Envelope is a CNCF distribution registry's notification body: what a
 // registry configured with notifications.endpoints POSTs after it accepts
-// a push or a delete (distribution's docs/notifications.md). Only the
-// fields the local registry fills in are here.
+// a push or a delete (the "Notifications" page of distribution's
+// documentation). Only the fields the local registry fills in are here.
 type Envelope struct {
 	Events []Event `json:"events"`
 }

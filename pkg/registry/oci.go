@@ -98,9 +98,14 @@ type OCI struct {
 // ociResult is what one manifest offers, kept as the raw label so that
 // every fetch returns a freshly parsed spec nobody else holds.
 type ociResult struct {
-	offers    bool // has a spec label
+	offers    bool // has a spec label (or is a spec artifact)
 	label     string
 	platforms []spec.Platform
+	// artifact says the spec is an artifact's document, not a label;
+	// problem is what makes a spec artifact unreadable as one (it is
+	// content-addressed, so it is that entry's error for good).
+	artifact bool
+	problem  string
 }
 
 // NewOCI checks cfg and fills in defaults.
@@ -495,8 +500,14 @@ func (o *OCI) repository(ctx context.Context, puller *remote.Puller, repo string
 		return out
 	}
 	e := &Entry{Name: repo, Ref: ref}
-	if s, err := spec.Parse([]byte(res.label)); err != nil {
-		e.Err = fmt.Errorf("repository %s: label %s: %w", repo, spec.LabelKey, err)
+	if res.problem != "" {
+		e.Err = fmt.Errorf("repository %s: %s", repo, res.problem)
+	} else if s, err := spec.Parse([]byte(res.label)); err != nil {
+		what := "label " + spec.LabelKey
+		if res.artifact {
+			what = "spec artifact"
+		}
+		e.Err = fmt.Errorf("repository %s: %s: %w", repo, what, err)
 	} else {
 		s.Platforms = slices.Clone(res.platforms)
 		e.Spec = s
@@ -558,6 +569,9 @@ func (o *OCI) inspect(ctx context.Context, puller *remote.Puller, ref name.Diges
 		img, err := got.Image()
 		if err != nil {
 			return ociResult{}, err
+		}
+		if res, ok, err := specArtifact(img); ok || err != nil {
+			return res, err
 		}
 		label, ok, cf, err := imageLabel(img)
 		if err != nil || !ok {

@@ -11,6 +11,14 @@ package spec
 // the APB convention; plain YAML or JSON is accepted too).
 const LabelKey = "com.redhat.apb.spec"
 
+// A spec can also be an OCI artifact: a manifest of artifact type
+// ArtifactType whose one layer is the spec document (pkg/registry).
+const (
+	ArtifactType      = "application/vnd.specsync.spec.v1"
+	ArtifactLayerYAML = "application/vnd.specsync.spec.v1+yaml"
+	ArtifactLayerJSON = "application/vnd.specsync.spec.v1+json"
+)
+
 // Spec is one service offering.
 type Spec struct {
 	Version     string         `json:"version,omitempty"`
