@@ -19,7 +19,9 @@ const (
 
 // getChanges serves GET /v2/catalog/changes?since=N[&wait=D][&limit=L]:
 // the committed changes after revision N, in order. With wait it holds the
-// request until a change arrives or the wait is over (an empty answer). A
+// request until a change arrives or the wait is over (an empty answer):
+// the instance's revision listener (listen.go) wakes it when Firestore
+// has a new revision, and the cached revision is polled as well. A
 // since the feed cannot continue from (its changes expired, or it is ahead
 // of the catalog) is 410 Gone with the current revision: re-read
 // /v2/catalog and resume from its X-Catalog-Revision.
@@ -63,7 +65,17 @@ func (b *Broker) getChanges(w http.ResponseWriter, r *http.Request) {
 	if poll <= 0 || poll > time.Second {
 		poll = time.Second
 	}
+	// A request that waits joins the instance's revision listener, which
+	// wakes it when Firestore has a new revision; the cached revision,
+	// polled as before, still counts, so a listener that fails, or is
+	// deaf while the client library reopens its stream, costs latency
+	// (the refresh window), never an answer.
+	joined := false
 	for {
+		var h heard
+		if joined {
+			h = b.listen.now()
+		}
 		// The cached revision: a warm instance reads meta/catalog at most
 		// once per refresh window however many watchers wait on it.
 		cat, _, err := b.Cache.Get(ctx)
@@ -71,8 +83,15 @@ func (b *Broker) getChanges(w http.ResponseWriter, r *http.Request) {
 			WriteFailure(w, err)
 			return
 		}
-		cur := cat.Revision
-		if since > cur {
+		// cur is the newest revision known; latest is the word of the
+		// freshest source (the listener's, while it is live, which may
+		// be below the cache's when the revision went back), by which a
+		// since beyond it is judged.
+		cur, latest := cat.Revision, cat.Revision
+		if h.live {
+			cur, latest = max(cur, h.rev), h.rev
+		}
+		if since > latest && since >= cur {
 			// The cache may lag a watcher that listed elsewhere: ask
 			// Firestore before calling the watcher's revision bogus.
 			if cur, err = b.store.Revision(ctx); err != nil {
@@ -110,11 +129,21 @@ func (b *Broker) getChanges(w http.ResponseWriter, r *http.Request) {
 			WriteJSON(w, http.StatusOK, api.ChangePage{Changes: []api.Change{}, Next: since, Revision: cur})
 			return
 		}
+		if !joined {
+			// Look again at once: a listener that outlived the last
+			// waiter may already know a newer revision than the cache.
+			b.listen.join()
+			defer b.listen.leave()
+			joined = true
+			continue
+		}
 		t := time.NewTimer(min(poll, left))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
+		case <-h.next:
+			t.Stop()
 		case <-t.C:
 		}
 	}

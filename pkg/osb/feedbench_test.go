@@ -25,7 +25,10 @@ import (
 // reconcile's return (its feed commit is its last write but the status) to
 // the watcher's answer. The broker polls its cached revision every refresh
 // window (here 1 s, at most 1 s by design), so the latency is bounded by
-// about two windows. Run with -benchtime 5x or more.
+// about two windows. Run with -benchtime 5x or more. Since the revision
+// listener (listen.go) the watcher hears the commit through it first, so
+// this measures what BenchmarkFeedCommitToWaitingLongPoll does; the
+// window bounds only the path a failed listener falls back to.
 func BenchmarkFeedCommitToLongPoll(b *testing.B) {
 	e := newEnv(b, time.Second)
 	e.broker.Cache.Now = time.Now

@@ -35,6 +35,8 @@ type Broker struct {
 	store *store.Store
 	cfg   Config
 	Cache *Cache
+	// listen tells waiting long polls of a new revision (listen.go).
+	listen *revisionListener
 }
 
 // NewBroker returns the broker on st.
@@ -45,7 +47,8 @@ func NewBroker(st *store.Store, cfg Config) *Broker {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Broker{store: st, cfg: cfg, Cache: &Cache{Store: st, Window: cfg.RefreshWindow, Logger: cfg.Logger}}
+	return &Broker{store: st, cfg: cfg, Cache: &Cache{Store: st, Window: cfg.RefreshWindow, Logger: cfg.Logger},
+		listen: newRevisionListener(st, cfg.Logger)}
 }
 
 // Handler routes the broker's endpoints; anything else is an OSB 404.

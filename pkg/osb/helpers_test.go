@@ -73,7 +73,13 @@ type env struct {
 
 func newEnv(t testing.TB, window time.Duration) *env {
 	t.Helper()
-	client := emulatortest.Firestore(t)
+	return newEnvOn(t, emulatortest.Firestore(t), window)
+}
+
+// newEnvOn is newEnv on a client the test made (through an interceptor,
+// to see or break its calls).
+func newEnvOn(t testing.TB, client *firestore.Client, window time.Duration) *env {
+	t.Helper()
 	st := store.New(client)
 	b := osb.NewBroker(st, osb.Config{
 		Username: brokerUser, Password: brokerPass,

@@ -164,6 +164,9 @@ var rows = []row{
 	{"catalog", "a revision read held in flight while a change commits; many requests during refreshes and writes",
 		"a Cache-Control: no-cache request never gets an answer read before it arrived; such requests share the next read; race-free",
 		[]string{`^TestCacheFreshSeesEveryEarlierCommit$`, `^TestCacheConcurrentRefreshes$`, `^TestCatalogNoCache$`}},
+	{"catalog", "the change feed's revision listener: its stream cut and new listens refused (PermissionDenied), or cut and reopened by the client library into a listen that never answers (deaf); the revision going back (another database) under waiting long polls",
+		"waiting long polls never fail nor hang: they get the change through the cached revision within the window; one warning however many waiters and retries; the listener is started again with backoff and heard again; a revision gone back is 410 Gone at once",
+		[]string{`^TestListenerFailureFallsBackToTheWindow$`, `^TestDeafListenerFallsBackToTheWindow$`, `^TestLongPollRevisionGoesBack$`}},
 	// Load.
 	{"load", "200 concurrent catalog clients for 30 s, 100 services (loopback)",
 		"zero errors; p50/p99/rps and Firestore reads per request reported below",
