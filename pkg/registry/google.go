@@ -24,9 +24,6 @@ const AuthGoogle = "google"
 // exchange at their token realm.
 const googleUser = "oauth2accesstoken"
 
-// GoogleHosts says, for messages, where a Google access token may go.
-const GoogleHosts = "gcr.io, *.gcr.io, *.pkg.dev (oci) or https://storage.googleapis.com (http)"
-
 // GoogleTokenSource hands out access tokens of one set of credentials.
 type GoogleTokenSource interface {
 	// Token returns an access token that stays valid for the length of a
@@ -143,6 +140,7 @@ func httpsHostname(host string) (string, bool) {
 type googleOnly struct {
 	inner http.RoundTripper
 	allow func(host string) bool
+	hosts string // the allowed hosts, for the message
 }
 
 func (g googleOnly) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -151,7 +149,7 @@ func (g googleOnly) RoundTrip(r *http.Request) (*http.Response, error) {
 			r.Body.Close()
 		}
 		return nil, fmt.Errorf("auth type google: refusing to send Google credentials to %s://%s (only to %s, over HTTPS)",
-			r.URL.Scheme, r.URL.Host, GoogleHosts)
+			r.URL.Scheme, r.URL.Host, g.hosts)
 	}
 	return g.inner.RoundTrip(r)
 }
@@ -171,7 +169,7 @@ func checkGoogleOCI(cfg *OCIConfig) (*googleTokens, error) {
 	case cfg.Insecure:
 		return nil, errors.New("oci: auth type google never sends a Google access token over plain HTTP; remove oci.insecure")
 	}
-	cfg.Transport = googleOnly{inner: cfg.Transport, allow: googleRegistryHost}
+	cfg.Transport = googleOnly{inner: cfg.Transport, allow: googleRegistryHost, hosts: "gcr.io, *.gcr.io, *.pkg.dev"}
 	return &googleTokens{}, nil
 }
 
@@ -191,7 +189,7 @@ func checkGoogleHTTP(cfg *HTTPConfig, scheme, host string) (*googleTokens, error
 	if inner == nil {
 		inner = http.DefaultTransport
 	}
-	client.Transport = googleOnly{inner: inner, allow: googleStorageHost}
+	client.Transport = googleOnly{inner: inner, allow: googleStorageHost, hosts: "storage.googleapis.com"}
 	cfg.Client = &client
 	return &googleTokens{}, nil
 }
