@@ -39,7 +39,7 @@ func (l *lockedBuffer) String() string {
 
 // An Artifact Registry repository read with the function's own identity
 // (auth type google; here a service account key file whose token server
-// issues tokens that live 3 seconds, and a registry that takes only the
+// issues tokens that live 5 seconds, and a registry that takes only the
 // current one): runs before and after a token expired both reconcile; a
 // token server that is down fails the run and marks nothing; and no
 // access token is ever stored, logged or put in an error (the tokens
@@ -52,7 +52,7 @@ func TestScenarioArtifactRegistryWithGoogleAuth(t *testing.T) {
 	}
 	canary := "canary-" + hex.EncodeToString(b)
 	tokens := googletest.NewTokenServer(t, canary)
-	tokens.SetLifetime(3 * time.Second)
+	tokens.SetLifetime(5 * time.Second)
 	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", tokens.KeyFile(t))
 	ar := googletest.NewRegistry(t, tokens)
 	pushAR := func(repo, name string) {

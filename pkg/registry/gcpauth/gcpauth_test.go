@@ -115,13 +115,13 @@ func (w *world) fails(t *testing.T, want ...string) error {
 func sleepUntil(t time.Time) { time.Sleep(time.Until(t)) }
 
 // The acceptance test of auth type google: a service account key file
-// whose token_uri is a token server issuing tokens that live 3 seconds, an
+// whose token_uri is a token server issuing tokens that live 4 seconds, an
 // Artifact Registry that takes only the current token. The token is
 // obtained once and reused while it is valid; a fetch after it expired
 // gets a new one, and succeeds.
 func TestTokenReusedWhileValidAndRefreshedAfterExpiry(t *testing.T) {
 	gcpauth.SetEarlyRefresh(t, time.Second)
-	w := newWorld(t, 3*time.Second)
+	w := newWorld(t, 4*time.Second)
 
 	w.fetch(t)
 	if n := w.tokens.Requests(); n != 1 {
@@ -169,7 +169,7 @@ func TestTokenRefreshedBeforeItExpires(t *testing.T) {
 func TestTokenServerDownFailsTheFetch(t *testing.T) {
 	// Tokens that live less than the default window are asked for anew
 	// at every fetch.
-	w := newWorld(t, 2*time.Second)
+	w := newWorld(t, time.Minute)
 	w.fetch(t)
 	w.tokens.SetDown(true)
 	w.fails(t, "registry europe-docker.pkg.dev/project/specs: credentials", "auth type google: access token", "cannot fetch token", w.tokens.URL)
