@@ -16,6 +16,8 @@ import (
 	"github.com/specsync/specsync/pkg/osb"
 	"github.com/specsync/specsync/pkg/queue"
 	"github.com/specsync/specsync/pkg/reconcile"
+	// Auth type google's access tokens: the function's service account.
+	_ "github.com/specsync/specsync/pkg/registry/gcpauth"
 	"github.com/specsync/specsync/pkg/settings"
 	"github.com/specsync/specsync/pkg/store"
 )

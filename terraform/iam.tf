@@ -4,7 +4,8 @@
 #
 #   bootstrap  Firestore (operations), publish to the work topic, the admin token
 #   reconcile  Firestore (specs, registries, operations, the change feed), the
-#              registry credentials, publish to the catalog-changes and commit topics
+#              registry credentials, publish to the catalog-changes and commit topics,
+#              read the Artifact Registry repositories artifact_registry_repositories names
 #   catalog    Firestore (reads; writes only instance records); no secret
 #              (it holds credential digests) and no Pub/Sub at all
 #   push       invoke the reconcile function, nothing else (both of its push
@@ -181,4 +182,30 @@ resource "google_pubsub_subscription_iam_member" "commit_dead_letter_subscriber"
   subscription = google_pubsub_subscription.commit_push.name
   role         = "roles/pubsub.subscriber"
   member       = local.pubsub_agent
+}
+
+# Artifact Registry repositories the reconcile function reads as itself
+# (auth.type: google): it reads manifests and lists tags, nothing more.
+# A repository of another project needs the applier to be allowed to set
+# its IAM policy.
+locals {
+  # PROJECT/LOCATION/REPOSITORY, the module's project where none is named.
+  artifact_registry_paths = [for r in var.artifact_registry_repositories : length(split("/", r)) == 2 ? "${var.project_id}/${r}" : r]
+  artifact_registry_repositories = {
+    for p in local.artifact_registry_paths : p => {
+      project    = split("/", p)[0]
+      location   = split("/", p)[1]
+      repository = split("/", p)[2]
+    }
+  }
+}
+
+resource "google_artifact_registry_repository_iam_member" "reconcile_reader" {
+  for_each = local.artifact_registry_repositories
+
+  project    = each.value.project
+  location   = each.value.location
+  repository = each.value.repository
+  role       = "roles/artifactregistry.reader"
+  member     = "serviceAccount:${google_service_account.function["reconcile"].email}"
 }

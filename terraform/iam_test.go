@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/zclconf/go-cty/cty"
 )
 
 // binding is one IAM grant of the module.
@@ -24,6 +26,8 @@ func bindingsOf(t *testing.T, m *module) []binding {
 		"google_cloud_run_v2_service_iam_member":  "run",
 		"google_service_account_iam_member":       "serviceaccount",
 		"google_storage_bucket_iam_member":        "bucket",
+		// Scoped PROJECT/LOCATION/REPOSITORY (below).
+		"google_artifact_registry_repository_iam_member": "arrepository",
 	}
 	scopeAttr := map[string]string{
 		"topic": "topic", "subscription": "subscription", "secret": "secret_id",
@@ -49,6 +53,9 @@ func bindingsOf(t *testing.T, m *module) []binding {
 			if a := scopeAttr[scope]; a != "" {
 				s += ":" + inst.str(a)
 			}
+			if scope == "arrepository" {
+				s += ":" + inst.str("project") + "/" + inst.str("location") + "/" + inst.str("repository")
+			}
 			out = append(out, binding{Scope: s, Role: inst.str("role"), Member: inst.str("member"), Addr: inst.addr()})
 		}
 	}
@@ -56,7 +63,7 @@ func bindingsOf(t *testing.T, m *module) []binding {
 }
 
 func TestLeastPrivilege(t *testing.T) {
-	m := evaluated(t, nil)
+	m := evaluated(t, map[string]cty.Value{"artifact_registry_repositories": ctyFromGo(arRepositories)})
 	bs := bindingsOf(t, m)
 	fns := functionsByEntryPoint(t, m)
 	p := parseFunctions(t)
@@ -148,6 +155,7 @@ func TestLeastPrivilege(t *testing.T) {
 			case b.Role == "roles/pubsub.publisher" && r.Name == "Bootstrap" && b.Scope == "topic:"+workTopic.str("name"):
 			case b.Role == "roles/pubsub.publisher" && r.Name == "Reconcile" && b.Scope == "topic:"+changesTopic.str("name"):
 			case b.Role == "roles/pubsub.publisher" && r.Name == "Reconcile" && b.Scope == "topic:"+commitTopic.str("name"):
+			case b.Role == "roles/artifactregistry.reader" && r.Name == "Reconcile" && strings.HasPrefix(b.Scope, "arrepository:"):
 			default:
 				t.Errorf("%s: %s may not hold %s on %s", b.Addr, r.Name, b.Role, b.Scope)
 			}

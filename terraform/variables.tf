@@ -445,3 +445,23 @@ variable "secret_values" {
     error_message = "secret_values' SPECSYNC_ADMIN_TOKEN does not have the SHA-256 admin_token_sha256 says."
   }
 }
+
+# Registries the reconcile function reads with its own identity
+# (auth.type: google in the registries file) need no secret: its service
+# account is granted read access to them instead.
+
+variable "artifact_registry_repositories" {
+  type        = list(string)
+  description = "Artifact Registry repositories the reconcile function reads with its own identity (registries with auth.type: google): LOCATION/REPOSITORY in project_id, or PROJECT/LOCATION/REPOSITORY in another project. Its service account gets roles/artifactregistry.reader on each; no secret is needed."
+  default     = []
+  nullable    = false
+
+  validation {
+    condition     = alltrue([for r in var.artifact_registry_repositories : can(regex("^([a-z][a-z0-9-]{4,28}[a-z0-9]/)?[a-z]+(-[a-z]+[0-9]+)?/[a-z]([a-z0-9-]{0,61}[a-z0-9])?$", r))])
+    error_message = "artifact_registry_repositories holds LOCATION/REPOSITORY or PROJECT/LOCATION/REPOSITORY (europe/specs, my-project/us-central1/team-images): a project id, a location such as europe or us-central1, and a repository id of lowercase letters, digits and hyphens."
+  }
+  validation {
+    condition     = length(distinct([for r in var.artifact_registry_repositories : length(split("/", r)) == 2 ? "${var.project_id}/${r}" : r])) == length(var.artifact_registry_repositories)
+    error_message = "artifact_registry_repositories names a repository twice."
+  }
+}

@@ -99,6 +99,7 @@ func TestAPIs(t *testing.T) {
 		{"google_service_account", []string{"iam"}},
 		{"google_project_iam_", []string{"cloudresourcemanager"}},
 		{"google_project", []string{"cloudresourcemanager"}},
+		{"google_artifact_registry_", []string{"artifactregistry"}},
 	}
 	enabled := map[string]bool{}
 	for _, s := range m.ofType("google_project_service") {

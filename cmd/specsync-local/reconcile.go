@@ -10,6 +10,9 @@ import (
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/logging"
 	"github.com/specsync/specsync/pkg/reconcile"
+	// Auth type google's access tokens: gcloud's application default
+	// login or GOOGLE_APPLICATION_CREDENTIALS.
+	_ "github.com/specsync/specsync/pkg/registry/gcpauth"
 	"github.com/specsync/specsync/pkg/store"
 )
 

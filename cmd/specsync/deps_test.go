@@ -34,6 +34,14 @@ var notInTheOperatorBinary = []string{
 	"cloud.google.com/go/pubsub",
 	"google.golang.org/api",
 	"google.golang.org/grpc",
+	// Auth type google's credentials: `config check` validates the type
+	// and its host in pkg/registry, and only the binaries that fetch
+	// import the provider (pkg/registry/gcpauth) and Google's auth
+	// library, metadata client and OAuth2 under it.
+	"github.com/specsync/specsync/pkg/registry/gcpauth",
+	"cloud.google.com/go/auth",
+	"cloud.google.com/go/compute/metadata",
+	"golang.org/x/oauth2",
 }
 
 // `go install .../cmd/specsync` builds the operator CLI alone: none of

@@ -14,7 +14,7 @@ func TestReferenceFileLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(cfg.Names(), ","); got != "team-images,partner-index,bundled" {
+	if got := strings.Join(cfg.Names(), ","); got != "team-images,partner-index,bundled,cloud-images" {
 		t.Fatalf("registries %s", got)
 	}
 	r, ok := cfg.Lookup("team-images")

@@ -30,6 +30,9 @@ import (
 //     "oauth2accesstoken" and the token as password). The token is read at
 //     every fetch, so a file that a sidecar or Secret Manager mount
 //     refreshes keeps working.
+//   - "google": an access token of the process's Application Default
+//     Credentials (google.go), for Google's registries and Cloud Storage
+//     only. It takes no other field: there is no secret to configure.
 type Auth struct {
 	Type         string `json:"type,omitempty"`
 	Username     string `json:"username,omitempty"`
@@ -45,6 +48,7 @@ const (
 	AuthAnonymous = "anonymous"
 	AuthBasic     = "basic"
 	AuthToken     = "token"
+	// AuthGoogle is in google.go.
 )
 
 func (a Auth) kind() string {
@@ -103,8 +107,10 @@ func (a Auth) Validate() error {
 			return err
 		}
 		return unused(append(user, pass...))
+	case AuthGoogle:
+		return unused(append(append(user, pass...), tok...))
 	default:
-		return fmt.Errorf("auth type %q is not one of anonymous, basic, token", a.Type)
+		return fmt.Errorf("auth type %q is not one of anonymous, basic, token, google", a.Type)
 	}
 }
 
@@ -147,6 +153,10 @@ func (a Auth) resolve() (authn.AuthConfig, error) {
 			return authn.AuthConfig{}, err
 		}
 		return authn.AuthConfig{RegistryToken: tok}, nil
+	case AuthGoogle:
+		// Its token is the source's to ask for (google.go); reading it
+		// as anonymous here would send requests without credentials.
+		return authn.AuthConfig{}, errors.New("auth type google: the access token comes from the source at fetch time, not from the configuration")
 	}
 	return authn.AuthConfig{}, nil
 }
@@ -223,6 +233,8 @@ func (a Auth) String() string {
 		return "token(from file " + a.TokenFile + ")"
 	case AuthAnonymous:
 		return AuthAnonymous
+	case AuthGoogle:
+		return "google(application default credentials)"
 	default:
 		return fmt.Sprintf("unknown(%q)", a.Type)
 	}

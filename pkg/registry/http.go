@@ -39,6 +39,8 @@ type HTTPConfig struct {
 // HTTP lists the specs of an index document.
 type HTTP struct {
 	cfg HTTPConfig
+	// google holds the token source of auth type google (google.go).
+	google *googleTokens
 }
 
 // NewHTTP checks cfg and fills in defaults.
@@ -74,7 +76,11 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{}
 	}
-	return &HTTP{cfg: cfg}, nil
+	google, err := checkGoogleHTTP(&cfg, u.Scheme, u.Host)
+	if err != nil {
+		return nil, err
+	}
+	return &HTTP{cfg: cfg, google: google}, nil
 }
 
 // String names the source for logs; it shows no credential.
@@ -85,7 +91,7 @@ func (h *HTTP) Fetch(ctx context.Context, opts FetchOptions) (*Listing, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()
 	where := "index " + h.cfg.URL
-	authz, secrets, err := h.cfg.Auth.authorization()
+	authz, secrets, err := h.authorization(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%s: credentials: %w", where, err)
 	}

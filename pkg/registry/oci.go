@@ -87,6 +87,8 @@ type OCI struct {
 	// repository eat most of a scheduled run, and its sleeps ignore the
 	// context; a short one still rides out a blip.
 	backoff remote.Backoff
+	// google holds the token source of auth type google (google.go).
+	google *googleTokens
 
 	mu sync.Mutex
 	// cache maps a manifest digest to what it offers. A digest names its
@@ -175,10 +177,15 @@ func NewOCI(cfg OCIConfig) (*OCI, error) {
 	if cfg.Transport == nil {
 		cfg.Transport = remote.DefaultTransport
 	}
+	google, err := checkGoogleOCI(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	return &OCI{
 		cfg:      cfg,
 		nameOpts: opts,
 		backoff:  remote.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 3},
+		google:   google,
 		cache:    map[string]ociResult{},
 	}, nil
 }
@@ -226,7 +233,7 @@ type repoOutcome struct {
 func (o *OCI) Fetch(ctx context.Context, opts FetchOptions) (*Listing, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.cfg.Timeout)
 	defer cancel()
-	c, err := o.connect()
+	c, err := o.connect(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -242,6 +249,7 @@ func (o *OCI) Fetch(ctx context.Context, opts FetchOptions) (*Listing, error) {
 type conn struct {
 	where   string
 	secrets []string
+	auth    authn.Authenticator
 	opts    []remote.Option
 	puller  *remote.Puller
 }
@@ -249,19 +257,18 @@ type conn struct {
 func (c *conn) fail(err error) (*Listing, error) { return nil, redact(err, c.secrets) }
 
 // connect reads the credentials and builds the puller of one fetch.
-func (o *OCI) connect() (*conn, error) {
+func (o *OCI) connect(ctx context.Context) (*conn, error) {
 	where := "registry " + join(o.cfg.Host, o.cfg.Prefix)
-	creds, err := o.cfg.Auth.resolve()
+	creds, err := o.credentials(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%s: credentials: %w", where, err)
 	}
-	c := &conn{where: where, secrets: []string{creds.Password, creds.RegistryToken}}
-	var auth authn.Authenticator = authn.Anonymous
+	c := &conn{where: where, secrets: []string{creds.Password, creds.RegistryToken}, auth: authn.Anonymous}
 	if creds != (authn.AuthConfig{}) {
-		auth = authn.FromConfig(creds)
+		c.auth = authn.FromConfig(creds)
 	}
 	c.opts = []remote.Option{
-		remote.WithAuth(auth),
+		remote.WithAuth(c.auth),
 		remote.WithTransport(o.cfg.Transport),
 		remote.WithPageSize(o.cfg.PageSize),
 		// Its blob limiter (4 by default) would otherwise cap config
@@ -286,6 +293,8 @@ func (o *OCI) entries(ctx context.Context, c *conn) ([]string, error) {
 		var err error
 		if o.cfg.Lister != nil {
 			paths, err = o.cfg.Lister.ListRepositories(ctx)
+		} else if o.walksChildren() {
+			paths, err = o.children(ctx, c)
 		} else {
 			paths, err = o.catalog(ctx, c.puller, c.opts)
 		}
