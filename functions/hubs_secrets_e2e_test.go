@@ -222,7 +222,7 @@ func TestE2ESecretCanaryHubs(t *testing.T) {
 	}
 
 	secrets := map[string]string{"Docker Hub token": pat, "GitHub token": ghToken,
-		"Basic robot": base64.StdEncoding.EncodeToString([]byte("robot:" + pat)),
+		"Basic robot":          base64.StdEncoding.EncodeToString([]byte("robot:" + pat)),
 		"Basic x-access-token": base64.StdEncoding.EncodeToString([]byte("x-access-token:" + ghToken))}
 	issued := append(append(hub.Issued(), hubReg.Issued()...), ghReg.Issued()...)
 	if len(hub.Issued()) == 0 || len(hubReg.Issued()) == 0 || len(ghReg.Issued()) == 0 {
