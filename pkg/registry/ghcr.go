@@ -182,9 +182,16 @@ type gitHubPackage struct {
 }
 
 // ListRepositories lists every container package of the owner or fails.
-// See RepositoryLister. GitHub gives no total: the page count of the
-// first page's rel="last" link stands in for it, and every later page
-// must agree.
+// See RepositoryLister.
+//
+// GitHub gives no total. The page count of the first page's rel="last"
+// link stands in for it, and every later page must agree; but a package
+// deleted from a page already read, while the page count stays, shifts
+// the next page's first package onto that page, unread, and no page would
+// show it. So a listing of more than one page is read twice and the two
+// readings must list the same packages: a change between pages fails the
+// fetch (a later run reads it settled), and a package is never missing
+// from a listing only because another one went away meanwhile.
 func (l ghcrLister) ListRepositories(ctx context.Context) ([]string, error) {
 	g := l.g
 	creds, err := g.pull.resolve()
@@ -192,9 +199,55 @@ func (l ghcrLister) ListRepositories(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("GitHub credentials: %w", err)
 	}
 	secrets := []string{creds.Password}
-	authz := "Bearer " + creds.Password
-	fail := func(k int, err error) ([]string, error) {
-		return nil, redact(fmt.Errorf("GitHub container packages of %s %s, page %d: %w", g.cfg.OwnerType, g.cfg.Owner, k, err), secrets)
+	first, pages, err := l.read(ctx, "Bearer "+creds.Password)
+	if err != nil || pages == 1 {
+		return first, redact(err, secrets)
+	}
+	second, _, err := l.read(ctx, "Bearer "+creds.Password)
+	if err != nil {
+		return nil, redact(fmt.Errorf("%w (reading it again)", err), secrets)
+	}
+	if added, removed := diff(first, second); len(added)+len(removed) > 0 {
+		return nil, fmt.Errorf("GitHub container packages of %s %s changed while they were listed (read again: %d added %q, %d gone %q); "+
+			"GitHub gives no total to check one reading against, so both must agree", g.cfg.OwnerType, g.cfg.Owner,
+			len(added), firstFew(added), len(removed), firstFew(removed))
+	}
+	return first, nil
+}
+
+// diff is what b has that a has not, and what a has that b has not.
+func diff(a, b []string) (added, removed []string) {
+	in := func(xs []string) map[string]bool {
+		m := map[string]bool{}
+		for _, x := range xs {
+			m[x] = true
+		}
+		return m
+	}
+	ina, inb := in(a), in(b)
+	for _, x := range b {
+		if !ina[x] {
+			added = append(added, x)
+		}
+	}
+	for _, x := range a {
+		if !inb[x] {
+			removed = append(removed, x)
+		}
+	}
+	return added, removed
+}
+
+// firstFew is at most five names, for an error.
+func firstFew(names []string) []string { return names[:min(len(names), 5)] }
+
+// read reads the list once, page by page, and returns its packages as
+// repository paths and how many pages it had. Its errors are not
+// redacted.
+func (l ghcrLister) read(ctx context.Context, authz string) ([]string, int, error) {
+	g := l.g
+	fail := func(k int, err error) ([]string, int, error) {
+		return nil, k, fmt.Errorf("GitHub container packages of %s %s, page %d: %w", g.cfg.OwnerType, g.cfg.Owner, k, err)
 	}
 	list := "/users/"
 	if g.cfg.OwnerType == GHCROrg {
@@ -256,7 +309,7 @@ func (l ghcrLister) ListRepositories(ctx context.Context) ([]string, error) {
 			if lastPage > 0 && k != lastPage {
 				return fail(k, fmt.Errorf("the listing ended at page %d, but its first page counted %d", k, lastPage))
 			}
-			return repos, nil
+			return repos, k, nil
 		}
 		next, err := g.api.next(u, link)
 		if err != nil {

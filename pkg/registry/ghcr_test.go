@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -125,12 +126,13 @@ func TestGHCRListsAnOrganization(t *testing.T) {
 			t.Errorf("%s: ref %s", e.Name, e.Ref)
 		}
 	}
-	// 7 container packages at 2 a page: 4 pages; the first by login, the
+	// 7 container packages at 2 a page: 4 pages, read twice (GitHub gives
+	// no total, the two readings must agree); the first by login, the
 	// rest along the Link header's id-based URLs, each for containers at
 	// that size.
 	log := rig.api.log()
-	if n := rig.api.count(isPackageList); n != 4 {
-		t.Errorf("%d package pages, want 4:\n%s", n, log)
+	if n := rig.api.count(isPackageList); n != 8 {
+		t.Errorf("%d package pages, want 4 twice:\n%s", n, log)
 	}
 	if n := rig.api.count(func(_, uri string) bool {
 		return isPackageList("", uri) && (!strings.Contains(uri, "package_type=container") || !strings.Contains(uri, "per_page=2"))
@@ -287,6 +289,33 @@ func TestGHCRListingFaultsFailTheFetch(t *testing.T) {
 	// The healed API lists everything.
 	if got := len(fetch(t, rig.source(t, registry.GHCRConfig{Owner: "acme", OwnerType: "org", PageSize: 2})).Entries); got != 5 {
 		t.Errorf("healed: %d entries, want 5", got)
+	}
+}
+
+// A package deleted from a page already read shifts the next page's
+// first package onto it, unread; the page count stays, no name comes
+// twice, and no page shows it. The second reading does.
+func TestGHCRPackageGoneBetweenPages(t *testing.T) {
+	t.Parallel()
+	rig := newGHCRRig(t)
+	rig.owner("acme", true)
+	for i := range 5 {
+		rig.pushSpec(t, "acme", fmt.Sprintf("r%d", i), specYAML(fmt.Sprintf("r%d", i)), "public")
+	}
+	var once sync.Once
+	rig.gh.SetPageHook(func(k int, _ *[]hubs.GitHubPackage, _ map[string]string) {
+		if k == 2 {
+			once.Do(func() { rig.gh.Remove("acme", "r0") })
+		}
+	})
+	err := fetchFails(t, rig.source(t, registry.GHCRConfig{Owner: "acme", OwnerType: "org", PageSize: 2}),
+		"changed while they were listed", `1 gone ["acme/r0"]`, `1 added ["acme/r4"]`)
+	if n := rig.registry.count(isManifest); n != 0 {
+		t.Errorf("%d manifest requests after a failed listing (%v)", n, err)
+	}
+	// Settled, it lists the four that are left.
+	if got := names(fetch(t, rig.source(t, registry.GHCRConfig{Owner: "acme", OwnerType: "org", PageSize: 2}))); !slices.Equal(got, []string{"r1", "r2", "r3", "r4"}) {
+		t.Errorf("settled: %v", got)
 	}
 }
 
