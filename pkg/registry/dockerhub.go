@@ -75,13 +75,14 @@ func NewDockerHub(cfg DockerHubConfig) (*DockerHub, error) {
 	case cfg.PageSize < 0 || cfg.PageSize > DefaultHubPageSize:
 		return nil, fmt.Errorf("dockerhub.page_size %d must be between 1 and %d", cfg.PageSize, DefaultHubPageSize)
 	}
-	switch cfg.Auth.kind() {
-	case AuthAnonymous, AuthBasic:
-	case AuthToken:
+	if cfg.Auth.kind() == AuthToken {
 		return nil, errors.New("dockerhub.auth.type token is not how Docker Hub authenticates: use basic, with your Docker ID as username and a personal access token as password_env or password_file")
 	}
 	if err := cfg.Auth.Validate(); err != nil {
 		return nil, fmt.Errorf("dockerhub.auth: %w", err)
+	}
+	if k := cfg.Auth.kind(); k != AuthAnonymous && k != AuthBasic {
+		return nil, fmt.Errorf("dockerhub.auth.type %s is not one Docker Hub takes: anonymous or basic", k)
 	}
 	if cfg.APIURL == "" {
 		cfg.APIURL = DefaultDockerHubAPI

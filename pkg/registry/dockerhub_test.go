@@ -15,6 +15,7 @@ import (
 
 	"github.com/specsync/specsync/emulator/hubs"
 	"github.com/specsync/specsync/pkg/registry"
+	"github.com/specsync/specsync/pkg/spec"
 )
 
 // dockerHubRig is Docker Hub in process, as its API reference describes
@@ -38,7 +39,48 @@ func newDockerHubRig(t *testing.T) *dockerHubRig {
 	r.api = serve(t, r.hub)
 	r.registry = serve(t, r.reg)
 	r.push = serve(t, r.reg.Storage())
+	r.hub.SetRepositories(suiteNamespace)
 	return r
+}
+
+// suiteNamespace is the namespace (or GHCR owner) the conformance suite's
+// entries are put in; the rigs start with it, empty.
+const suiteNamespace = "acme"
+
+// The rig as the conformance suite's upstream, its entries in
+// suiteNamespace (put, putBroken, remove, unavailable, setFault,
+// isListing: see conformance_test.go's faulty).
+
+func (r *dockerHubRig) put(t *testing.T, entry, yamlText string) {
+	r.pushSpec(t, suiteNamespace, entry, yamlText)
+}
+
+// putBroken lists entry with an image whose label is garbage.
+func (r *dockerHubRig) putBroken(t *testing.T, entry string) {
+	r.push.pushImage(t, suiteNamespace+"/"+entry, "latest", image(t, map[string]string{spec.LabelKey: "%%% neither base64 nor YAML: ["}, nil))
+	r.hub.Add(suiteNamespace, hubs.HubRepository{Name: entry})
+}
+
+// remove deletes the repository: the API lists it no more.
+func (r *dockerHubRig) remove(_ *testing.T, entry string) { r.hub.Remove(suiteNamespace, entry) }
+
+func (r *dockerHubRig) unavailable(*testing.T) {
+	r.setFault(func(w http.ResponseWriter, _ *http.Request) bool {
+		http.Error(w, "gone", http.StatusServiceUnavailable)
+		return true
+	})
+}
+
+// setFault puts f in front of the API and the registry.
+func (r *dockerHubRig) setFault(f func(w http.ResponseWriter, r *http.Request) bool) {
+	r.api.setFault(f)
+	r.registry.setFault(f)
+}
+
+// isListing says whether a request is a page of the API's repository
+// list.
+func (r *dockerHubRig) isListing(req *http.Request) bool {
+	return r.hub.Serves(req.URL.Path) && strings.HasSuffix(req.URL.Path, "/repositories")
 }
 
 // pushSpec pushes a spec image as namespace/repo:latest and lists the
@@ -51,7 +93,7 @@ func (r *dockerHubRig) pushSpec(t *testing.T, namespace, repo, yamlText string) 
 
 // source reads the rig's namespace with cfg (its endpoints filled in),
 // with fast retries.
-func (r *dockerHubRig) source(t *testing.T, cfg registry.DockerHubConfig) *registry.DockerHub {
+func (r *dockerHubRig) newSource(t *testing.T, cfg registry.DockerHubConfig) *registry.DockerHub {
 	t.Helper()
 	cfg.APIURL, cfg.Host, cfg.Insecure = r.api.url, r.registry.host, true
 	src, err := registry.NewDockerHub(cfg)
@@ -105,7 +147,7 @@ func TestDockerHubListsANamespace(t *testing.T) {
 	// Another namespace's spec image is not this source's.
 	rig.pushSpec(t, "other", "svc-x", specYAML("x"))
 
-	src := rig.source(t, registry.DockerHubConfig{Namespace: "acme", PageSize: 2})
+	src := rig.newSource(t, registry.DockerHubConfig{Namespace: "acme", PageSize: 2})
 	rig.reset()
 	l := fetch(t, src)
 	if got := names(l); !slices.Equal(got, want) {
@@ -149,14 +191,14 @@ func TestDockerHubEmptyAndUnknownNamespace(t *testing.T) {
 	t.Parallel()
 	rig := newDockerHubRig(t)
 	rig.hub.SetRepositories("empty")
-	l := fetch(t, rig.source(t, registry.DockerHubConfig{Namespace: "empty"}))
+	l := fetch(t, rig.newSource(t, registry.DockerHubConfig{Namespace: "empty"}))
 	if len(l.Entries) != 0 || l.Entries == nil || l.Digest != registry.ListingDigest(nil) {
 		t.Fatalf("empty namespace: %+v", l)
 	}
 	if n := rig.registry.count(isManifest); n != 0 {
 		t.Errorf("%d manifest requests for an empty namespace", n)
 	}
-	fetchFails(t, rig.source(t, registry.DockerHubConfig{Namespace: "nobody"}), "page 1", "404", "object not found")
+	fetchFails(t, rig.newSource(t, registry.DockerHubConfig{Namespace: "nobody"}), "page 1", "404", "object not found")
 }
 
 // Every way a listing page fails, fails the whole fetch: the listing is
@@ -260,7 +302,7 @@ func TestDockerHubListingFaultsFailTheFetch(t *testing.T) {
 			rig.reset()
 			// A timeout the fetch would reach only by waiting on the 429's
 			// Retry-After: the error must be the page's, not the deadline's.
-			err := fetchFails(t, rig.source(t, registry.DockerHubConfig{Namespace: "acme", PageSize: 2, Timeout: 20 * time.Second}), tc.want...)
+			err := fetchFails(t, rig.newSource(t, registry.DockerHubConfig{Namespace: "acme", PageSize: 2, Timeout: 20 * time.Second}), tc.want...)
 			if strings.Contains(err.Error(), "did not finish within") {
 				t.Errorf("the fetch waited for its deadline: %v", err)
 			}
@@ -280,7 +322,7 @@ func TestDockerHubListingFaultsFailTheFetch(t *testing.T) {
 		}
 		rig.hub.ServeHTTP(w, r)
 	}))
-	if got := len(fetch(t, rig.source(t, registry.DockerHubConfig{Namespace: "acme", PageSize: 2})).Entries); got != 5 || !failed {
+	if got := len(fetch(t, rig.newSource(t, registry.DockerHubConfig{Namespace: "acme", PageSize: 2})).Entries); got != 5 || !failed {
 		t.Errorf("after one 503: %d entries (503 served: %v), want 5", got, failed)
 	}
 }
@@ -297,7 +339,7 @@ func TestDockerHubTimeoutFailsTheFetch(t *testing.T) {
 		case <-time.After(10 * time.Second):
 		}
 	}))
-	fetchFails(t, rig.source(t, registry.DockerHubConfig{Namespace: "acme", PageSize: 2, Timeout: 300 * time.Millisecond}),
+	fetchFails(t, rig.newSource(t, registry.DockerHubConfig{Namespace: "acme", PageSize: 2, Timeout: 300 * time.Millisecond}),
 		"page 2", "did not finish within 300ms")
 }
 
@@ -311,7 +353,7 @@ func TestDockerHubEntries(t *testing.T) {
 	}
 	rig.pushSpec(t, "acme", "bad-label", "name: bad\ndescription: no plans\nplans: []\n")
 	rig.hub.Add("acme", hubs.HubRepository{Name: "Not A Name"})
-	src := rig.source(t, registry.DockerHubConfig{Namespace: "acme"})
+	src := rig.newSource(t, registry.DockerHubConfig{Namespace: "acme"})
 
 	l := fetch(t, src)
 	if got, want := names(l), []string{"Not A Name", "a", "b", "bad-label", "c"}; !slices.Equal(got, want) {
@@ -356,7 +398,7 @@ func TestDockerHubPrivateNamespace(t *testing.T) {
 	if err := writeFile(patFile, pat+"\n"); err != nil {
 		t.Fatal(err)
 	}
-	src := rig.source(t, registry.DockerHubConfig{Namespace: "robot",
+	src := rig.newSource(t, registry.DockerHubConfig{Namespace: "robot",
 		Auth: registry.Auth{Type: "basic", Username: "robot", PasswordFile: patFile}})
 	rig.reset()
 	l := fetch(t, src)
@@ -374,7 +416,7 @@ func TestDockerHubPrivateNamespace(t *testing.T) {
 
 	// Anonymous, the namespace lists no repository (Docker Hub hides
 	// private ones), and the registry would not pull them.
-	anon := fetch(t, rig.source(t, registry.DockerHubConfig{Namespace: "robot"}))
+	anon := fetch(t, rig.newSource(t, registry.DockerHubConfig{Namespace: "robot"}))
 	if len(anon.Entries) != 0 {
 		t.Errorf("anonymous: entries %v", names(anon))
 	}
@@ -409,7 +451,7 @@ func TestDockerHubErrorsHoldNoSecret(t *testing.T) {
 	rig.accounts.Add("robot", pat)
 	rig.pushSpec(t, "robot", "db", specYAML("db"))
 	t.Setenv("SPECSYNC_HUB_TEST_PAT", pat)
-	src := rig.source(t, registry.DockerHubConfig{Namespace: "robot",
+	src := rig.newSource(t, registry.DockerHubConfig{Namespace: "robot",
 		Auth: registry.Auth{Type: "basic", Username: "robot", PasswordEnv: "SPECSYNC_HUB_TEST_PAT"}})
 	echo := func(m func(*http.Request) bool) func(w http.ResponseWriter, r *http.Request) bool {
 		return answer(m, func(w http.ResponseWriter, r *http.Request) {
@@ -483,7 +525,7 @@ func TestDockerHubFetchEntries(t *testing.T) {
 	for _, n := range []string{"a", "b", "c"} {
 		rig.pushSpec(t, "acme", n, specYAML(n))
 	}
-	var src registry.Source = rig.source(t, registry.DockerHubConfig{Namespace: "acme"})
+	var src registry.Source = rig.newSource(t, registry.DockerHubConfig{Namespace: "acme"})
 	ef, ok := src.(registry.EntryFetcher)
 	if !ok {
 		t.Fatal("the Docker Hub source fetches no entries")

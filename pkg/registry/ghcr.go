@@ -111,6 +111,9 @@ func NewGHCR(cfg GHCRConfig) (*GHCR, error) {
 			"(type token with token_env or token_file, or type basic with your GitHub user name and the token as password_env or password_file)")
 	case AuthToken:
 		pull = Auth{Type: AuthBasic, Username: GHCRTokenUser, PasswordEnv: cfg.Auth.TokenEnv, PasswordFile: cfg.Auth.TokenFile}
+	case AuthBasic:
+	default:
+		return nil, fmt.Errorf("ghcr.auth.type %s is not one GHCR takes: token or basic", cfg.Auth.kind())
 	}
 	if cfg.APIURL == "" {
 		cfg.APIURL = DefaultGHCRAPI

@@ -15,6 +15,7 @@ import (
 
 	"github.com/specsync/specsync/emulator/hubs"
 	"github.com/specsync/specsync/pkg/registry"
+	"github.com/specsync/specsync/pkg/spec"
 )
 
 // ghcrRig is GitHub and ghcr.io in process, as GitHub documents them: the
@@ -44,7 +45,42 @@ func newGHCRRig(t *testing.T) *ghcrRig {
 	r.api = serve(t, r.gh)
 	r.registry = serve(t, r.reg)
 	r.push = serve(t, r.reg.Storage())
+	r.owner(suiteNamespace, true)
 	return r
+}
+
+// The rig as the conformance suite's upstream, its entries packages of
+// the organization suiteNamespace (see conformance_test.go's faulty).
+
+func (r *ghcrRig) put(t *testing.T, entry, yamlText string) {
+	r.pushSpec(t, suiteNamespace, entry, yamlText, "public")
+}
+
+// putBroken lists entry with an image whose label is garbage.
+func (r *ghcrRig) putBroken(t *testing.T, entry string) {
+	r.push.pushImage(t, suiteNamespace+"/"+entry, "latest", image(t, map[string]string{spec.LabelKey: "%%% neither base64 nor YAML: ["}, nil))
+	r.gh.Add(suiteNamespace, hubs.Package{Name: entry})
+}
+
+// remove deletes the package: the API lists it no more.
+func (r *ghcrRig) remove(_ *testing.T, entry string) { r.gh.Remove(suiteNamespace, entry) }
+
+func (r *ghcrRig) unavailable(*testing.T) {
+	r.setFault(func(w http.ResponseWriter, _ *http.Request) bool {
+		http.Error(w, "gone", http.StatusServiceUnavailable)
+		return true
+	})
+}
+
+// setFault puts f in front of the API and the registry.
+func (r *ghcrRig) setFault(f func(w http.ResponseWriter, r *http.Request) bool) {
+	r.api.setFault(f)
+	r.registry.setFault(f)
+}
+
+// isListing says whether a request is a page of the API's package list.
+func (r *ghcrRig) isListing(req *http.Request) bool {
+	return r.gh.Serves(req.URL.Path) && strings.HasSuffix(req.URL.Path, "/packages")
 }
 
 // owner makes an owner (org or user) whose packages octo may read.
@@ -63,7 +99,7 @@ func (r *ghcrRig) pushSpec(t *testing.T, owner, name, yamlText string, visibilit
 
 // source reads the rig with cfg (its endpoints, and the rig's token from
 // an environment variable unless cfg has auth), with fast retries.
-func (r *ghcrRig) source(t *testing.T, cfg registry.GHCRConfig) *registry.GHCR {
+func (r *ghcrRig) newSource(t *testing.T, cfg registry.GHCRConfig) *registry.GHCR {
 	t.Helper()
 	cfg.APIURL, cfg.Host, cfg.Insecure = r.api.url, r.registry.host, true
 	if cfg.Auth == (registry.Auth{}) {
@@ -111,7 +147,7 @@ func TestGHCRListsAnOrganization(t *testing.T) {
 	rig.push.pushImage(t, "acmecorp/plain", "latest", image(t, nil, nil))
 	rig.gh.Add("AcmeCorp", hubs.Package{Name: "plain"})
 
-	src := rig.source(t, registry.GHCRConfig{Owner: "AcmeCorp", OwnerType: "org", PageSize: 2})
+	src := rig.newSource(t, registry.GHCRConfig{Owner: "AcmeCorp", OwnerType: "org", PageSize: 2})
 	rig.reset()
 	l := fetch(t, src)
 	if got := names(l); !slices.Equal(got, want) {
@@ -152,7 +188,7 @@ func TestGHCRListsAUser(t *testing.T) {
 	rig := newGHCRRig(t)
 	rig.owner("octo", false)
 	rig.pushSpec(t, "octo", "mine", specYAML("mine"), "private")
-	l := fetch(t, rig.source(t, registry.GHCRConfig{Owner: "octo", OwnerType: "user"}))
+	l := fetch(t, rig.newSource(t, registry.GHCRConfig{Owner: "octo", OwnerType: "user"}))
 	if got := names(l); !slices.Equal(got, []string{"mine"}) || l.Entries[0].Err != nil {
 		t.Fatalf("entries %v (%v)", got, l.Entries)
 	}
@@ -160,10 +196,10 @@ func TestGHCRListsAUser(t *testing.T) {
 		t.Errorf("the user's list was not asked:\n%s", rig.api.log())
 	}
 	// The wrong owner type is GitHub's 404, a failed fetch.
-	fetchFails(t, rig.source(t, registry.GHCRConfig{Owner: "octo", OwnerType: "org"}), "page 1", "404")
+	fetchFails(t, rig.newSource(t, registry.GHCRConfig{Owner: "octo", OwnerType: "org"}), "page 1", "404")
 
 	rig.gh.SetPackages("empty", false)
-	empty := fetch(t, rig.source(t, registry.GHCRConfig{Owner: "empty", OwnerType: "user"}))
+	empty := fetch(t, rig.newSource(t, registry.GHCRConfig{Owner: "empty", OwnerType: "user"}))
 	if len(empty.Entries) != 0 || empty.Entries == nil {
 		t.Errorf("an owner without packages: %+v", empty)
 	}
@@ -276,7 +312,7 @@ func TestGHCRListingFaultsFailTheFetch(t *testing.T) {
 			defer rig.api.setFault(nil)
 			defer rig.gh.SetPageHook(nil)
 			rig.reset()
-			err := fetchFails(t, rig.source(t, registry.GHCRConfig{Owner: "acme", OwnerType: "org", PageSize: 2, Timeout: 20 * time.Second}), tc.want...)
+			err := fetchFails(t, rig.newSource(t, registry.GHCRConfig{Owner: "acme", OwnerType: "org", PageSize: 2, Timeout: 20 * time.Second}), tc.want...)
 			if strings.Contains(err.Error(), "did not finish within") {
 				t.Errorf("the fetch waited for its deadline: %v", err)
 			}
@@ -287,7 +323,7 @@ func TestGHCRListingFaultsFailTheFetch(t *testing.T) {
 	}
 
 	// The healed API lists everything.
-	if got := len(fetch(t, rig.source(t, registry.GHCRConfig{Owner: "acme", OwnerType: "org", PageSize: 2})).Entries); got != 5 {
+	if got := len(fetch(t, rig.newSource(t, registry.GHCRConfig{Owner: "acme", OwnerType: "org", PageSize: 2})).Entries); got != 5 {
 		t.Errorf("healed: %d entries, want 5", got)
 	}
 }
@@ -308,13 +344,13 @@ func TestGHCRPackageGoneBetweenPages(t *testing.T) {
 			once.Do(func() { rig.gh.Remove("acme", "r0") })
 		}
 	})
-	err := fetchFails(t, rig.source(t, registry.GHCRConfig{Owner: "acme", OwnerType: "org", PageSize: 2}),
+	err := fetchFails(t, rig.newSource(t, registry.GHCRConfig{Owner: "acme", OwnerType: "org", PageSize: 2}),
 		"changed while they were listed", `1 gone ["acme/r0"]`, `1 added ["acme/r4"]`)
 	if n := rig.registry.count(isManifest); n != 0 {
 		t.Errorf("%d manifest requests after a failed listing (%v)", n, err)
 	}
 	// Settled, it lists the four that are left.
-	if got := names(fetch(t, rig.source(t, registry.GHCRConfig{Owner: "acme", OwnerType: "org", PageSize: 2}))); !slices.Equal(got, []string{"r1", "r2", "r3", "r4"}) {
+	if got := names(fetch(t, rig.newSource(t, registry.GHCRConfig{Owner: "acme", OwnerType: "org", PageSize: 2}))); !slices.Equal(got, []string{"r1", "r2", "r3", "r4"}) {
 		t.Errorf("settled: %v", got)
 	}
 }
@@ -332,7 +368,7 @@ func TestGHCRTimeoutFailsTheFetch(t *testing.T) {
 		case <-time.After(10 * time.Second):
 		}
 	}))
-	fetchFails(t, rig.source(t, registry.GHCRConfig{Owner: "acme", OwnerType: "org", PageSize: 2, Timeout: 300 * time.Millisecond}),
+	fetchFails(t, rig.newSource(t, registry.GHCRConfig{Owner: "acme", OwnerType: "org", PageSize: 2, Timeout: 300 * time.Millisecond}),
 		"page 2", "did not finish within 300ms")
 }
 
@@ -347,7 +383,7 @@ func TestGHCREntries(t *testing.T) {
 	}
 	rig.pushSpec(t, "acme", "bad-label", "name: bad\ndescription: no plans\nplans: []\n", "private")
 	rig.gh.Add("acme", hubs.Package{Name: "Upper/Case"})
-	src := rig.source(t, registry.GHCRConfig{Owner: "acme", OwnerType: "org"})
+	src := rig.newSource(t, registry.GHCRConfig{Owner: "acme", OwnerType: "org"})
 
 	l := fetch(t, src)
 	if got, want := names(l), []string{"Upper/Case", "a", "b", "bad-label", "c"}; !slices.Equal(got, want) {
@@ -387,7 +423,7 @@ func TestGHCRPrivatePackagesWithAToken(t *testing.T) {
 		{Type: "basic", Username: "octo", PasswordEnv: "SPECSYNC_GHCR_TEST_TOKEN"},
 	} {
 		rig.reset()
-		l := fetch(t, rig.source(t, registry.GHCRConfig{Owner: "acme", OwnerType: "org", Auth: auth}))
+		l := fetch(t, rig.newSource(t, registry.GHCRConfig{Owner: "acme", OwnerType: "org", Auth: auth}))
 		if got := names(l); !slices.Equal(got, []string{"cache", "db"}) {
 			t.Fatalf("%s: entries %v\nregistry:\n%s", auth, got, rig.registry.log())
 		}
@@ -402,13 +438,13 @@ func TestGHCRPrivatePackagesWithAToken(t *testing.T) {
 	// could not pull them.
 	rig.accounts.Add("stranger", "ghp_stranger0123456789")
 	rig.token = "ghp_stranger0123456789"
-	if l := fetch(t, rig.source(t, registry.GHCRConfig{Owner: "acme", OwnerType: "org"})); len(l.Entries) != 0 {
+	if l := fetch(t, rig.newSource(t, registry.GHCRConfig{Owner: "acme", OwnerType: "org"})); len(l.Entries) != 0 {
 		t.Errorf("a stranger's listing: %v", names(l))
 	}
 
 	const wrong = "ghp_wrong0123456789"
 	t.Setenv("SPECSYNC_GHCR_TEST_TOKEN", wrong)
-	src := rig.source(t, registry.GHCRConfig{Owner: "acme", OwnerType: "org", Auth: registry.Auth{Type: "token", TokenEnv: "SPECSYNC_GHCR_TEST_TOKEN"}})
+	src := rig.newSource(t, registry.GHCRConfig{Owner: "acme", OwnerType: "org", Auth: registry.Auth{Type: "token", TokenEnv: "SPECSYNC_GHCR_TEST_TOKEN"}})
 	if err := fetchFails(t, src, "page 1", "401", "Bad credentials"); strings.Contains(err.Error(), wrong) {
 		t.Errorf("the error shows the token: %v", err)
 	}
