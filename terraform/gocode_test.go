@@ -261,6 +261,14 @@ func loadGoRegistries(t *testing.T) goRegistries {
 			a := r.HTTP.Auth
 			auths = append(auths, struct{ env, file []string }{[]string{a.UsernameEnv, a.PasswordEnv, a.TokenEnv}, []string{a.PasswordFile, a.TokenFile}})
 		}
+		if r.DockerHub != nil {
+			a := r.DockerHub.Auth
+			auths = append(auths, struct{ env, file []string }{[]string{a.UsernameEnv, a.PasswordEnv, a.TokenEnv}, []string{a.PasswordFile, a.TokenFile}})
+		}
+		if r.GHCR != nil {
+			a := r.GHCR.Auth
+			auths = append(auths, struct{ env, file []string }{[]string{a.UsernameEnv, a.PasswordEnv, a.TokenEnv}, []string{a.PasswordFile, a.TokenFile}})
+		}
 		for _, a := range auths {
 			for _, e := range a.env {
 				if e != "" {

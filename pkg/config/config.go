@@ -40,7 +40,8 @@ type Registry struct {
 	// hyphens, at most 63), unique in the file. Derived spec ids depend on
 	// it, so renaming a registry re-identifies its specs without own ids.
 	Name string `json:"name"`
-	// Type is oci, http or dir; the block of the same name configures it.
+	// Type is oci, http, dir, dockerhub or ghcr; the block of the same
+	// name configures it.
 	Type string `json:"type"`
 	// Allow and Deny are regular expressions matched against the whole
 	// entry name (repository path, index entry name, file name). Deny wins;
@@ -58,6 +59,9 @@ type Registry struct {
 	OCI  *OCI  `json:"oci,omitempty"`
 	HTTP *HTTP `json:"http,omitempty"`
 	Dir  *Dir  `json:"dir,omitempty"`
+
+	DockerHub *DockerHub `json:"dockerhub,omitempty"`
+	GHCR      *GHCR      `json:"ghcr,omitempty"`
 }
 
 // OCI configures an OCI Distribution registry.
@@ -90,6 +94,47 @@ type Dir struct {
 	Path string `json:"path,omitempty"`
 	// Embedded serves the example registry compiled into the binary.
 	Embedded bool `json:"embedded,omitempty"`
+}
+
+// DockerHub configures a Docker Hub namespace, listed through Docker
+// Hub's API; its images are read as an OCI registry's are.
+type DockerHub struct {
+	// Namespace is the user or organization ("library": the official
+	// images).
+	Namespace   string   `json:"namespace"`
+	Tag         string   `json:"tag,omitempty"`
+	PageSize    int      `json:"page_size,omitempty"`
+	Concurrency int      `json:"concurrency,omitempty"`
+	Timeout     Duration `json:"timeout,omitempty"`
+	// Auth is anonymous (public repositories) or basic: a Docker ID and
+	// a personal access token.
+	Auth registry.Auth `json:"auth,omitempty"`
+	// APIURL and Host replace Docker Hub's API and registry (a mirror,
+	// tests); Insecure talks plain HTTP to Host.
+	APIURL   string `json:"api_url,omitempty"`
+	Host     string `json:"host,omitempty"`
+	Insecure bool   `json:"insecure,omitempty"`
+}
+
+// GHCR configures the container packages of a GitHub user or
+// organization on ghcr.io, listed through GitHub's REST API; their
+// images are read as an OCI registry's are.
+type GHCR struct {
+	Owner string `json:"owner"`
+	// OwnerType is user or org.
+	OwnerType   string   `json:"owner_type"`
+	Tag         string   `json:"tag,omitempty"`
+	PageSize    int      `json:"page_size,omitempty"`
+	Concurrency int      `json:"concurrency,omitempty"`
+	Timeout     Duration `json:"timeout,omitempty"`
+	// Auth is required: token (a personal access token (classic) with
+	// read:packages), or basic (the GitHub user name and the token).
+	Auth registry.Auth `json:"auth,omitempty"`
+	// APIURL and Host replace GitHub's API and ghcr.io (GitHub Enterprise
+	// Server, a mirror, tests); Insecure talks plain HTTP to Host.
+	APIURL   string `json:"api_url,omitempty"`
+	Host     string `json:"host,omitempty"`
+	Insecure bool   `json:"insecure,omitempty"`
 }
 
 // Duration is a time.Duration written as "30s", "2m".
@@ -302,13 +347,13 @@ func build(r Registry, baseDir string) (registry.Source, error) {
 	}
 	var out registry.Source
 	blocks := 0
-	for _, present := range []bool{r.OCI != nil, r.HTTP != nil, r.Dir != nil} {
+	for _, present := range []bool{r.OCI != nil, r.HTTP != nil, r.Dir != nil, r.DockerHub != nil, r.GHCR != nil} {
 		if present {
 			blocks++
 		}
 	}
 	if blocks != 1 {
-		return nil, fmt.Errorf("exactly one of the oci, http and dir blocks is required, found %d", blocks)
+		return nil, fmt.Errorf("exactly one of the oci, http, dir, dockerhub and ghcr blocks is required, found %d", blocks)
 	}
 	switch r.Type {
 	case "oci":
@@ -361,12 +406,35 @@ func build(r Registry, baseDir string) (registry.Source, error) {
 			return nil, errors.New("dir: set path or embedded")
 		}
 		out, err = registry.NewDir(registry.DirConfig{FS: fsys, Root: root, Filter: filter})
+	case "dockerhub":
+		if r.DockerHub == nil {
+			return nil, errors.New("type dockerhub needs a dockerhub block")
+		}
+		h := r.DockerHub
+		out, err = registry.NewDockerHub(registry.DockerHubConfig{
+			Namespace: h.Namespace, APIURL: h.APIURL, Host: h.Host, Insecure: h.Insecure, Tag: h.Tag, Filter: filter,
+			Auth: h.Auth, PageSize: h.PageSize, Concurrency: h.Concurrency, Timeout: time.Duration(h.Timeout),
+		})
+	case "ghcr":
+		if r.GHCR == nil {
+			return nil, errors.New("type ghcr needs a ghcr block")
+		}
+		g := r.GHCR
+		out, err = registry.NewGHCR(registry.GHCRConfig{
+			Owner: g.Owner, OwnerType: g.OwnerType, APIURL: g.APIURL, Host: g.Host, Insecure: g.Insecure, Tag: g.Tag,
+			Filter: filter, Auth: g.Auth, PageSize: g.PageSize, Concurrency: g.Concurrency, Timeout: time.Duration(g.Timeout),
+		})
 	case "":
-		return nil, errors.New("type is required (oci, http or dir)")
+		return nil, errors.New("type is required (oci, http, dir, dockerhub or ghcr)")
 	default:
-		return nil, fmt.Errorf("type %q is not one of oci, http, dir", r.Type)
+		return nil, fmt.Errorf("type %q is not one of oci, http, dir, dockerhub, ghcr", r.Type)
 	}
 	if err != nil {
+		// The dockerhub and ghcr sources name the field themselves
+		// (dockerhub.namespace), which config check locates.
+		if strings.HasPrefix(err.Error(), r.Type+".") {
+			return nil, err
+		}
 		return nil, fmt.Errorf("%s: %w", r.Type, err)
 	}
 	return out, nil

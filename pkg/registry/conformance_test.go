@@ -79,6 +79,8 @@ var drivers = []driver{
 	{name: "oci", new: newOCIUpstream, paginates: true},
 	{name: "http", new: newIndexUpstream},
 	{name: "dir", new: newDirUpstream},
+	{name: "dockerhub", new: func(t *testing.T) upstream { return newDockerHubRig(t) }, paginates: true},
+	{name: "ghcr", new: func(t *testing.T) upstream { return newGHCRRig(t) }, paginates: true},
 }
 
 func TestConformance(t *testing.T) {
@@ -463,4 +465,12 @@ func (u *dirUpstream) source(t *testing.T, _ suiteConfig) registry.Source {
 		t.Fatal(err)
 	}
 	return src
+}
+
+func (r *dockerHubRig) source(t *testing.T, c suiteConfig) registry.Source {
+	return r.newSource(t, registry.DockerHubConfig{Namespace: suiteNamespace, PageSize: c.pageSize, Timeout: c.timeout})
+}
+
+func (r *ghcrRig) source(t *testing.T, c suiteConfig) registry.Source {
+	return r.newSource(t, registry.GHCRConfig{Owner: suiteNamespace, OwnerType: "org", PageSize: c.pageSize, Timeout: c.timeout})
 }

@@ -1,0 +1,280 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Docker Hub defaults.
+const (
+	DefaultDockerHubAPI  = "https://hub.docker.com"
+	DefaultDockerHubHost = "index.docker.io"
+)
+
+// DockerHubConfig configures a Docker Hub namespace (a user or an
+// organization): its repositories are listed through Docker Hub's API
+// (the registry's token service never grants registry:catalog:*), and
+// each one's image is read through the OCI path.
+type DockerHubConfig struct {
+	// Namespace is the user or organization ("library" for the official
+	// images).
+	Namespace string
+	// APIURL is the base URL of Docker Hub's API (default
+	// https://hub.docker.com); Host is its registry (default
+	// index.docker.io). Tests and mirrors replace them.
+	APIURL string
+	Host   string
+	// Insecure talks plain HTTP to Host (a local mirror).
+	Insecure bool
+	// Tag is the tag whose image carries the spec (default "latest").
+	Tag    string
+	Filter *Filter
+	// Auth is anonymous (public repositories) or basic: a Docker ID and a
+	// personal access token (or an organization name and an organization
+	// access token). The API exchanges them for a short-lived bearer
+	// token at each fetch; the registry trades them for a pull token at
+	// its token service.
+	Auth Auth
+	// PageSize is the API's page size (default and at most 100).
+	PageSize    int
+	Concurrency int
+	// Timeout bounds the whole fetch, listing included (default 60s).
+	Timeout time.Duration
+	// Transport replaces http.DefaultTransport for the API and the
+	// registry (tests).
+	Transport http.RoundTripper
+}
+
+// DockerHub lists the spec images of a Docker Hub namespace.
+type DockerHub struct {
+	cfg DockerHubConfig
+	api *listAPI
+	oci *OCI
+}
+
+// namespacePattern is a Docker Hub namespace: one lowercase path
+// component of a repository name.
+var namespacePattern = regexp.MustCompile(`^[a-z0-9]+(?:[._-]+[a-z0-9]+)*$`)
+
+// NewDockerHub checks cfg and fills in defaults.
+func NewDockerHub(cfg DockerHubConfig) (*DockerHub, error) {
+	cfg.Namespace = strings.TrimSpace(cfg.Namespace)
+	switch {
+	case cfg.Namespace == "":
+		return nil, errors.New("dockerhub.namespace is required")
+	case !namespacePattern.MatchString(cfg.Namespace):
+		return nil, fmt.Errorf("dockerhub.namespace %q is not a Docker Hub namespace (lowercase letters and digits, separated by . _ or -)", cfg.Namespace)
+	case cfg.PageSize < 0 || cfg.PageSize > DefaultHubPageSize:
+		return nil, fmt.Errorf("dockerhub.page_size %d must be between 1 and %d", cfg.PageSize, DefaultHubPageSize)
+	}
+	if cfg.Auth.kind() == AuthToken {
+		return nil, errors.New("dockerhub.auth.type token is not how Docker Hub authenticates: use basic, with your Docker ID as username and a personal access token as password_env or password_file")
+	}
+	if err := cfg.Auth.Validate(); err != nil {
+		return nil, fmt.Errorf("dockerhub.auth: %w", err)
+	}
+	if k := cfg.Auth.kind(); k != AuthAnonymous && k != AuthBasic {
+		return nil, fmt.Errorf("dockerhub.auth.type %s is not one Docker Hub takes: anonymous or basic", k)
+	}
+	if cfg.APIURL == "" {
+		cfg.APIURL = DefaultDockerHubAPI
+	}
+	if cfg.Host == "" {
+		cfg.Host = DefaultDockerHubHost
+	}
+	if cfg.PageSize == 0 {
+		cfg.PageSize = DefaultHubPageSize
+	}
+	api, err := newListAPI("Docker Hub", cfg.APIURL, cfg.Transport, http.Header{"Accept": {"application/json"}})
+	if err != nil {
+		return nil, fmt.Errorf("dockerhub.api_url: %w", err)
+	}
+	d := &DockerHub{cfg: cfg, api: api}
+	d.oci, err = NewOCI(OCIConfig{
+		Host: cfg.Host, Prefix: cfg.Namespace, Insecure: cfg.Insecure, Lister: dockerHubLister{d},
+		Tag: cfg.Tag, Filter: cfg.Filter, Auth: cfg.Auth, Concurrency: cfg.Concurrency,
+		Timeout: cfg.Timeout, Transport: cfg.Transport,
+	})
+	if err != nil {
+		return nil, innerOCIError("dockerhub", err)
+	}
+	return d, nil
+}
+
+// String names the source for logs; it shows no credential.
+func (d *DockerHub) String() string {
+	return "dockerhub " + d.cfg.Namespace + " (auth " + d.cfg.Auth.String() + ")"
+}
+
+// Fetch lists the namespace through the API and reads each repository's
+// image through the OCI path (HEAD first, so an unchanged image costs no
+// manifest GET against Docker Hub's pull limit). See Source.
+func (d *DockerHub) Fetch(ctx context.Context, opts FetchOptions) (*Listing, error) {
+	return d.oci.Fetch(ctx, opts)
+}
+
+// FetchEntries fetches the named repositories of the namespace. See
+// EntryFetcher and fetchNamed.
+func (d *DockerHub) FetchEntries(ctx context.Context, names []string, opts FetchOptions) (*Listing, error) {
+	return fetchNamed(ctx, d.oci, names, opts)
+}
+
+// Select returns the entry a change concerns. See Selector.
+func (d *DockerHub) Select(c Change) (string, bool) { return d.oci.Select(c) }
+
+// dockerHubLister lists the namespace's repositories through the API:
+// GET /v2/namespaces/{namespace}/repositories, page by page along "next",
+// every page agreeing on "count".
+type dockerHubLister struct{ d *DockerHub }
+
+// hubRepositoriesPage is a page of Docker Hub's repository list.
+type hubRepositoriesPage struct {
+	Count   *int    `json:"count"`
+	Next    *string `json:"next"`
+	Results *[]struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	} `json:"results"`
+}
+
+// ListRepositories lists every repository of the namespace or fails.
+// See RepositoryLister.
+func (l dockerHubLister) ListRepositories(ctx context.Context) ([]string, error) {
+	d := l.d
+	ns := d.cfg.Namespace
+	authz, secrets, err := l.login(ctx)
+	if err != nil {
+		return nil, redact(err, secrets)
+	}
+	fail := func(k int, err error) ([]string, error) {
+		return nil, redact(fmt.Errorf("Docker Hub repositories of %s, page %d: %w", ns, k, err), secrets)
+	}
+	u := d.api.endpoint("/v2/namespaces/"+url.PathEscape(ns)+"/repositories",
+		url.Values{"page": {"1"}, "page_size": {strconv.Itoa(d.cfg.PageSize)}})
+	rules := newPageRules("repositories", d.cfg.PageSize, u)
+	total := -1
+	var repos []string
+	for k := 1; ; k++ {
+		p, err := d.api.get(ctx, u, authz)
+		if err != nil {
+			return fail(k, err)
+		}
+		var body hubRepositoriesPage
+		if err := json.Unmarshal(p.body, &body); err != nil {
+			return fail(k, fmt.Errorf("not a page of repositories: %w", err))
+		}
+		switch {
+		case body.Count == nil || body.Results == nil:
+			return fail(k, errors.New("not a page of repositories: it has no count or no results"))
+		case total < 0:
+			total = *body.Count
+		case *body.Count != total:
+			return fail(k, fmt.Errorf("the count of repositories changed from %d to %d while they were listed", total, *body.Count))
+		}
+		if pages := max(1, (total+d.cfg.PageSize-1)/d.cfg.PageSize); k > pages {
+			return fail(k, fmt.Errorf("a page past the %d that %d repositories fill", pages, total))
+		}
+		names := make([]string, 0, len(*body.Results))
+		for _, r := range *body.Results {
+			switch {
+			case r.Name == "":
+				return fail(k, errors.New("a repository without a name"))
+			case r.Namespace != "" && r.Namespace != ns:
+				return fail(k, fmt.Errorf("repository %q of another namespace, %q", r.Name, r.Namespace))
+			}
+			names = append(names, r.Name)
+		}
+		if err := rules.add(k, names); err != nil {
+			return fail(k, err)
+		}
+		for _, n := range names {
+			repos = append(repos, ns+"/"+n)
+		}
+		if body.Next == nil || *body.Next == "" {
+			if len(repos) != total {
+				return fail(k, fmt.Errorf("the listing ended with %d repositories, but counted %d", len(repos), total))
+			}
+			return repos, nil
+		}
+		next, err := d.api.next(u, *body.Next)
+		if err != nil {
+			return fail(k, err)
+		}
+		if err := rules.follow(k, len(names), next); err != nil {
+			return fail(k, err)
+		}
+		u = next
+	}
+}
+
+// login reads the credentials and, for basic auth, trades them for an
+// access token at POST /v2/auth/token: the Authorization header of this
+// fetch's pages, and the secrets to keep out of errors. The token expires
+// in minutes and is never kept past the fetch.
+func (l dockerHubLister) login(ctx context.Context) (authz string, secrets []string, err error) {
+	creds, err := l.d.cfg.Auth.resolve()
+	if err != nil {
+		return "", nil, fmt.Errorf("Docker Hub credentials: %w", err)
+	}
+	if creds.Password == "" {
+		return "", nil, nil
+	}
+	secrets = []string{creds.Password}
+	p, err := l.d.api.post(ctx, l.d.api.endpoint("/v2/auth/token", nil),
+		map[string]string{"identifier": creds.Username, "secret": creds.Password})
+	if err != nil {
+		return "", secrets, fmt.Errorf("Docker Hub login as %s: %w", creds.Username, err)
+	}
+	var tok struct {
+		AccessToken string `json:"access_token"`
+	}
+	if err := json.Unmarshal(p.body, &tok); err != nil || tok.AccessToken == "" {
+		return "", secrets, fmt.Errorf("Docker Hub login as %s: the answer holds no access_token", creds.Username)
+	}
+	return "Bearer " + tok.AccessToken, append(secrets, tok.AccessToken), nil
+}
+
+// innerOCIError names the block's field in an error of the inner OCI
+// source's checks ("oci: tag ..." is "dockerhub.tag ..."), so that
+// `specsync config check` points at its line.
+func innerOCIError(block string, err error) error {
+	if msg, ok := strings.CutPrefix(err.Error(), "oci: "); ok {
+		return errors.New(block + "." + msg)
+	}
+	return fmt.Errorf("%s: %w", block, err)
+}
+
+// fetchNamed fetches the named entries of a source whose manifests come
+// through inner. The OCI source does it on its own when it can (no
+// listing request at all, see EntryFetcher); otherwise a full fetch
+// narrowed to the names answers the same question, at the cost of a
+// listing: a name it does not hold is not offered, and a failed fetch
+// concludes nothing.
+func fetchNamed(ctx context.Context, inner Source, names []string, opts FetchOptions) (*Listing, error) {
+	if ef, ok := inner.(EntryFetcher); ok {
+		return ef.FetchEntries(ctx, names, opts)
+	}
+	l, err := inner.Fetch(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	entries := []Entry{}
+	for _, e := range l.Entries {
+		if want[e.Name] {
+			entries = append(entries, e)
+		}
+	}
+	return &Listing{Entries: entries, Digest: ListingDigest(entries)}, nil
+}
