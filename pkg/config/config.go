@@ -58,6 +58,9 @@ type Registry struct {
 	OCI  *OCI  `json:"oci,omitempty"`
 	HTTP *HTTP `json:"http,omitempty"`
 	Dir  *Dir  `json:"dir,omitempty"`
+
+	// Hook, when set, gives the registry a webhook (hook.go).
+	Hook *Hook `json:"hook,omitempty"`
 }
 
 // OCI configures an OCI Distribution registry.
@@ -295,6 +298,11 @@ func parseExpanded(data []byte) (*yaml3.Node, []unsetRef, error) {
 func build(r Registry, baseDir string) (registry.Source, error) {
 	if r.MaxMarkShare != nil && (*r.MaxMarkShare <= 0 || *r.MaxMarkShare > 1) {
 		return nil, fmt.Errorf("max_mark_share %v must be in (0, 1]", *r.MaxMarkShare)
+	}
+	if r.Hook != nil {
+		if err := r.Hook.Validate(); err != nil {
+			return nil, err
+		}
 	}
 	filter, err := registry.NewFilter(r.Allow, r.Deny)
 	if err != nil {
