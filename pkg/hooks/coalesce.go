@@ -42,8 +42,8 @@ type outcome struct {
 // few messages on each, which the worker's coalescing (a run that started
 // after an event covers it) and cooldown take over from.
 type coalescer struct {
-	window  time.Duration
-	publish func(context.Context, []queue.Message) error
+	window time.Duration
+	pub    Publisher
 
 	mu    sync.Mutex
 	lanes map[string]*lane // by registry: configured names, a bounded set
@@ -71,8 +71,8 @@ type batch struct {
 	err  error
 }
 
-func newCoalescer(window time.Duration, publish func(context.Context, []queue.Message) error) *coalescer {
-	return &coalescer{window: window, publish: publish, lanes: map[string]*lane{}}
+func newCoalescer(window time.Duration, pub Publisher) *coalescer {
+	return &coalescer{window: window, pub: pub, lanes: map[string]*lane{}}
 }
 
 func (b *batch) add(req request) {
@@ -104,7 +104,7 @@ func (c *coalescer) submit(ctx context.Context, registry string, req request) (o
 		c.mu.Unlock()
 		b := &batch{entries: map[string]time.Time{}}
 		b.add(req)
-		return outcome{}, c.publish(ctx, b.messages(registry))
+		return outcome{}, c.pub.Publish(ctx, b.messages(registry))
 	}
 	b := l.pending
 	flusher := b == nil
@@ -143,7 +143,7 @@ func (c *coalescer) flush(ctx context.Context, registry string, l *lane, b *batc
 	msgs := b.messages(registry)
 	c.mu.Unlock()
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
-	b.err = c.publish(pctx, msgs)
+	b.err = c.pub.Publish(pctx, msgs)
 	cancel()
 	close(b.done)
 }

@@ -85,7 +85,7 @@ func New(cfg Config) *Service {
 			s.hooks[r.Name] = &hook{Registry: r, verifier: newVerifier(*r.Hook, cfg.Logger)}
 		}
 	}
-	s.coalescer = newCoalescer(cfg.Window, cfg.Publisher.Publish)
+	s.coalescer = newCoalescer(cfg.Window, cfg.Publisher)
 	return s
 }
 
