@@ -118,7 +118,8 @@ var manifestTypes = map[string]bool{
 }
 
 // distributionEnvelope is the CNCF distribution registry's notification
-// (docs/content/about/notifications.md of distribution/distribution).
+// (the "Work with notifications" page of the distribution registry's
+// documentation).
 type distributionEnvelope struct {
 	Events []struct {
 		Action string `json:"action"`
