@@ -57,7 +57,7 @@ func preventsDestroy(b *hclsyntax.Block) bool {
 	return false
 }
 
-func TestArtifactRegistryEvents(t *testing.T) {
+func TestArtifactRegistryEventsTrigger(t *testing.T) {
 	gcrID := "projects/" + testProject + "/topics/" + queue.ArtifactRegistryTopic
 
 	// create (the default): the topic is the module's, and never
