@@ -16,7 +16,6 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/specsync/specsync/pkg/osb"
-	"github.com/specsync/specsync/pkg/queue"
 )
 
 func init() {
@@ -75,14 +74,16 @@ func Catalog(w http.ResponseWriter, r *http.Request) {
 }
 
 // Reconcile handles one google.cloud.pubsub.topic.v1.messagePublished
-// event: a reconcile message (from the work topic's subscription) or a
+// event: a reconcile message (from the work topic's subscription), a
 // commit request, which may carry a registry's report to its bootstrap
 // (from the commit topic's ordered subscription, so reports are recorded
-// one at a time), told apart by the message body. Returning an error makes Pub/Sub redeliver;
-// nil acknowledges. The committer lives here rather than in a function of
-// its own: it needs exactly what this function already has (Firestore,
-// the changes topic, the operations), so a second subscription costs no
-// function, service account or grants.
+// one at a time), or an Artifact Registry notification (from the gcr
+// topic's subscription), told apart by the message body. Returning an
+// error makes Pub/Sub redeliver; nil acknowledges. The committer and the
+// Artifact Registry events live here rather than in functions of their
+// own: they need exactly what this function already has (Firestore, the
+// worker, the changes topic, the operations), so a subscription more
+// costs no function, service account or grants.
 func Reconcile(ctx context.Context, e event.Event) error {
 	app, err := reconcileDeps.get(func() (*reconcileApp, error) { return newReconcile(context.Background(), os.LookupEnv) })
 	if err != nil {
@@ -92,13 +93,5 @@ func Reconcile(ctx context.Context, e event.Event) error {
 		logger().Error("cold start failed", "error", err)
 		return err
 	}
-	ev, id, err := queue.FromEvent(e.Data())
-	if err != nil {
-		logger().Error("dropping an undecodable event", "event", e.ID(), "message", id, "error", err)
-		return nil
-	}
-	if ev.Commit != nil {
-		return app.worker.HandleCommit(ctx, *ev.Commit)
-	}
-	return app.worker.Handle(ctx, *ev.Reconcile)
+	return app.handle(ctx, e)
 }

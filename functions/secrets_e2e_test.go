@@ -2,7 +2,9 @@ package functions_test
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
@@ -25,10 +27,11 @@ import (
 	"github.com/specsync/specsync/pkg/api"
 )
 
-// Guarantee 8 (secrets never travel) with a canary: a registry password that
-// appears nowhere — not in Firestore, not in Pub/Sub messages, not in logs,
-// not in any HTTP response — through a successful bootstrap, a wrong password
-// and an outage.
+// Guarantee 8 (secrets never travel) with a canary: a registry password
+// and a webhook secret that appear nowhere — not in Firestore, not in
+// Pub/Sub messages, not in logs, not in any HTTP response — through a
+// successful bootstrap, a wrong password, an outage, and a webhook signed
+// right and wrong.
 func TestE2ESecretCanary(t *testing.T) {
 	t.Parallel()
 	buf := make([]byte, 16)
@@ -69,6 +72,12 @@ func TestE2ESecretCanary(t *testing.T) {
 	if err := os.WriteFile(pwFile, []byte(canary+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The registry's webhook has a canary secret of its own.
+	hookSecret := canary + "-hook"
+	hookFile := filepath.Join(t.TempDir(), "hook")
+	if err := os.WriteFile(hookFile, []byte(hookSecret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	s := startStack(t, fmt.Sprintf(`registries:
   - name: private
     type: oci
@@ -76,7 +85,8 @@ func TestE2ESecretCanary(t *testing.T) {
       host: %s
       insecure: true
       auth: {type: basic, username: robot, password_file: %q}
-`, strings.TrimPrefix(guarded.URL, "http://"), pwFile))
+    hook: {type: hmac, secret_file: %q}
+`, strings.TrimPrefix(guarded.URL, "http://"), pwFile, hookFile))
 
 	// Listen to everything the bootstrap publishes.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -122,6 +132,18 @@ func TestE2ESecretCanary(t *testing.T) {
 	op = s.bootstrap()
 	if r := op.result(t, "private"); r.Result != api.ResultFetchFailed {
 		t.Fatalf("registry down: %+v", r)
+	}
+	// A signed webhook (accepted: it publishes an event's message) and
+	// one signed with the wrong secret (refused).
+	hookBody := `{"entries":["specs/db"]}`
+	for _, key := range []string{hookSecret, wrong} {
+		mac := hmac.New(sha256.New, []byte(key))
+		mac.Write([]byte(hookBody))
+		r := s.do(http.MethodPost, "/hooks/private", "", strings.NewReader(hookBody), "X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+		if want := map[bool]int{true: http.StatusAccepted, false: http.StatusUnauthorized}[key == hookSecret]; r.status != want {
+			t.Fatalf("webhook signed with the %s secret: %d %s", map[bool]string{true: "hook's", false: "wrong"}[key == hookSecret], r.status, r.body)
+		}
+		record(r)
 	}
 	for _, path := range []string{"/registries", "/bootstrap/last_operation?operation=" + op.Operation} {
 		record(s.do(http.MethodGet, path, "admin", nil))
@@ -178,7 +200,7 @@ func TestE2ESecretCanary(t *testing.T) {
 		t.Fatal("the stack's logs do not mention the registry: the log check would be vacuous")
 	}
 	for where, text := range map[string]string{"Firestore": stored.String(), "Pub/Sub": published.String(), "logs": logs, "HTTP responses": responses.String()} {
-		for _, secret := range []string{canary, wrong, basic} {
+		for _, secret := range []string{canary, wrong, basic, hookSecret} {
 			if strings.Contains(text, secret) {
 				t.Errorf("a secret leaked into %s", where)
 			}

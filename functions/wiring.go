@@ -2,16 +2,23 @@ package functions
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
+	"time"
 
 	"cloud.google.com/go/pubsub/v2"
+	"github.com/cloudevents/sdk-go/v2/event"
 	"google.golang.org/api/idtoken"
 
 	"github.com/specsync/specsync/pkg/bootstrap"
+	"github.com/specsync/specsync/pkg/config"
+	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/feed"
+	"github.com/specsync/specsync/pkg/hooks"
 	"github.com/specsync/specsync/pkg/logging"
 	"github.com/specsync/specsync/pkg/osb"
 	"github.com/specsync/specsync/pkg/queue"
@@ -37,16 +44,21 @@ func open(ctx context.Context, c settings.Common) (*slog.Logger, *store.Store, e
 	return log, st, nil
 }
 
-// newBootstrap builds the bootstrap handler from env.
+// newBootstrap builds the bootstrap handler from env: POST /bootstrap
+// and its last_operation, and the registries' webhooks (POST
+// /hooks/{registry}), which publish to the same topic.
 func newBootstrap(ctx context.Context, env settings.Lookup) (http.Handler, error) {
 	s, err := settings.LoadBootstrap(env)
 	if err != nil {
 		return nil, err
 	}
-	regs, err := reconcile.LoadRegistries(s.RegistriesFile)
+	// The file itself, not only its registries: the webhooks need each
+	// registry's hook block.
+	cfg, err := config.Load(s.RegistriesFile)
 	if err != nil {
-		return nil, err
+		return nil, failure.Wrap(failure.Invalid, err)
 	}
+	regs := reconcile.FromConfig(cfg)
 	log, st, err := open(ctx, s.Common)
 	if err != nil {
 		return nil, err
@@ -55,20 +67,32 @@ func newBootstrap(ctx context.Context, env settings.Lookup) (http.Handler, error
 	if err != nil {
 		return nil, fmt.Errorf("connect to Pub/Sub project %s: %w", s.Project, err)
 	}
+	pub := queue.NewPublisher(ps, s.Topic)
 	svc := &bootstrap.Service{
 		Operations:  bootstrap.NewOperations(st, s.Deadline, s.Retention),
-		Publisher:   queue.NewPublisher(ps, s.Topic),
+		Publisher:   pub,
 		Registries:  regs.Names(),
 		VerifyAdmin: verifyAdmin(s.Admin, log),
 		Logger:      log,
 	}
+	// Each webhook authenticates with its own registry's secret, not the
+	// admin token: a registry can notify, and nothing more.
+	webhooks := hooks.New(hooks.Config{Registries: hooks.FromConfig(cfg), Publisher: pub, Window: s.HookWindow, Logger: log})
+	mux := http.NewServeMux()
+	mux.Handle("/hooks/", webhooks.Handler())
+	mux.Handle("/", svc.Handler())
 	// The bootstrap takes no body: one whose Content-Length is over the
-	// broker's default limit is refused unread (413), as the catalog does.
-	return osb.LimitBody(osb.DefaultMaxBodyBytes, svc.Handler()), nil
+	// broker's default limit is refused unread (413), as the catalog does;
+	// a webhook's body is held to the same limit.
+	return osb.LimitBody(osb.DefaultMaxBodyBytes, mux), nil
 }
 
 type reconcileApp struct {
 	worker *bootstrap.Worker
+	// routes are the registries an Artifact Registry notification may
+	// concern (those whose source is a registry.Selector).
+	routes []hooks.Registry
+	log    *slog.Logger
 }
 
 func newReconcile(ctx context.Context, env settings.Lookup) (*reconcileApp, error) {
@@ -93,7 +117,11 @@ func newReconcile(ctx context.Context, env settings.Lookup) (*reconcileApp, erro
 	if s.ChangesTopic != "" {
 		committer.Publisher = feed.NewPublisher(ps, s.ChangesTopic)
 	}
-	return &reconcileApp{worker: &bootstrap.Worker{
+	routes := make([]hooks.Registry, len(regs))
+	for i, r := range regs {
+		routes[i] = hooks.Registry{Name: r.Name, Source: r.Source}
+	}
+	return &reconcileApp{routes: routes, log: log, worker: &bootstrap.Worker{
 		// The deadline only matters to Get's failing of stuck operations;
 		// the reconcile side uses the same retention as bootstrap.
 		Operations: bootstrap.NewOperations(st, 0, s.Retention),
@@ -103,6 +131,66 @@ func newReconcile(ctx context.Context, env settings.Lookup) (*reconcileApp, erro
 		Committer:  committer,
 		Logger:     log,
 	}}, nil
+}
+
+// handle dispatches one message on its body: a reconcile message or a
+// commit request to the worker, an Artifact Registry notification to
+// artifactEvent. Returning an error makes Pub/Sub redeliver; nil
+// acknowledges.
+func (a *reconcileApp) handle(ctx context.Context, e event.Event) error {
+	ev, id, err := queue.FromEvent(e.Data())
+	switch {
+	case ev.Artifact != nil:
+		return a.artifactEvent(ctx, *ev.Artifact, err, id, e.Time())
+	case err != nil && strings.HasSuffix(e.Source(), "/topics/"+queue.ArtifactRegistryTopic):
+		// Whatever else is published on the gcr topic is not ours.
+		a.log.Debug("ignoring a message on the gcr topic that is not an Artifact Registry event", "message_id", id, "error", err)
+		return nil
+	case err != nil:
+		a.log.Error("dropping an undecodable event", "event", e.ID(), "message_id", id, "error", err)
+		return nil
+	case ev.Commit != nil:
+		return a.worker.HandleCommit(ctx, *ev.Commit)
+	}
+	return a.worker.Handle(ctx, *ev.Reconcile)
+}
+
+// artifactEvent hands an Artifact Registry notification to the worker:
+// one event message for every registry that selects what it names (its
+// EventAt the publish time, which a redelivery keeps). The gcr topic
+// carries every push of the project, most of them none of specsync's
+// business (another repository, another tag, a push by digest alone), and
+// anything unreadable on it is nobody's: those are acknowledged and
+// logged at debug level, never retried. A retryable failure of any run
+// (the store, a lease held) is returned, so Pub/Sub redelivers the
+// notification; the runs that succeeded run again, harmlessly.
+func (a *reconcileApp) artifactEvent(ctx context.Context, ae queue.ArtifactEvent, decodeErr error, id string, at time.Time) error {
+	log := a.log.With("message_id", id, "action", ae.Action, "tag", ae.Tag, "digest", ae.Digest)
+	if decodeErr != nil {
+		log.Debug("ignoring an Artifact Registry message that is not one it sends", "error", decodeErr)
+		return nil
+	}
+	c, _ := ae.Change() // checked by the decode
+	if at.IsZero() {
+		at = time.Now()
+	}
+	msgs := hooks.Route(c, a.routes, at)
+	if len(msgs) == 0 {
+		log.Debug("ignoring an Artifact Registry event for nothing a registry selects")
+		return nil
+	}
+	var retry error
+	for _, m := range msgs {
+		if err := a.worker.Handle(ctx, m); err != nil {
+			retry = errors.Join(retry, err)
+		}
+	}
+	if retry != nil {
+		log.Warn("an Artifact Registry event's run will be retried", "error", retry)
+		return retry
+	}
+	log.Info("Artifact Registry event handled", "registries", len(msgs))
+	return nil
 }
 
 func newCatalog(ctx context.Context, env settings.Lookup) (http.Handler, error) {

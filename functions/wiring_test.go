@@ -8,9 +8,14 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/queue"
 	"github.com/specsync/specsync/pkg/settings"
 )
 
@@ -129,5 +134,79 @@ func TestBootstrapColdStartWithTokenFile(t *testing.T) {
 	}
 	if got := status(t, h, poll, bearer(token)); got != http.StatusUnauthorized {
 		t.Errorf("an empty token file: %d, want 401", got)
+	}
+}
+
+// The bootstrap serves the registries' webhooks beside POST /bootstrap,
+// each with its own registry's secret: the admin token opens no webhook,
+// a hook's secret starts no bootstrap, and an accepted webhook publishes
+// an event's message to the bootstrap's topic.
+func TestBootstrapColdStartServesHooks(t *testing.T) {
+	for _, v := range []string{"FIRESTORE_EMULATOR_HOST", "PUBSUB_EMULATOR_HOST"} {
+		if os.Getenv(v) == "" {
+			t.Fatalf("%s is not set: run the tests through `make test`", v)
+		}
+	}
+	const token, hookSecret = "admin-token-0123456789abcdef", "canary-wiring-hook-secret-0123456789"
+	dir := t.TempDir()
+	secretFile := filepath.Join(dir, "hook-secret")
+	if err := os.WriteFile(secretFile, []byte(hookSecret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	registries := filepath.Join(dir, "registries.yaml")
+	if err := os.WriteFile(registries, []byte("registries:\n- name: bundled\n  type: dir\n  dir: {embedded: true}\n  hook: {type: bearer, secret_file: "+secretFile+"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	client, project := emulatortest.PubSub(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	topic := "projects/" + project + "/topics/reconcile"
+	if _, err := client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
+		t.Fatal(err)
+	}
+	sub := "projects/" + project + "/subscriptions/pull"
+	if _, err := client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub, Topic: topic}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := newBootstrap(ctx, lookup(map[string]string{
+		"GOOGLE_CLOUD_PROJECT": project,
+		"LOG_LEVEL":            "error",
+		"SPECSYNC_REGISTRIES":  registries,
+		"SPECSYNC_TOPIC":       topic,
+		"SPECSYNC_ADMIN_TOKEN": token,
+		"SPECSYNC_HOOK_WINDOW": "10ms",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(path string, auth func(*http.Request)) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(`{"entries":[]}`))
+		auth(req)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if strings.Contains(w.Body.String(), hookSecret) {
+			t.Errorf("%s answers with the hook's secret", path)
+		}
+		return w
+	}
+	if w := post("/hooks/bundled", bearer(token)); w.Code != http.StatusUnauthorized {
+		t.Errorf("the admin token on a webhook: %d %s", w.Code, w.Body)
+	}
+	if w := post("/bootstrap", bearer(hookSecret)); w.Code != http.StatusUnauthorized {
+		t.Errorf("a hook's secret on POST /bootstrap: %d %s", w.Code, w.Body)
+	}
+	if w := post("/hooks/bundled", bearer(hookSecret)); w.Code != http.StatusAccepted || !strings.Contains(w.Body.String(), `"whole_registry":true`) {
+		t.Fatalf("the hook's secret on its webhook: %d %s", w.Code, w.Body)
+	}
+	resp, err := client.SubscriptionAdminClient.Pull(ctx, &pubsubpb.PullRequest{Subscription: sub, MaxMessages: 10, ReturnImmediately: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.ReceivedMessages) != 1 {
+		t.Fatalf("%d messages published, want 1", len(resp.ReceivedMessages))
+	}
+	m, err := queue.Decode(resp.ReceivedMessages[0].Message.Data)
+	if err != nil || !m.Event() || m.Registry != "bundled" || len(m.Entries) != 0 {
+		t.Fatalf("published %+v (%v): want an event's message for the whole of bundled", m, err)
 	}
 }

@@ -91,7 +91,7 @@ func TestGoogleAuthNeedsNoSecret(t *testing.T) {
 		t.Fatalf("%s has no registry with auth type google: the check would be vacuous", referenceRegistries)
 	}
 	g := loadGoRegistries(t)
-	if got, want := len(m.ofType("google_secret_manager_secret")), 2+len(g.SecretEnvs)+len(g.SecretFiles); got != want {
-		t.Errorf("%d secrets, want %d: the admin token, the broker password and the non-google registries' credentials", got, want)
+	if got, want := len(m.ofType("google_secret_manager_secret")), 2+len(g.SecretEnvs)+len(g.SecretFiles)+len(g.HookSecretEnvs)+len(g.HookSecretFiles); got != want {
+		t.Errorf("%d secrets, want %d: the admin token, the broker password, the non-google registries' credentials and the hooks' secrets", got, want)
 	}
 }

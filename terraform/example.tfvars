@@ -19,3 +19,7 @@ registry_env = {
 }
 
 bootstrap_schedule = "0 * * * *"
+
+# Artifact Registry's push events (the project's gcr topic): "create" (the
+# default), "existing" when the project has that topic already, or "off".
+# artifact_registry_events = "existing"

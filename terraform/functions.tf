@@ -58,9 +58,10 @@ locals {
 
   functions = {
     bootstrap = {
-      description = "specsync bootstrap: starts a bootstrap and fans it out, one reconcile message per registry"
+      description = "specsync bootstrap: starts a bootstrap and fans it out, one reconcile message per registry; the registries' webhooks"
       service     = var.bootstrap_service
-      # Cloud Scheduler and manual callers (with the admin token).
+      # Cloud Scheduler, manual callers (with the admin token) and the
+      # registries' webhooks (each with its own secret).
       ingress = "ALLOW_ALL"
       env = merge(local.common_env, local.registries_env, local.registry_env, {
         SPECSYNC_TOPIC                     = google_pubsub_topic.reconcile.name
@@ -71,9 +72,13 @@ locals {
         # Manual callers' admin token, as a file (not an environment
         # variable, which is resolved once when an instance starts).
         SPECSYNC_ADMIN_TOKEN_FILE = local.admin_token_file
+        SPECSYNC_HOOK_WINDOW      = "${var.hook_window_seconds}s"
       })
-      secret_env   = {}
-      secret_files = { (local.admin_token_file) = "SPECSYNC_ADMIN_TOKEN" }
+      # The webhooks' secrets, as the hook blocks name them: secret_env
+      # as environment variables, secret_file as files in Secret Manager
+      # volumes (re-read every 30 s, so a rotated version is picked up).
+      secret_env   = { for e in local.hook_secret_envs : e => e }
+      secret_files = merge({ (local.admin_token_file) = "SPECSYNC_ADMIN_TOKEN" }, { for f in local.hook_secret_files : f => f })
     }
 
     reconcile = {

@@ -165,6 +165,8 @@ func TestRegistriesFileDerivation(t *testing.T) {
 		"registry_env_refs":     g.EnvRefs,
 		"registry_secret_envs":  g.SecretEnvs,
 		"registry_secret_files": g.SecretFiles,
+		"hook_secret_envs":      g.HookSecretEnvs,
+		"hook_secret_files":     g.HookSecretFiles,
 	} {
 		if got := setStrings(m.localVals[name]); !reflect.DeepEqual(got, want) {
 			t.Errorf("local.%s = %v; the Go config of %s says %v", name, got, referenceRegistries, want)
@@ -276,6 +278,14 @@ func TestEnvironmentMatchesSettings(t *testing.T) {
 				want[e], secretWant[e] = true, true
 			}
 			for _, f := range g.SecretFiles {
+				files[f] = f
+			}
+		}
+		if rc.ServesHooks {
+			for _, e := range g.HookSecretEnvs {
+				want[e], secretWant[e] = true, true
+			}
+			for _, f := range g.HookSecretFiles {
 				files[f] = f
 			}
 		}

@@ -91,12 +91,14 @@ func parseFunctions(t *testing.T) *functionsPackage {
 // reach walks the package-local calls from a handler and reports what the
 // function does at cold start: the settings loaders it calls, whether it
 // loads the registries file (reconcile.LoadRegistries, or config.Load
-// itself) and whether it runs reconciles
-// (which fetch registries with their credentials).
+// itself), whether it runs reconciles
+// (which fetch registries with their credentials) and whether it serves
+// the registries' webhooks (hooks.New, which checks their secrets).
 type reach struct {
 	Loaders           []string
 	LoadsRegistries   bool
 	FetchesRegistries bool
+	ServesHooks       bool
 }
 
 func (p *functionsPackage) reach(handler string) reach {
@@ -125,6 +127,9 @@ func (p *functionsPackage) reach(handler string) reach {
 					if x, ok := fun.X.(*ast.Ident); ok && (x.Name == "config" && strings.HasPrefix(fun.Sel.Name, "Load") ||
 						x.Name == "reconcile" && fun.Sel.Name == "LoadRegistries") {
 						r.LoadsRegistries = true
+					}
+					if x, ok := fun.X.(*ast.Ident); ok && x.Name == "hooks" && fun.Sel.Name == "New" {
+						r.ServesHooks = true
 					}
 				}
 			case *ast.SelectorExpr:
@@ -225,9 +230,12 @@ func credentialSources(t *testing.T, loader string, load func(settings.Lookup) e
 }
 
 // goRegistries is what the Go code makes of the reference registries file:
-// the ${VAR}s it needs and the credentials it reads.
+// the ${VAR}s it needs, the credentials it reads to fetch, and the
+// webhooks' secrets (with the registries that have a hook).
 type goRegistries struct {
 	EnvRefs, SecretEnvs, SecretFiles []string
+	HookSecretEnvs, HookSecretFiles  []string
+	Hooks                            []string
 }
 
 func loadGoRegistries(t *testing.T) goRegistries {
@@ -269,6 +277,15 @@ func loadGoRegistries(t *testing.T) goRegistries {
 			a := r.GHCR.Auth
 			auths = append(auths, struct{ env, file []string }{[]string{a.UsernameEnv, a.PasswordEnv, a.TokenEnv}, []string{a.PasswordFile, a.TokenFile}})
 		}
+		if h := r.Hook; h != nil {
+			g.Hooks = append(g.Hooks, r.Name)
+			if h.SecretEnv != "" {
+				g.HookSecretEnvs = append(g.HookSecretEnvs, h.SecretEnv)
+			}
+			if h.SecretFile != "" {
+				g.HookSecretFiles = append(g.HookSecretFiles, h.SecretFile)
+			}
+		}
 		for _, a := range auths {
 			for _, e := range a.env {
 				if e != "" {
@@ -285,8 +302,13 @@ func loadGoRegistries(t *testing.T) goRegistries {
 	sort.Strings(g.EnvRefs)
 	sort.Strings(g.SecretEnvs)
 	sort.Strings(g.SecretFiles)
+	sort.Strings(g.HookSecretEnvs)
+	sort.Strings(g.HookSecretFiles)
 	if len(g.SecretEnvs) == 0 || len(g.SecretFiles) == 0 {
 		t.Fatalf("%s no longer names an *_env and a *_file credential; the secret checks need both", referenceRegistries)
+	}
+	if len(g.HookSecretEnvs) == 0 || len(g.HookSecretFiles) == 0 {
+		t.Fatalf("%s no longer has a hook with a secret_env and one with a secret_file; the hook secret checks need both", referenceRegistries)
 	}
 	return g
 }

@@ -2,13 +2,14 @@
 # for the push subscription, one for the scheduler, one for the builds; no
 # primitive role anywhere (terraform/iam_test.go checks it).
 #
-#   bootstrap  Firestore (operations), publish to the work topic, the admin token
+#   bootstrap  Firestore (operations), publish to the work topic, the admin token,
+#              the registries' webhook secrets
 #   reconcile  Firestore (specs, registries, operations, the change feed), the
 #              registry credentials, publish to the catalog-changes and commit topics,
 #              read the Artifact Registry repositories artifact_registry_repositories names
 #   catalog    Firestore (reads; writes only instance records); no secret
 #              (it holds credential digests) and no Pub/Sub at all
-#   push       invoke the reconcile function, nothing else (both of its push
+#   push       invoke the reconcile function, nothing else (all of its push
 #              subscriptions authenticate as it)
 #   scheduler  invoke the bootstrap function, nothing else
 #   build      what Cloud Build needs to build the functions
@@ -208,4 +209,13 @@ resource "google_artifact_registry_repository_iam_member" "reconcile_reader" {
   repository = each.value.repository
   role       = "roles/artifactregistry.reader"
   member     = "serviceAccount:${google_service_account.function["reconcile"].email}"
+}
+
+resource "google_pubsub_subscription_iam_member" "gcr_dead_letter_subscriber" {
+  count = var.artifact_registry_events == "off" ? 0 : 1
+
+  project      = var.project_id
+  subscription = google_pubsub_subscription.gcr_push[0].name
+  role         = "roles/pubsub.subscriber"
+  member       = local.pubsub_agent
 }

@@ -133,12 +133,25 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 		return out
 	}
-	registrySecrets := map[string]bool{}
+	g := loadGoRegistries(t)
+	hookKeys := map[string]bool{}
+	for _, k := range append(g.HookSecretEnvs, g.HookSecretFiles...) {
+		hookKeys[k] = true
+	}
+	registrySecrets, hookSecrets := map[string]bool{}, map[string]bool{}
 	for _, s := range m.ofType("google_secret_manager_secret") {
-		if !secretSettings[s.Key] {
+		switch {
+		case secretSettings[s.Key]:
+		case hookKeys[s.Key]:
+			hookSecrets["secret:"+s.str("secret_id")] = true
+		default:
 			registrySecrets["secret:"+s.str("secret_id")] = true
 		}
 	}
+	if len(hookSecrets) == 0 {
+		t.Fatal("no hook secret among the module's secrets: the hook checks below would be vacuous")
+	}
+	servesHooks := map[string]bool{}
 	for _, r := range p.regs {
 		acct := accounts[r.Name]
 		mounted := secretsOf(r.Name)
@@ -167,9 +180,20 @@ func TestLeastPrivilege(t *testing.T) {
 			t.Errorf("%s can read secrets %v but mounts %v: each secret is readable by the functions that use it and only those", r.Name, keysOf(accessible), keysOf(mounted))
 		}
 		rc := p.reach(r.Handler)
+		servesHooks[r.Name] = rc.ServesHooks
 		for s := range accessible {
 			if registrySecrets[s] && !rc.FetchesRegistries {
 				t.Errorf("%s does not fetch registries but can read the registry secret %s", r.Name, s)
+			}
+			if hookSecrets[s] && !rc.ServesHooks {
+				t.Errorf("%s serves no webhook but can read the hook secret %s", r.Name, s)
+			}
+		}
+		if rc.ServesHooks {
+			for s := range hookSecrets {
+				if !accessible[s] {
+					t.Errorf("%s serves the webhooks but cannot read the hook secret %s", r.Name, s)
+				}
 			}
 		}
 	}
@@ -206,6 +230,14 @@ func TestLeastPrivilege(t *testing.T) {
 	for s := range secretsOf("Bootstrap") {
 		if registrySecrets[s] {
 			t.Errorf("the bootstrap mounts the registry secret %s", s)
+		}
+	}
+	if !servesHooks["Bootstrap"] || servesHooks["Reconcile"] || servesHooks["Catalog"] {
+		t.Errorf("functions serving webhooks: %v; want the bootstrap only", servesHooks)
+	}
+	for s := range secretsOf("Reconcile") {
+		if hookSecrets[s] {
+			t.Errorf("the reconcile mounts the hook secret %s", s)
 		}
 	}
 	// Secrets: no one but the functions reads them.
@@ -267,6 +299,16 @@ func TestLeastPrivilege(t *testing.T) {
 		{Scope: "subscription:" + pushSub.str("name"), Role: "roles/pubsub.subscriber"},
 		{Scope: "subscription:" + commitSub.str("name"), Role: "roles/pubsub.subscriber"},
 		{Scope: "serviceaccount:" + pushAccount.str("name"), Role: "roles/iam.serviceAccountTokenCreator"},
+	}
+	// Artifact Registry's events dead-letter like the other triggers.
+	if gcr := gcrSubscriptionOf(t, m); gcr != nil {
+		wantAgent = append(wantAgent, binding{Scope: "subscription:" + gcr.str("name"), Role: "roles/pubsub.subscriber"})
+		if dl := gcr.one("dead_letter_policy"); dl == nil || dl.str("dead_letter_topic") != dlt {
+			t.Errorf("the gcr subscription does not dead-letter to %s, the topic the agent may publish to", dlt)
+		}
+		if a := "serviceAccount:" + gcr.one("push_config").one("oidc_token").str("service_account_email"); a != push {
+			t.Errorf("the gcr push authenticates as %s; one push account invokes the reconcile function", a)
+		}
 	}
 	for _, want := range wantAgent {
 		found := false

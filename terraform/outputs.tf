@@ -8,6 +8,11 @@ output "bootstrap_url" {
   value       = google_cloudfunctions2_function.function["bootstrap"].service_config[0].uri
 }
 
+output "hook_urls" {
+  description = "The webhook of each registry with a hook block: POST events there with the registry's hook secret (docs/api.md#webhooks)."
+  value       = { for h in local.registry_hooks : h.name => "${google_cloudfunctions2_function.function["bootstrap"].service_config[0].uri}/hooks/${h.name}" }
+}
+
 output "function_urls" {
   description = "The cloudfunctions.net URL of every function (also the OIDC audiences the functions accept)."
   value       = local.function_urls
@@ -26,6 +31,11 @@ output "commit_topic" {
 output "reconcile_dead_letter_topic" {
   description = "Where reconcile messages and commit requests go after reconcile_max_delivery_attempts; read them from the subscription of the same name."
   value       = google_pubsub_topic.reconcile_dead_letter.id
+}
+
+output "gcr_subscription" {
+  description = "The push subscription that brings Artifact Registry's notifications (the project's gcr topic) to the reconcile function; null with artifact_registry_events off."
+  value       = try(google_pubsub_subscription.gcr_push[0].id, null)
 }
 
 output "catalog_changes_topic" {

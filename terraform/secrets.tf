@@ -1,5 +1,6 @@
-# Secret Manager: the admin token, the broker password, and one secret for
-# every registry credential the registries file names. Secrets are created
+# Secret Manager: the admin token, the broker password, one secret for
+# every registry credential the registries file names, and one for every
+# webhook secret its hook blocks name. Secrets are created
 # empty; values are added out of band (`gcloud secrets versions add`, see
 # docs/deploy.md#secrets) or, with write_secrets, from an ephemeral input through
 # a write-only argument. Either way no value is ever in the plan or the
@@ -26,6 +27,13 @@ locals {
     ]
   ]))
 
+  # Webhooks: a hook block names its secret as an environment variable
+  # (secret_env) or a file (secret_file) of the bootstrap function, which
+  # serves POST /hooks/NAME; the reconcile function never sees them.
+  registry_hooks    = [for r in local.registries : merge(r.hook, { name = r.name }) if try(r.hook, null) != null]
+  hook_secret_envs  = toset([for h in local.registry_hooks : h.secret_env if try(h.secret_env, null) != null])
+  hook_secret_files = toset([for h in local.registry_hooks : h.secret_file if try(h.secret_file, null) != null])
+
   # $${VAR} references, replaced from the environment before the file is
   # parsed (config.Parse): the bootstrap and reconcile functions need them
   # set, from var.registry_env. Same pattern as pkg/config.
@@ -40,11 +48,13 @@ locals {
     },
     { for e in local.registry_secret_envs : e => "${var.name_prefix}-registry-env-${lower(replace(e, "_", "-"))}" },
     { for f in local.registry_secret_files : f => "${var.name_prefix}-registry-file-${trim(replace(lower(f), "/[^a-z0-9]+/", "-"), "-")}" },
+    { for e in local.hook_secret_envs : e => "${var.name_prefix}-hook-env-${lower(replace(e, "_", "-"))}" },
+    { for f in local.hook_secret_files : f => "${var.name_prefix}-hook-file-${trim(replace(lower(f), "/[^a-z0-9]+/", "-"), "-")}" },
   )
 
   # Who reads which secret: the function that mounts it, and only that one.
-  # The bootstrap reads the admin token (mounted as a file); registry
-  # credentials only the reconcile, which fetches. The catalog reads none:
+  # The bootstrap reads the admin token (mounted as a file) and the webhook
+  # secrets; registry credentials only the reconcile, which fetches. The catalog reads none:
   # it holds the digests of the broker password and the admin token
   # (variables.tf). The broker password secret is read by no function:
   # it is where the operator keeps the password to register the broker
@@ -55,6 +65,7 @@ locals {
       SPECSYNC_BROKER_PASSWORD = []
     },
     { for k in setunion(local.registry_secret_envs, local.registry_secret_files) : k => ["reconcile"] },
+    { for k in setunion(local.hook_secret_envs, local.hook_secret_files) : k => ["bootstrap"] },
   )
   secret_access = {
     for pair in flatten([
@@ -128,14 +139,22 @@ resource "terraform_data" "registries_file" {
       error_message = "Two credentials of the registries file map to the same secret id; rename one of the *_env variables or *_file paths."
     }
     precondition {
-      condition     = alltrue([for e in setunion(local.registry_secret_envs, local.registry_env_refs) : !can(regex("^(SPECSYNC_|GOOGLE_|FIRESTORE_|FUNCTION_|K_|X_GOOGLE_)|^(LOG_LEVEL|PORT)$", e))])
+      # A hook's secret is mounted on the bootstrap, a registry credential
+      # on the reconcile: one name cannot be both.
+      condition     = length(setintersection(setunion(local.hook_secret_envs, local.hook_secret_files), setunion(local.registry_secret_envs, local.registry_secret_files))) == 0
+      error_message = "A hook block names the same secret_env or secret_file as a registry credential (${join(", ", sort(setintersection(setunion(local.hook_secret_envs, local.hook_secret_files), setunion(local.registry_secret_envs, local.registry_secret_files))))}); give the webhook a secret of its own."
+    }
+    precondition {
+      condition     = alltrue([for e in setunion(local.registry_secret_envs, local.hook_secret_envs, local.registry_env_refs) : !can(regex("^(SPECSYNC_|GOOGLE_|FIRESTORE_|FUNCTION_|K_|X_GOOGLE_)|^(LOG_LEVEL|PORT)$", e))])
       error_message = "The registries file names an environment variable that is a setting of the functions or reserved by the platform (SPECSYNC_*, GOOGLE_*, FIRESTORE_*, FUNCTION_*, K_*, X_GOOGLE_*, LOG_LEVEL, PORT)."
     }
     precondition {
       # A secret volume mounts a whole directory: each credential file needs
       # an absolute path in a directory of its own, outside the source.
-      condition     = alltrue([for f in local.registry_secret_files : startswith(f, "/") && dirname(f) != "/" && !startswith(f, "/workspace")]) && length(distinct([for f in local.registry_secret_files : dirname(f)])) == length(local.registry_secret_files)
-      error_message = "Every *_file credential must be an absolute path outside /workspace, in a directory no other credential file uses (a Secret Manager volume mounts the whole directory)."
+      # (The webhook secrets' files and the admin token's share the
+      # bootstrap function.)
+      condition     = alltrue([for f in setunion(local.registry_secret_files, local.hook_secret_files) : startswith(f, "/") && dirname(f) != "/" && !startswith(f, "/workspace")]) && length(distinct([for f in setunion(local.registry_secret_files, local.hook_secret_files) : dirname(f)])) == length(setunion(local.registry_secret_files, local.hook_secret_files)) && !contains([for f in local.hook_secret_files : dirname(f)], dirname(local.admin_token_file))
+      error_message = "Every *_file credential and hook secret_file must be an absolute path outside /workspace, in a directory no other secret file uses (a Secret Manager volume mounts the whole directory; the admin token has ${dirname(local.admin_token_file)})."
     }
   }
 }

@@ -54,6 +54,7 @@ func TestSecrets(t *testing.T) {
 		}
 	}
 	want := append([]string{"SPECSYNC_ADMIN_TOKEN", "SPECSYNC_BROKER_PASSWORD"}, append(g.SecretEnvs, g.SecretFiles...)...)
+	want = append(want, append(g.HookSecretEnvs, g.HookSecretFiles...)...)
 	sort.Strings(got)
 	sort.Strings(want)
 	if !reflect.DeepEqual(got, want) {

@@ -60,12 +60,13 @@ func changesTopicOf(t *testing.T, m *module) *instance {
 }
 
 // pushSubscriptionOf is the one push subscription with message ordering
-// (the commit trigger) or without (the reconcile trigger).
+// (the commit trigger) or without (the reconcile trigger), other than
+// the one of Artifact Registry's gcr topic (gcrSubscriptionOf).
 func pushSubscriptionOf(t *testing.T, m *module, ordered bool) *instance {
 	t.Helper()
 	var found []*instance
 	for _, sub := range m.ofType("google_pubsub_subscription") {
-		if sub.one("push_config") != nil && isTrue(sub.Attrs["enable_message_ordering"]) == ordered {
+		if sub.one("push_config") != nil && isTrue(sub.Attrs["enable_message_ordering"]) == ordered && !isGCRTopic(sub.str("topic")) {
 			found = append(found, sub)
 		}
 	}
@@ -77,6 +78,12 @@ func pushSubscriptionOf(t *testing.T, m *module, ordered bool) *instance {
 		t.Fatalf("want exactly one %s, found %d", what, len(found))
 	}
 	return found[0]
+}
+
+// isGCRTopic reports whether topic (an id or a name) is Artifact
+// Registry's gcr topic of the project.
+func isGCRTopic(topic string) bool {
+	return topic == queue.ArtifactRegistryTopic || topic == "projects/"+testProject+"/topics/"+queue.ArtifactRegistryTopic
 }
 
 func isTrue(v cty.Value) bool {

@@ -262,6 +262,29 @@ variable "max_body_bytes" {
   }
 }
 
+variable "hook_window_seconds" {
+  type        = number
+  description = "SPECSYNC_HOOK_WINDOW (bootstrap): a registry's first webhook event is published at once; the events that follow within this window are merged into one reconcile message when it closes (docs/api.md#webhooks). A request that joins a window waits for it, so keep it well under the senders' timeouts."
+  default     = 1
+
+  validation {
+    condition     = var.hook_window_seconds > 0 && var.hook_window_seconds <= 30
+    error_message = "hook_window_seconds must be more than 0 and at most 30."
+  }
+}
+
+variable "artifact_registry_events" {
+  type        = string
+  description = "Artifact Registry publishes every push, tag and delete of the project's repositories to its Pub/Sub topic named gcr; a push subscription brings them to the reconcile function, which reconciles the entries they name within seconds. \"create\" creates the topic (the apply fails if it exists already: then use \"existing\"), and terraform never destroys it (prevent_destroy: other teams may subscribe to it); \"existing\" subscribes to the gcr topic that is there, which terraform neither manages nor destroys; \"off\" subscribes to nothing."
+  default     = "create"
+  nullable    = false
+
+  validation {
+    condition     = contains(["create", "existing", "off"], var.artifact_registry_events)
+    error_message = "artifact_registry_events must be create (terraform creates the gcr topic), existing (it subscribes to the gcr topic the project has) or off."
+  }
+}
+
 # What bounds a run of each function. cpu below 1 allows no concurrency.
 
 variable "bootstrap_service" {
@@ -271,9 +294,9 @@ variable "bootstrap_service" {
     cpu             = optional(string, "1")
     min_instances   = optional(number, 0)
     max_instances   = optional(number, 2)
-    concurrency     = optional(number, 10)
+    concurrency     = optional(number, 80)
   })
-  description = "Bootstrap function limits: it creates an operation and publishes one message per registry."
+  description = "Bootstrap function limits: it creates an operation and publishes one message per registry, and serves the registries' webhooks. A webhook that joins a coalescing window stays in flight until the window closes (hook_window_seconds), so a burst holds up to max_instances x concurrency requests at once; beyond that Cloud Run queues them."
   default     = {}
   nullable    = false
 

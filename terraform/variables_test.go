@@ -49,6 +49,8 @@ func TestVariablesTypedDescribedValidated(t *testing.T) {
 		"broker_password_sha256":          cty.StringVal(testCredentials["SPECSYNC_BROKER_PASSWORD"]),            // the password, not its digest
 		"admin_token_sha256":              cty.StringVal(sha256Hex("") + "  -"),                                  // sha256sum's whole line
 		"broker_password_previous_sha256": cty.StringVal(sha256Hex(testCredentials["SPECSYNC_BROKER_PASSWORD"])), // the current one again
+		"artifact_registry_events":        cty.StringVal("if-absent"),
+		"hook_window_seconds":             cty.NumberIntVal(0),
 	} {
 		bm, err := loadModule(".", inputs(map[string]cty.Value{name: bad}))
 		if err != nil {

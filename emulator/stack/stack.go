@@ -222,6 +222,7 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/bootstrap", functions.Bootstrap)
 	mux.HandleFunc("/bootstrap/", functions.Bootstrap)
+	mux.HandleFunc("/hooks/", functions.Bootstrap) // the registries' webhooks
 	mux.HandleFunc("/v2/", functions.Catalog)
 	mux.HandleFunc("/registries", functions.Catalog)
 	mux.HandleFunc("/admin/", functions.Catalog) // operator endpoints and status page

@@ -62,6 +62,8 @@ type Registry struct {
 
 	DockerHub *DockerHub `json:"dockerhub,omitempty"`
 	GHCR      *GHCR      `json:"ghcr,omitempty"`
+	// Hook, when set, gives the registry a webhook (hook.go).
+	Hook *Hook `json:"hook,omitempty"`
 }
 
 // OCI configures an OCI Distribution registry.
@@ -340,6 +342,11 @@ func parseExpanded(data []byte) (*yaml3.Node, []unsetRef, error) {
 func build(r Registry, baseDir string) (registry.Source, error) {
 	if r.MaxMarkShare != nil && (*r.MaxMarkShare <= 0 || *r.MaxMarkShare > 1) {
 		return nil, fmt.Errorf("max_mark_share %v must be in (0, 1]", *r.MaxMarkShare)
+	}
+	if r.Hook != nil {
+		if err := r.Hook.Validate(); err != nil {
+			return nil, err
+		}
 	}
 	filter, err := registry.NewFilter(r.Allow, r.Deny)
 	if err != nil {

@@ -156,13 +156,15 @@ func (c CommitRequest) Encode() ([]byte, error) {
 	return json.Marshal(body{Commit: &c})
 }
 
-// Event is a decoded message: exactly one of Reconcile and Commit is set.
-// Both kinds reach the reconcile function (from two subscriptions), which
-// dispatches on the body, so a message handled by the wrong code is
-// impossible whatever subscription delivered it.
+// Event is a decoded message: exactly one of Reconcile, Commit and
+// Artifact is set. Every kind reaches the reconcile function (from its
+// own subscription), which dispatches on the body, so a message handled
+// by the wrong code is impossible whatever subscription delivered it.
 type Event struct {
 	Reconcile *Message
 	Commit    *CommitRequest
+	// Artifact is Artifact Registry's notification (artifactregistry.go).
+	Artifact *ArtifactEvent
 }
 
 // body is the union of the two message bodies.
@@ -174,9 +176,13 @@ type body struct {
 	Commit    *CommitRequest `json:"commit,omitempty"`
 }
 
-// DecodeBody parses and validates a message body of either kind; anything
-// wrong is failure.Invalid (poison: drop it).
+// DecodeBody parses and validates a message body of any kind; anything
+// wrong is failure.Invalid (poison: drop it). A body with an action is
+// Artifact Registry's; a bad one still comes back with Artifact set.
 func DecodeBody(data []byte) (Event, error) {
+	if isArtifactEvent(data) {
+		return decodeArtifactEvent(data)
+	}
 	var b body
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()

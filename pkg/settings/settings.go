@@ -35,6 +35,11 @@ type Bootstrap struct {
 	Deadline       time.Duration // SPECSYNC_OPERATION_DEADLINE, default 15m
 	Retention      time.Duration // SPECSYNC_OPERATION_RETENTION, default 24h
 	Admin          Admin
+	// HookWindow is how long a registry's webhook events are merged into
+	// one reconcile message after one was published at once
+	// (SPECSYNC_HOOK_WINDOW, default 1s): a burst of pushes makes one
+	// message per window, not one per push (pkg/hooks).
+	HookWindow time.Duration
 }
 
 // Credential is where a function learns the secret its callers must
@@ -305,6 +310,15 @@ type Lookup func(string) (string, bool)
 // FromEnv is the process environment.
 var FromEnv Lookup = os.LookupEnv
 
+// DefaultHookWindow and MaxHookWindow bound SPECSYNC_HOOK_WINDOW: a
+// webhook request that joins a window waits for it to close before it
+// is answered, so a window is short next to a sender's timeout
+// (distribution's default is 1 s per attempt, retried; GitHub's 10 s).
+const (
+	DefaultHookWindow = time.Second
+	MaxHookWindow     = 30 * time.Second
+)
+
 // LoadBootstrap reads the bootstrap function's settings.
 func LoadBootstrap(env Lookup) (Bootstrap, error) {
 	r := &reader{lookup: env}
@@ -315,6 +329,10 @@ func LoadBootstrap(env Lookup) (Bootstrap, error) {
 		Deadline:       r.duration("SPECSYNC_OPERATION_DEADLINE", 15*time.Minute),
 		Retention:      r.duration("SPECSYNC_OPERATION_RETENTION", 24*time.Hour),
 		Admin:          r.admin(),
+		HookWindow:     r.duration("SPECSYNC_HOOK_WINDOW", DefaultHookWindow),
+	}
+	if b.HookWindow > MaxHookWindow {
+		r.problems = append(r.problems, fmt.Sprintf("SPECSYNC_HOOK_WINDOW=%s is longer than %s (a webhook's sender waits up to a window for its answer)", b.HookWindow, MaxHookWindow))
 	}
 	return b, r.err("bootstrap")
 }

@@ -223,3 +223,20 @@ func TestTwoDigestsWhileRotating(t *testing.T) {
 		t.Fatalf("digests %x", c.BrokerPassword.SHA256)
 	}
 }
+
+// The webhooks' coalescing window: a default, a positive duration, and a
+// bound, since a request that joins a window waits for it.
+func TestBootstrapHookWindow(t *testing.T) {
+	t.Parallel()
+	b, err := settings.LoadBootstrap(env(bootstrapBase))
+	if err != nil || b.HookWindow != settings.DefaultHookWindow {
+		t.Fatalf("default window %s, %v", b.HookWindow, err)
+	}
+	if b, err = settings.LoadBootstrap(env(with(bootstrapBase, "SPECSYNC_HOOK_WINDOW", "250ms"))); err != nil || b.HookWindow.Milliseconds() != 250 {
+		t.Fatalf("250ms: %s, %v", b.HookWindow, err)
+	}
+	for _, bad := range []string{"0s", "-1s", "soon", "31s"} {
+		_, err := settings.LoadBootstrap(env(with(bootstrapBase, "SPECSYNC_HOOK_WINDOW", bad)))
+		wantProblem(t, "SPECSYNC_HOOK_WINDOW="+bad, err, []string{"SPECSYNC_HOOK_WINDOW"})
+	}
+}
