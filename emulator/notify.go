@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -58,8 +59,7 @@ type notifier struct {
 	addr string
 
 	mu       sync.Mutex
-	endpoint string
-	header   http.Header
+	targets  []target
 	log      *slog.Logger
 	queue    chan Event
 	done     chan struct{}
@@ -70,19 +70,26 @@ func newNotifier(addr string) *notifier {
 	return &notifier{addr: addr, queue: make(chan Event, 1000), done: make(chan struct{})}
 }
 
+// target is one notification endpoint and the headers it is sent.
+type target struct {
+	endpoint string
+	header   http.Header
+}
+
 // Notify makes the registry send a distribution notification envelope to
 // endpoint, with header (an Authorization header, say), after every
-// manifest push or delete it accepts from now on. Failures are logged to
-// log and the event dropped after a few tries, as a registry whose
-// endpoint is down does.
+// manifest push or delete it accepts from now on, as a distribution
+// registry does to each of its notifications.endpoints. Failures are
+// logged to log and the event dropped after a few tries, as a registry
+// whose endpoint is down does.
 func (r *Registry) Notify(endpoint string, header http.Header, log *slog.Logger) {
 	n := r.notify
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	first := n.endpoint == ""
-	n.endpoint, n.header, n.log = endpoint, header.Clone(), log
-	if n.log == nil {
-		n.log = slog.Default()
+	first := len(n.targets) == 0
+	n.targets = append(n.targets, target{endpoint: endpoint, header: header.Clone()})
+	if log != nil {
+		n.log = log
 	}
 	if first {
 		go n.send()
@@ -134,7 +141,7 @@ func (n *notifier) wrap(h http.Handler) http.Handler {
 			return
 		}
 		n.mu.Lock()
-		on := n.endpoint != ""
+		on := len(n.targets) > 0
 		n.mu.Unlock()
 		if !on {
 			return
@@ -197,21 +204,23 @@ func (n *notifier) send() {
 			continue
 		}
 		n.mu.Lock()
-		endpoint, header := n.endpoint, n.header.Clone()
+		targets := slices.Clone(n.targets)
 		n.mu.Unlock()
-		var last error
-		for _, wait := range notifyAttempts {
-			select {
-			case <-n.done:
-				return
-			case <-time.After(wait):
+		for _, tg := range targets {
+			var last error
+			for _, wait := range notifyAttempts {
+				select {
+				case <-n.done:
+					return
+				case <-time.After(wait):
+				}
+				if last = post(client, tg.endpoint, tg.header, body); last == nil {
+					break
+				}
 			}
-			if last = post(client, endpoint, header, body); last == nil {
-				break
+			if last != nil {
+				n.logger().Warn("registry notification not delivered", "endpoint", tg.endpoint, "repository", ev.Target.Repository, "tag", ev.Target.Tag, "error", last)
 			}
-		}
-		if last != nil {
-			n.logger().Warn("registry notification not delivered", "endpoint", endpoint, "repository", ev.Target.Repository, "tag", ev.Target.Tag, "error", last)
 		}
 	}
 }

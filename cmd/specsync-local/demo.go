@@ -3,16 +3,20 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/specsync/specsync/emulator"
 	"github.com/specsync/specsync/emulator/stack"
+	"github.com/specsync/specsync/examples"
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/catalog"
 	"github.com/specsync/specsync/pkg/logging"
@@ -63,10 +67,70 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	fmt.Fprintf(stdout, "   GET /v2/catalog with If-None-Match %s: %d (the catalog did not change)\n", etag, status)
 	fmt.Fprintln(stdout, "\n== GET /v2/catalog/changes?since=0: the change feed a mirror follows")
-	if err := c.changes(ctx); err != nil {
+	next, err := c.changes(ctx)
+	if err != nil {
 		return err
 	}
+	if len(s.Hooks) > 0 {
+		fmt.Fprintln(stdout, "\n== a push upstream: the registry notifies specsync's webhook; a waiting watcher hears it, no bootstrap")
+		if err := c.push(ctx, s.Registry, next); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintln(stdout)
+	return nil
+}
+
+// push pushes an edited example spec to the local registry, as a team
+// would publish a new version, while a watcher waits on the change feed,
+// and prints what the watcher hears and when.
+func (c *demoClient) push(ctx context.Context, host string, since int64) error {
+	content, err := fs.ReadFile(examples.Registry, examples.RegistryDir+"/redis.yaml")
+	if err != nil {
+		return err
+	}
+	edited := strings.Replace(string(content), "description: ", "description: Now with TLS. ", 1)
+	type heard struct {
+		resp *http.Response
+		body []byte
+		err  error
+	}
+	waited := make(chan heard, 1)
+	go func() {
+		resp, body, err := c.request(ctx, http.MethodGet, fmt.Sprintf("/v2/catalog/changes?since=%d&wait=30s", since), "broker")
+		waited <- heard{resp, body, err}
+	}()
+	// The watcher is waiting before the push (the request is on its way;
+	// a watcher that came late would still get the change, as a page).
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	repo := emulator.SeedRepository("redis.yaml")
+	digest, err := emulator.PushSpecFile(ctx, host, repo, []byte(edited))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.out, "   pushed %s/%s:latest (%s), its description edited\n", host, repo, digest[:19])
+	h := <-waited
+	if h.err != nil {
+		return h.err
+	}
+	if h.resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /v2/catalog/changes: %d %s", h.resp.StatusCode, h.body)
+	}
+	var page api.ChangePage
+	if err := json.Unmarshal(h.body, &page); err != nil {
+		return err
+	}
+	if len(page.Changes) == 0 {
+		return errors.New("the watcher heard nothing within 30s of the push")
+	}
+	for _, ch := range page.Changes {
+		desc := ""
+		if ch.Service != nil {
+			desc = ch.Service.Description
+		}
+		fmt.Fprintf(c.out, "   the watcher heard revision %d: %s %s, %q, %.1fs after the push\n", ch.Revision, ch.Kind, ch.Name, desc, time.Since(start).Seconds())
+	}
 	return nil
 }
 
@@ -189,21 +253,23 @@ func (c *demoClient) catalog(ctx context.Context) (string, error) {
 	return resp.Header.Get("ETag"), nil
 }
 
-func (c *demoClient) changes(ctx context.Context) error {
+// changes prints the change feed from the start and returns where a
+// watcher goes on from.
+func (c *demoClient) changes(ctx context.Context) (int64, error) {
 	resp, body, err := c.request(ctx, http.MethodGet, "/v2/catalog/changes?since=0", "broker")
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET /v2/catalog/changes: %d %s", resp.StatusCode, body)
+		return 0, fmt.Errorf("GET /v2/catalog/changes: %d %s", resp.StatusCode, body)
 	}
 	var page api.ChangePage
 	if err := json.Unmarshal(body, &page); err != nil {
-		return err
+		return 0, err
 	}
 	for _, ch := range page.Changes {
 		fmt.Fprintf(c.out, "   revision %-3d %-9s %-16s (registry %s, carries the service: %v)\n", ch.Revision, ch.Kind, ch.Name, ch.Registry, ch.Service != nil)
 	}
 	fmt.Fprintf(c.out, "   next: GET /v2/catalog/changes?since=%d&wait=30s (%s %s)\n", page.Next, api.RevisionHeader, resp.Header.Get(api.RevisionHeader))
-	return nil
+	return page.Next, nil
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/specsync/specsync/emulator/stack"
@@ -36,7 +37,12 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fmt.Fprintf(stdout, "  GET  %s/registries              (admin)\n", s.URL)
 	fmt.Fprintf(stdout, "  GET  %s/status                  (admin; in a browser: any user name, the admin token as password)\n", s.URL)
 	fmt.Fprintf(stdout, "  GET  %s/admin/{specs,instances,operations}  (admin; what the specsync CLI reads)\n", s.URL)
-	fmt.Fprintf(stdout, "  push a spec upstream:  go run ./cmd/specsync-local push -registry %s examples/registry/redis.yaml\n", s.Registry)
+	if len(s.Hooks) > 0 {
+		fmt.Fprintf(stdout, "  push a spec upstream (the registry notifies the webhook of %s; no bootstrap needed):\n", strings.Join(s.Hooks, ", "))
+	} else {
+		fmt.Fprintln(stdout, "  push a spec upstream (no registry has a webhook on this registry: bootstrap after it):")
+	}
+	fmt.Fprintf(stdout, "    go run ./cmd/specsync-local push -registry %s examples/registry/redis.yaml\n", s.Registry)
 	fmt.Fprintln(stdout, "ready; interrupt to stop")
 	err = s.Wait(ctx)
 	fmt.Fprintln(stdout, "stopping")

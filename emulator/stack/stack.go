@@ -20,6 +20,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -32,6 +33,7 @@ import (
 	"github.com/specsync/specsync/emulator"
 	"github.com/specsync/specsync/examples"
 	"github.com/specsync/specsync/functions"
+	"github.com/specsync/specsync/pkg/config"
 	"github.com/specsync/specsync/pkg/osb"
 	"github.com/specsync/specsync/pkg/store"
 )
@@ -49,6 +51,9 @@ const (
 	DefaultCommitTopic = "specsync-commit"
 	// DefaultPruneInterval is how often expired changes are deleted.
 	DefaultPruneInterval = time.Minute
+	// DefaultHookSecret is the secret of the example registry's webhook,
+	// which the local registry's notifications carry (SPECSYNC_LOCAL_HOOK_SECRET).
+	DefaultHookSecret = "local-hook-secret-change-me"
 )
 
 // Options configure a stack. Zero values take the defaults above; every
@@ -126,6 +131,9 @@ type Stack struct {
 	// CommitTopic is the topic of commit requests; its push subscription
 	// has message ordering, as in production.
 	CommitTopic string
+	// Hooks are the registries whose webhook the local registry notifies
+	// of every push and delete.
+	Hooks []string
 
 	stops  []func()
 	server *http.Server
@@ -176,6 +184,7 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 		os.Setenv("SPECSYNC_REGISTRIES", opts.RegistriesFile)
 	}
 	setDefault("SPECSYNC_REGISTRIES", "examples/registries.yaml")
+	setDefault("SPECSYNC_LOCAL_HOOK_SECRET", DefaultHookSecret)
 
 	if err := s.emulators(ctx, log); err != nil {
 		return nil, err
@@ -249,6 +258,7 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	if err := s.pruner(ctx, opts.PruneInterval, log); err != nil {
 		return nil, err
 	}
+	s.Hooks = s.notifyHooks(reg, log)
 	if opts.BootstrapInterval > 0 {
 		s.periodic(opts.BootstrapInterval, log)
 	}
@@ -312,6 +322,44 @@ func (s *Stack) pushSubscription(ctx context.Context, topic string, ordered bool
 		return fmt.Errorf("create push subscription %s: %w", subName, err)
 	}
 	return nil
+}
+
+// notifyHooks makes the local registry notify the webhook of every
+// registry of the registries file that reads it and has a bearer hook, as
+// a distribution registry's notifications.endpoints (with an
+// Authorization header) would: a push to the local registry then reaches
+// the catalog with no bootstrap. It returns those registries. A file that
+// does not load is the functions' to report; an HMAC hook cannot be
+// served (distribution's notifications send headers, not signatures) and
+// is logged.
+func (s *Stack) notifyHooks(reg *emulator.Registry, log *slog.Logger) []string {
+	cfg, err := config.Load(os.Getenv("SPECSYNC_REGISTRIES"))
+	if err != nil {
+		log.Warn("the local registry notifies no webhook: the registries file does not load", "error", err)
+		return nil
+	}
+	var names []string
+	for _, r := range cfg.Registries {
+		if r.Hook == nil || r.OCI == nil || !strings.EqualFold(r.OCI.Host, reg.Host()) {
+			continue
+		}
+		if r.Hook.Type != config.HookBearer {
+			log.Warn("the local registry cannot notify an hmac webhook (a distribution registry sends headers, not signatures)", "registry", r.Name)
+			continue
+		}
+		secret := os.Getenv(r.Hook.SecretEnv)
+		if r.Hook.SecretFile != "" {
+			b, err := os.ReadFile(r.Hook.SecretFile)
+			if err != nil {
+				log.Warn("the local registry notifies no webhook of registry: its secret file does not read", "registry", r.Name, "error", err)
+				continue
+			}
+			secret = strings.TrimSpace(string(b))
+		}
+		reg.Notify(s.URL+"/hooks/"+r.Name, http.Header{"Authorization": {"Bearer " + secret}}, log)
+		names = append(names, r.Name)
+	}
+	return names
 }
 
 // createTopic creates a topic unless it exists.
