@@ -213,19 +213,24 @@ func sameSet(a, b []string) bool {
 func (h *Helm) ociChart(ctx context.Context, c *ociChart, entry string) chartOutcome {
 	path := ociPath(h.cfg.Prefix, entry)
 	where := h.cfg.Host + "/" + path
-	broken := func(ref string, unreachable bool, err error) chartOutcome {
-		return chartOutcome{unreachable: unreachable, entry: &Entry{Name: entry, Ref: ref, Err: fmt.Errorf("chart %s: %w", entry, err)}}
+	// broken is the chart's error; version is the one read ("" before
+	// one is chosen).
+	broken := func(ref string, unreachable bool, version string, err error) chartOutcome {
+		if version != "" {
+			err = fmt.Errorf("version %s: %w", version, err)
+		}
+		return chartOutcome{unreachable: unreachable, entry: &Entry{Name: entry, Ref: ref, Err: fmt.Errorf("chart %s %w", entry, err)}}
 	}
 	repo, err := name.NewRepository(where, h.nameOpts...)
 	if err != nil {
-		return broken(where, false, err)
+		return broken(where, false, "", err)
 	}
 	tags, err := c.puller.List(ctx, repo)
 	switch {
 	case ociNotFound(err):
 		return chartOutcome{}
 	case err != nil:
-		return broken(where, true, fmt.Errorf("tags: %w", err))
+		return broken(where, true, "", fmt.Errorf("tags: %w", err))
 	}
 	versions := make([]chartVersion, len(tags))
 	for i, t := range tags {
@@ -247,7 +252,7 @@ func (h *Helm) ociChart(ctx context.Context, c *ociChart, entry string) chartOut
 	case ociNotFound(err):
 		return chartOutcome{} // the tag went between the listing and now
 	case err != nil:
-		return broken(tag.String(), true, err)
+		return broken(tag.String(), true, v.version, err)
 	}
 	digest := desc.Digest.String()
 	ref := where + "@" + digest
@@ -255,7 +260,7 @@ func (h *Helm) ociChart(ctx context.Context, c *ociChart, entry string) chartOut
 	if !ok {
 		var unreachable bool
 		if content, unreachable, err = h.ociContent(ctx, c, repo.Digest(digest), v); err != nil {
-			return broken(ref, unreachable, fmt.Errorf("version %s: %w", v.version, err))
+			return broken(ref, unreachable, v.version, err)
 		}
 		// What a digest holds does not change: a broken chart stays
 		// broken, and is not read again.

@@ -228,13 +228,18 @@ func (h *Helm) repositoryChart(ctx context.Context, name string, versions []inde
 	for i, v := range versions {
 		cvs[i] = chartVersion{version: v.Version, deprecated: v.Deprecated, urls: v.URLs, digest: v.Digest}
 	}
-	broken := func(ref string, unreachable bool, err error) chartOutcome {
-		return chartOutcome{unreachable: unreachable, entry: &Entry{Name: name, Ref: ref, Err: fmt.Errorf("chart %s: %w", name, err)}}
+	// broken is the chart's error; version is the one read ("" before
+	// one is chosen).
+	broken := func(ref string, unreachable bool, version string, err error) chartOutcome {
+		if version != "" {
+			err = fmt.Errorf("version %s: %w", version, err)
+		}
+		return chartOutcome{unreachable: unreachable, entry: &Entry{Name: name, Ref: ref, Err: fmt.Errorf("chart %s %w", name, err)}}
 	}
 	v, ok, err := h.pick(cvs)
 	switch {
 	case err != nil:
-		return broken(redactURL(h.repo), false, err)
+		return broken(redactURL(h.repo), false, "", err)
 	case !ok:
 		return chartOutcome{}
 	case v.deprecated:
@@ -242,16 +247,16 @@ func (h *Helm) repositoryChart(ctx context.Context, name string, versions []inde
 		// helm hides it from searches, and it offers nothing here.
 		return chartOutcome{}
 	case len(v.urls) == 0:
-		return broken(redactURL(h.repo), false, fmt.Errorf("version %s has no urls", v.version))
+		return broken(redactURL(h.repo), false, v.version, errors.New("the index gives no urls"))
 	}
 	u, err := resolveChartURL(h.repo, v.urls[0])
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return broken(redactURL(h.repo), false, fmt.Errorf("version %s: url %q is not an http(s) URL", v.version, v.urls[0]))
+		return broken(redactURL(h.repo), false, v.version, fmt.Errorf("url %q is not an http(s) URL", v.urls[0]))
 	}
 	ref := redactURL(u)
 	digest := strings.ToLower(strings.TrimPrefix(v.digest, "sha256:"))
 	if digest != "" && !sha256Hex.MatchString(digest) {
-		return broken(ref, false, fmt.Errorf("version %s: the index's digest %q is not a SHA-256", v.version, v.digest))
+		return broken(ref, false, v.version, fmt.Errorf("the index's digest %q is not a SHA-256", v.digest))
 	}
 	// The digest names the archive: the cache key, and the ref the spec
 	// came from. Without one nothing is cached (the same URL may serve
@@ -266,16 +271,16 @@ func (h *Helm) repositoryChart(ctx context.Context, name string, versions []inde
 		archive, over, err := h.download(ctx, u, authz)
 		switch {
 		case err != nil:
-			return broken(ref, true, fmt.Errorf("version %s: archive: %w", v.version, err))
+			return broken(ref, true, v.version, fmt.Errorf("archive: %w", err))
 		case over:
-			return broken(ref, false, fmt.Errorf("version %s: the archive is more than the %d bytes allowed", v.version, h.cfg.MaxChartBytes))
+			return broken(ref, false, v.version, fmt.Errorf("the archive is more than the %d bytes allowed", h.cfg.MaxChartBytes))
 		}
 		if digest != "" {
 			if sum := sha256.Sum256(archive); hex.EncodeToString(sum[:]) != digest {
 				// Not cached: the archive may be replaced, or the index
 				// fixed, by the next run.
-				return broken(ref, false, fmt.Errorf("version %s: the archive's digest is sha256:%s, the index says sha256:%s",
-					v.version, hex.EncodeToString(sum[:]), digest))
+				return broken(ref, false, v.version, fmt.Errorf("the archive's digest is sha256:%s, the index says sha256:%s",
+					hex.EncodeToString(sum[:]), digest))
 			}
 		}
 		c = readChartContent(archive, h.cfg.MaxChartUnpackedBytes)
