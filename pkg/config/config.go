@@ -389,6 +389,9 @@ func build(r Registry, baseDir string) (registry.Source, error) {
 		if r.Helm == nil {
 			return nil, errors.New("type helm needs a helm block")
 		}
+		if err := r.Helm.Auth.Validate(); err != nil {
+			return nil, fmt.Errorf("helm.auth: %w", err)
+		}
 		out, err = buildHelm(r.Helm, filter)
 	case "":
 		return nil, errors.New("type is required (oci, http, dir or helm)")
@@ -414,9 +417,6 @@ func plainTag(v string) string {
 // buildHelm checks a helm block and builds its source. Its errors name
 // the block's fields, so that `config check` reports them at their line.
 func buildHelm(h *Helm, filter *registry.Filter) (registry.Source, error) {
-	if err := h.Auth.Validate(); err != nil {
-		return nil, fmt.Errorf("helm.auth: %w", err)
-	}
 	switch {
 	case h.URL == "" && h.Host == "":
 		return nil, errors.New("set helm.url (a chart repository) or helm.host (charts in an OCI registry)")
