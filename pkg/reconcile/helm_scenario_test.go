@@ -2,11 +2,19 @@ package reconcile_test
 
 import (
 	"context"
+	"encoding/base64"
+	"io"
+	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/specsync/specsync/pkg/api"
+	"github.com/specsync/specsync/pkg/invariant"
 	"github.com/specsync/specsync/pkg/reconcile"
 	"github.com/specsync/specsync/pkg/registry"
 	"github.com/specsync/specsync/pkg/registry/helmtest"
@@ -152,4 +160,68 @@ func TestScenarioHeldBackChartAdoptedBehindAnETag(t *testing.T) {
 	if s := e.specs("charts")["db"]; s.State != api.SpecActive || storedVersion(t, s) != "2.0.0" {
 		t.Fatalf("db after the outage: %+v", s)
 	}
+}
+
+// Secrets never travel on the helm path: a chart repository behind basic
+// auth with a canary password that echoes the Authorization header it
+// refuses, for the index and for one archive. The canary (and its base64
+// form) is in no Firestore document, status, entry error or log line.
+func TestScenarioHelmSecretCanary(t *testing.T) {
+	t.Parallel()
+	canary := "canary-helm-" + strings.Repeat("7f", 8)
+	basic := base64.StdEncoding.EncodeToString([]byte("robot:" + canary))
+	pwFile := filepath.Join(t.TempDir(), "password")
+	if err := os.WriteFile(pwFile, []byte(canary+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t)
+	invariant.CheckAtEnd(t, e.client, invariant.Options{Settled: true, Canaries: []string{canary, basic}})
+	var logs strings.Builder
+	var mu sync.Mutex
+	e.runner.Logger = slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logs}, nil))
+
+	repo := helmtest.NewRepo(t)
+	repo.Add(t, helmChart("alpha", "1.0.0"))
+	repo.Add(t, helmChart("beta", "1.0.0"))
+	var refuseArchive, refuseAll atomic.Bool
+	repo.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		got := r.Header.Get("Authorization")
+		if got != "Basic "+basic || refuseAll.Load() || (refuseArchive.Load() && strings.HasSuffix(r.URL.Path, "beta-1.1.0.tgz")) {
+			http.Error(w, "refused "+got, http.StatusUnauthorized)
+			return true
+		}
+		return false
+	})
+	src := repo.Source(t, registry.HelmConfig{Auth: registry.Auth{Type: "basic", Username: "robot", PasswordFile: pwFile}})
+	reg := reconcile.Registry{Name: "private", Source: src, Policy: defaultPolicy}
+	if run := e.run(reg); run.Counts.Created != 2 {
+		t.Fatalf("first run: %+v", run.Counts)
+	}
+	refuseArchive.Store(true)
+	repo.Add(t, helmChart("beta", "1.1.0"))
+	if run := e.run(reg); run.Counts.EntryErrors != 1 || !strings.Contains(run.Errors[0].Message, "[REDACTED]") {
+		t.Fatalf("refused archive: %+v %+v", run.Counts, run.Errors)
+	}
+	refuseAll.Store(true)
+	run := e.run(reg)
+	wantResult(t, run, api.ResultFetchFailed)
+	if !strings.Contains(e.status("private").LastRun.Error, "401") {
+		t.Fatalf("status error %q", e.status("private").LastRun.Error)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Contains(logs.String(), canary) || strings.Contains(logs.String(), basic) {
+		t.Fatalf("a log line holds the canary:\n%s", logs.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
