@@ -253,9 +253,7 @@ func (h *Helm) pick(versions []chartVersion) (chartVersion, bool, error) {
 	switch {
 	case best != nil:
 		return *best, true, nil
-	case valid > 0:
-		return chartVersion{}, false, nil
-	case len(versions) == 0:
+	case valid > 0 || len(versions) == 0:
 		return chartVersion{}, false, nil
 	}
 	shown := make([]string, 0, 3)
