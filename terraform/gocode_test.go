@@ -286,6 +286,10 @@ func loadGoRegistries(t *testing.T) goRegistries {
 				g.HookSecretFiles = append(g.HookSecretFiles, h.SecretFile)
 			}
 		}
+		if r.Helm != nil {
+			a := r.Helm.Auth
+			auths = append(auths, struct{ env, file []string }{[]string{a.UsernameEnv, a.PasswordEnv, a.TokenEnv}, []string{a.PasswordFile, a.TokenFile}})
+		}
 		for _, a := range auths {
 			for _, e := range a.env {
 				if e != "" {

@@ -14,7 +14,7 @@ locals {
   registries_path = "${path.module}/../${var.registries_file}"
   registries_text = file(local.registries_path)
   registries      = yamldecode(local.registries_text).registries
-  registry_auths  = [for r in local.registries : try(r.oci.auth, r.http.auth, r.dockerhub.auth, r.ghcr.auth, {})]
+  registry_auths  = [for r in local.registries : try(r.oci.auth, r.http.auth, r.dockerhub.auth, r.ghcr.auth, r.helm.auth, {})]
 
   registry_secret_envs = toset(flatten([
     for a in local.registry_auths : [

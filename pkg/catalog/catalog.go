@@ -36,6 +36,9 @@
 //     bind_parameters when the plan is bindable (OSB: the binding schema is
 //     "used only if the Service Plan is bindable"). A schema with nothing
 //     in it is left out, and so is the schemas object when all three are.
+//     A plan that gives its instance schemas whole (spec.Plan.Schemas: a
+//     Helm chart's values.schema.json) gets them as they are, with
+//     $schema set to draft-04 (the spec parser accepts no other draft).
 //   - Nothing is rendered for the spec's async or version (OSB's catalog
 //     has no field for either; async is the provisioning handler's
 //     business).
@@ -146,7 +149,7 @@ type InputParameters struct {
 
 // MaxSchemaBytes is OSB's limit on one parameters schema ("MUST NOT be
 // larger than 64kB"); read as 64,000 bytes, the stricter reading.
-const MaxSchemaBytes = 64_000
+const MaxSchemaBytes = spec.MaxSchemaBytes
 
 // Problem is one spec Render left out of the catalog, and why.
 type Problem struct {
@@ -305,7 +308,9 @@ func (c *claims) conflict(cl claim) (Problem, bool) {
 // With a generation, every plan gets OSB maintenance_info version
 // "<generation>.0.0": it advances exactly when a new version of the spec
 // is adopted, never for a version held back, so a platform offers an
-// instance upgrade only when there is one.
+// instance upgrade only when there is one. A spec with a maintenance
+// version of its own (a Helm chart's version) gets that instead: it too
+// is the served version's, so it moves only when one is adopted.
 func RenderService(o Offering) (Service, error) {
 	s := o.Spec
 	if s == nil {
@@ -340,15 +345,25 @@ func RenderService(o Offering) (Service, error) {
 			return Service{}, fmt.Errorf("plan %q: %w", p.Name, err)
 		}
 		out.Schemas = schemas
-		if v := spec.MaintenanceVersion(o.Generation); v != "" {
-			out.MaintenanceInfo = &MaintenanceInfo{
-				Version:     v,
-				Description: fmt.Sprintf("version %d of %s adopted from its registry", o.Generation, s.Name),
-			}
-		}
+		out.MaintenanceInfo = maintenanceInfo(s, o.Generation)
 		svc.Plans[i] = out
 	}
 	return svc, nil
+}
+
+// maintenanceInfo is the plans' maintenance_info: the spec's own
+// maintenance version (a chart's version) when it has one, else the
+// generation's "<generation>.0.0"; nil for neither (generation 0).
+func maintenanceInfo(s *spec.Spec, generation int64) *MaintenanceInfo {
+	v := s.MaintenanceAt(generation)
+	switch {
+	case v == "":
+		return nil
+	case s.MaintenanceVersion != "":
+		return &MaintenanceInfo{Version: v, Description: fmt.Sprintf("version %s of %s", v, s.Name)}
+	default:
+		return &MaintenanceInfo{Version: v, Description: fmt.Sprintf("version %d of %s adopted from its registry", generation, s.Name)}
+	}
 }
 
 // serviceMetadata copies the spec's metadata only when it adds platforms,
@@ -374,7 +389,19 @@ func serviceMetadata(s *spec.Spec) map[string]any {
 
 func planSchemas(p spec.Plan, bindable bool) (*Schemas, error) {
 	var out Schemas
-	if len(p.Parameters) > 0 {
+	if !p.Schemas.IsZero() {
+		// Given whole (validated by the spec parser): served as they are,
+		// with the $schema OSB requires.
+		si := &ServiceInstanceSchema{}
+		var err error
+		if si.Create, err = givenSchema(p.Schemas.Provision, "service_instance.create"); err != nil {
+			return nil, err
+		}
+		if si.Update, err = givenSchema(p.Schemas.Update, "service_instance.update"); err != nil {
+			return nil, err
+		}
+		out.ServiceInstance = si
+	} else if len(p.Parameters) > 0 {
 		create, err := inputParameters(p.Parameters, false, "service_instance.create")
 		if err != nil {
 			return nil, err
@@ -402,7 +429,18 @@ func planSchemas(p spec.Plan, bindable bool) (*Schemas, error) {
 }
 
 func inputParameters(params []spec.Parameter, update bool, where string) (*InputParameters, error) {
-	schema := ParametersSchema(params, update)
+	return sized(ParametersSchema(params, update), where)
+}
+
+// givenSchema is a schema a plan gives whole, nil for none.
+func givenSchema(doc map[string]any, where string) (*InputParameters, error) {
+	if len(doc) == 0 {
+		return nil, nil
+	}
+	return sized(spec.WithDraft(doc), where)
+}
+
+func sized(schema map[string]any, where string) (*InputParameters, error) {
 	// Encoding here, once per schema, is what enforces OSB's size limit; it
 	// also catches a value JSON cannot carry before it breaks the catalog.
 	b, err := json.Marshal(schema)

@@ -54,6 +54,13 @@ func TestCatalogMatchesOSBOpenAPI(t *testing.T) {
 		"empty":    mustRender(t, nil),
 		"one spec": mustRender(t, fixtures()[2:]),
 	}
+	// A Helm chart's service: schemas given whole, its own maintenance
+	// version (chart_test.go).
+	chart, err := RenderOfferings([]Offering{chartOffering(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases["a chart"] = chart
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			if err := schema.VisitJSON(asJSONValue(t, c), openapi3.MultiErrors()); err != nil {

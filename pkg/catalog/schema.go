@@ -2,9 +2,9 @@ package catalog
 
 import "github.com/specsync/specsync/pkg/spec"
 
-// SchemaDraft is the JSON Schema version of every generated schema. OSB
+// SchemaDraft is the JSON Schema version of every schema served. OSB
 // platforms MUST support draft 4 and the $schema key MUST be present.
-const SchemaDraft = "http://json-schema.org/draft-04/schema#"
+const SchemaDraft = spec.SchemaDraft
 
 // ParametersSchema is the JSON Schema (draft 4) for a set of spec
 // parameters: an object with one property per parameter. It always

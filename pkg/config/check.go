@@ -317,11 +317,25 @@ func known(n *yaml.Node, t reflect.Type) *yaml.Node {
 		}
 		bad := false
 		checkShape(n.Content[i+1], ft, "", func(*yaml.Node, string) { bad = true })
+		// A block (a mapping of fields) stays, without its own bad keys:
+		// one unknown field in it is reported once, not again as a
+		// missing block.
+		if bad && isBlock(n.Content[i+1], ft) {
+			bad = false
+		}
 		if !bad {
 			c.Content = append(c.Content, n.Content[i], known(n.Content[i+1], ft))
 		}
 	}
 	return &c
+}
+
+// isBlock reports whether n is a mapping for a struct of fields.
+func isBlock(n *yaml.Node, t reflect.Type) bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return n.Kind == yaml.MappingNode && t.Kind() == reflect.Struct && t != durationType
 }
 
 // withName returns a copy of a registry mapping with its name replaced

@@ -58,3 +58,43 @@ func TestCheckReportsEveryProblemWithItsLine(t *testing.T) {
 		t.Errorf("a good file: %+v", ok.Problems)
 	}
 }
+
+// A helm block's problems are reported at the field they are about.
+func TestCheckReportsHelmProblemsAtTheirLines(t *testing.T) {
+	src := `registries:
+  - name: charts
+    type: helm
+    helm:
+      url: https://charts.example.com
+      prefix: team/charts
+  - name: oci-charts
+    type: helm
+    helm:
+      host: registry.example.com
+      auth:
+        type: basic
+        username: robot
+  - name: typo
+    type: helm
+    helm:
+      url: https://charts.example.com
+      prerelease: true
+`
+	res := config.Check([]byte(src), "f.yaml", ".")
+	got := map[int]string{}
+	for _, p := range res.Problems {
+		got[p.Line] += p.Message + "|"
+	}
+	for line, want := range map[int]string{
+		6:  "registries[0] (charts): helm.prefix is for charts in an OCI registry",
+		11: "registries[1] (oci-charts): helm.auth: auth type basic needs a password",
+		18: "registries[2].helm.prerelease: unknown field",
+	} {
+		if !strings.Contains(got[line], want) {
+			t.Errorf("line %d: got %q, want %q", line, got[line], want)
+		}
+	}
+	if len(res.Problems) != 3 {
+		t.Errorf("%d problems, want 3: %+v", len(res.Problems), res.Problems)
+	}
+}

@@ -40,8 +40,8 @@ type Registry struct {
 	// hyphens, at most 63), unique in the file. Derived spec ids depend on
 	// it, so renaming a registry re-identifies its specs without own ids.
 	Name string `json:"name"`
-	// Type is oci, http, dir, dockerhub or ghcr; the block of the same
-	// name configures it.
+	// Type is oci, http, dir, dockerhub, ghcr or helm; the block of the
+	// same name configures it.
 	Type string `json:"type"`
 	// Allow and Deny are regular expressions matched against the whole
 	// entry name (repository path, index entry name, file name). Deny wins;
@@ -62,6 +62,7 @@ type Registry struct {
 
 	DockerHub *DockerHub `json:"dockerhub,omitempty"`
 	GHCR      *GHCR      `json:"ghcr,omitempty"`
+	Helm      *Helm      `json:"helm,omitempty"`
 	// Hook, when set, gives the registry a webhook (hook.go).
 	Hook *Hook `json:"hook,omitempty"`
 }
@@ -137,6 +138,29 @@ type GHCR struct {
 	APIURL   string `json:"api_url,omitempty"`
 	Host     string `json:"host,omitempty"`
 	Insecure bool   `json:"insecure,omitempty"`
+}
+
+// Helm configures Helm charts, each chart a service: a chart repository
+// (url, its index.yaml) or the charts in an OCI registry (host, with
+// prefix, insecure, repositories and page_size as the oci block has
+// them); exactly one of url and host.
+type Helm struct {
+	URL          string   `json:"url,omitempty"`
+	Host         string   `json:"host,omitempty"`
+	Prefix       string   `json:"prefix,omitempty"`
+	Insecure     bool     `json:"insecure,omitempty"`
+	Repositories []string `json:"repositories,omitempty"`
+	PageSize     int      `json:"page_size,omitempty"`
+	// Prereleases lets a prerelease version be the one a chart offers.
+	Prereleases bool     `json:"prereleases,omitempty"`
+	Concurrency int      `json:"concurrency,omitempty"`
+	Timeout     Duration `json:"timeout,omitempty"`
+	// MaxBytes bounds a chart repository's index; MaxChartBytes a chart
+	// archive, MaxChartUnpackedBytes what it unpacks to.
+	MaxBytes              int64         `json:"max_bytes,omitempty"`
+	MaxChartBytes         int64         `json:"max_chart_bytes,omitempty"`
+	MaxChartUnpackedBytes int64         `json:"max_chart_unpacked_bytes,omitempty"`
+	Auth                  registry.Auth `json:"auth,omitempty"`
 }
 
 // Duration is a time.Duration written as "30s", "2m".
@@ -354,13 +378,13 @@ func build(r Registry, baseDir string) (registry.Source, error) {
 	}
 	var out registry.Source
 	blocks := 0
-	for _, present := range []bool{r.OCI != nil, r.HTTP != nil, r.Dir != nil, r.DockerHub != nil, r.GHCR != nil} {
+	for _, present := range []bool{r.OCI != nil, r.HTTP != nil, r.Dir != nil, r.DockerHub != nil, r.GHCR != nil, r.Helm != nil} {
 		if present {
 			blocks++
 		}
 	}
 	if blocks != 1 {
-		return nil, fmt.Errorf("exactly one of the oci, http, dir, dockerhub and ghcr blocks is required, found %d", blocks)
+		return nil, fmt.Errorf("exactly one of the oci, http, dir, dockerhub, ghcr and helm blocks is required, found %d", blocks)
 	}
 	switch r.Type {
 	case "oci":
@@ -431,10 +455,18 @@ func build(r Registry, baseDir string) (registry.Source, error) {
 			Owner: g.Owner, OwnerType: g.OwnerType, APIURL: g.APIURL, Host: g.Host, Insecure: g.Insecure, Tag: g.Tag,
 			Filter: filter, Auth: g.Auth, PageSize: g.PageSize, Concurrency: g.Concurrency, Timeout: time.Duration(g.Timeout),
 		})
+	case "helm":
+		if r.Helm == nil {
+			return nil, errors.New("type helm needs a helm block")
+		}
+		if err := r.Helm.Auth.Validate(); err != nil {
+			return nil, fmt.Errorf("helm.auth: %w", err)
+		}
+		out, err = buildHelm(r.Helm, filter)
 	case "":
-		return nil, errors.New("type is required (oci, http, dir, dockerhub or ghcr)")
+		return nil, errors.New("type is required (oci, http, dir, dockerhub, ghcr or helm)")
 	default:
-		return nil, fmt.Errorf("type %q is not one of oci, http, dir, dockerhub, ghcr", r.Type)
+		return nil, fmt.Errorf("type %q is not one of oci, http, dir, dockerhub, ghcr, helm", r.Type)
 	}
 	if err != nil {
 		// The dockerhub and ghcr sources name the field themselves
@@ -455,4 +487,31 @@ func plainTag(v string) string {
 		return "!!str"
 	}
 	return n.Content[0].Tag
+}
+
+// buildHelm checks a helm block and builds its source. Its errors name
+// the block's fields, so that `config check` reports them at their line.
+func buildHelm(h *Helm, filter *registry.Filter) (registry.Source, error) {
+	switch {
+	case h.URL == "" && h.Host == "":
+		return nil, errors.New("set helm.url (a chart repository) or helm.host (charts in an OCI registry)")
+	case h.URL != "" && h.Host != "":
+		return nil, errors.New("set either helm.url (a chart repository) or helm.host (charts in an OCI registry), not both")
+	case h.URL != "":
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"helm.prefix", h.Prefix != ""}, {"helm.insecure", h.Insecure}, {"helm.repositories", len(h.Repositories) > 0}, {"helm.page_size", h.PageSize != 0}} {
+			if f.set {
+				return nil, fmt.Errorf("%s is for charts in an OCI registry (helm.host), not a chart repository (helm.url)", f.name)
+			}
+		}
+	case h.MaxBytes != 0:
+		return nil, errors.New("helm.max_bytes bounds a chart repository's index (helm.url); charts in an OCI registry (helm.host) have none")
+	}
+	return registry.NewHelm(registry.HelmConfig{
+		URL: h.URL, Host: h.Host, Prefix: h.Prefix, Insecure: h.Insecure, Repositories: h.Repositories, PageSize: h.PageSize,
+		Prereleases: h.Prereleases, Filter: filter, Auth: h.Auth, Concurrency: h.Concurrency, Timeout: time.Duration(h.Timeout),
+		MaxIndexBytes: h.MaxBytes, MaxChartBytes: h.MaxChartBytes, MaxChartUnpackedBytes: h.MaxChartUnpackedBytes,
+	})
 }

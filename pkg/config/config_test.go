@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/specsync/specsync/pkg/registry"
 )
 
 func TestReferenceFileLoads(t *testing.T) {
@@ -14,7 +17,7 @@ func TestReferenceFileLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(cfg.Names(), ","); got != "team-images,partner-index,bundled,cloud-images,hub-images,ghcr-images" {
+	if got := strings.Join(cfg.Names(), ","); got != "team-images,partner-index,bundled,cloud-images,hub-images,ghcr-images,team-charts,oci-charts" {
 		t.Fatalf("registries %s", got)
 	}
 	r, ok := cfg.Lookup("team-images")
@@ -65,7 +68,7 @@ func TestBadConfig(t *testing.T) {
 		{"invalid deny", "registries:\n- name: a\n  deny: ['ok', '[z-a]']\n" + oci, `deny[1] "[z-a]"`},
 		{"no type", "registries:\n- name: a\n  oci: {host: h}\n", "type is required"},
 		{"unknown type", "registries:\n- name: a\n  type: ftp\n  oci: {host: h}\n", `type "ftp" is not one of`},
-		{"two blocks", "registries:\n- name: a\n  type: oci\n  oci: {host: h}\n  dir: {path: .}\n", "exactly one of the oci, http, dir, dockerhub and ghcr blocks"},
+		{"two blocks", "registries:\n- name: a\n  type: oci\n  oci: {host: h}\n  dir: {path: .}\n", "exactly one of the oci, http, dir, dockerhub, ghcr and helm blocks"},
 		{"no block", "registries:\n- name: a\n  type: oci\n", "exactly one of"},
 		{"type block mismatch", "registries:\n- name: a\n  type: oci\n  dir: {path: .}\n", "type oci needs an oci block"},
 		{"share too big", "registries:\n- name: a\n  max_mark_share: 1.5\n" + oci, "max_mark_share 1.5 must be in (0, 1]"},
@@ -81,6 +84,13 @@ func TestBadConfig(t *testing.T) {
 		{"auth unknown type", "registries:\n- name: a\n  type: oci\n  oci: {host: h, auth: {type: magic}}\n", "oci.auth"},
 		{"basic auth without password", "registries:\n- name: a\n  type: oci\n  oci: {host: h, auth: {type: basic, username: u}}\n", "oci.auth"},
 		{"not yaml", "registries: [\n", "registries file test"},
+		{"helm without a block", "registries:\n- name: a\n  type: helm\n  oci: {host: h}\n", "type helm needs a helm block"},
+		{"helm neither url nor host", "registries:\n- name: a\n  type: helm\n  helm: {prereleases: true}\n", "set helm.url (a chart repository) or helm.host"},
+		{"helm both", "registries:\n- name: a\n  type: helm\n  helm: {url: 'https://c.example.com', host: r.example.com}\n", "not both"},
+		{"helm url with prefix", "registries:\n- name: a\n  type: helm\n  helm: {url: 'https://c.example.com', prefix: p}\n", "helm.prefix is for charts in an OCI registry"},
+		{"helm host with max_bytes", "registries:\n- name: a\n  type: helm\n  helm: {host: r.example.com, max_bytes: 10}\n", "helm.max_bytes bounds a chart repository's index"},
+		{"helm oci url", "registries:\n- name: a\n  type: helm\n  helm: {url: 'oci://r.example.com/charts'}\n", "must be http or https"},
+		{"helm auth", "registries:\n- name: a\n  type: helm\n  helm: {url: 'https://c.example.com', auth: {type: token}}\n", "helm.auth: auth type token needs a token"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -143,5 +153,28 @@ func TestEnvReferencesAreValuesNotComments(t *testing.T) {
 	res := Check([]byte(unset), "test", ".")
 	if len(res.Problems) != 1 || res.Problems[0].Line != 8 || !strings.Contains(res.Problems[0].Message, "SPECSYNC_TEST_UNSET_IN_VALUE") {
 		t.Fatalf("check: %+v, want one problem at line 8 naming the variable", res.Problems)
+	}
+}
+
+func TestHelmBlocks(t *testing.T) {
+	cfg, err := Parse([]byte(`registries:
+- name: repo
+  type: helm
+  helm: {url: "https://charts.example.com/stable", prereleases: true, max_chart_bytes: 1048576}
+- name: oci-charts
+  type: helm
+  allow: ["db-.*"]
+  helm: {host: europe-docker.pkg.dev, prefix: my-project/charts, repositories: [db-postgres], timeout: 30s}
+`), "test", ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range cfg.Registries {
+		if _, ok := r.Source.(*registry.Helm); !ok {
+			t.Errorf("%s: source %T", r.Name, r.Source)
+		}
+	}
+	if h := cfg.File.Registries[1].Helm; h.Prefix != "my-project/charts" || time.Duration(h.Timeout) != 30*time.Second {
+		t.Errorf("oci-charts: %+v", h)
 	}
 }

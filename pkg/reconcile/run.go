@@ -118,9 +118,11 @@ func (r *run) readStatus(ctx context.Context) (bool, error) {
 // fetch lists the registry. Any failure ends the run before the store is
 // read: recorded, but not an error (the catalog is untouched).
 func (r *run) fetch(ctx context.Context) (bool, error) {
-	// A dry run sends no validators: a 304 would leave nothing to plan with.
+	// Validators are sent only when a 304 could end the run: a dry run, or
+	// one whose last run is no baseline (it held a version back, failed,
+	// was guarded), must plan, and a 304 would leave nothing to plan with.
 	var opts registry.FetchOptions
-	if !r.dry {
+	if !r.dry && r.baseline() {
 		opts = registry.FetchOptions{ETag: r.status.ETag, PreviousDigest: r.status.ListingDigest}
 	}
 	listing, err := r.reg.Source.Fetch(ctx, opts)
@@ -137,16 +139,7 @@ func (r *run) fetch(ctx context.Context) (bool, error) {
 // work, so only the marked specs are read.
 func (r *run) unchangedListing(ctx context.Context) (bool, error) {
 	st := r.status
-	baseline := st.ListingDigest != "" &&
-		(st.LastRun.Result == api.ResultSucceeded || st.LastRun.Result == api.ResultUnchanged) &&
-		len(st.LastRun.Conflicts) == 0 &&
-		// A lease left behind, or a writer that never recorded, is a run
-		// that died part-way: its writes (and pending changes) are not
-		// described by the recorded listing.
-		st.Lease == nil && !st.Interrupted() &&
-		// A held-back version may be adoptable now that instances went.
-		len(st.LastRun.HeldBack) == 0
-	if !baseline || !(r.listing.NotModified || r.listing.Digest == st.ListingDigest) {
+	if !r.baseline() || !(r.listing.NotModified || r.listing.Digest == st.ListingDigest) {
 		return false, nil
 	}
 	if st.Marked == 0 {
@@ -155,6 +148,21 @@ func (r *run) unchangedListing(ctx context.Context) (bool, error) {
 	}
 	r.short = true
 	return true, r.do(ctx, r.readMarked, r.deleteMarked, r.requestCommit)
+}
+
+// baseline reports whether the last run's listing may end this run
+// unchanged (an equal digest, or a 304 to its ETag).
+func (r *run) baseline() bool {
+	st := r.status
+	return st.ListingDigest != "" &&
+		(st.LastRun.Result == api.ResultSucceeded || st.LastRun.Result == api.ResultUnchanged) &&
+		len(st.LastRun.Conflicts) == 0 &&
+		// A lease left behind, or a writer that never recorded, is a run
+		// that died part-way: its writes (and pending changes) are not
+		// described by the recorded listing.
+		st.Lease == nil && !st.Interrupted() &&
+		// A held-back version may be adoptable now that instances went.
+		len(st.LastRun.HeldBack) == 0
 }
 
 // readMarked is what the short run knows: the marked specs, all to delete

@@ -32,6 +32,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/specsync/specsync/pkg/registry"
+	"github.com/specsync/specsync/pkg/registry/helmtest"
 )
 
 // upstream is what one source reads, as a driver sets it up for one case.
@@ -81,6 +82,8 @@ var drivers = []driver{
 	{name: "dir", new: newDirUpstream},
 	{name: "dockerhub", new: func(t *testing.T) upstream { return newDockerHubRig(t) }, paginates: true},
 	{name: "ghcr", new: func(t *testing.T) upstream { return newGHCRRig(t) }, paginates: true},
+	{name: "helm-repository", new: newHelmRepoUpstream},
+	{name: "helm-oci", new: newHelmOCIUpstream},
 }
 
 func TestConformance(t *testing.T) {
@@ -473,4 +476,81 @@ func (r *dockerHubRig) source(t *testing.T, c suiteConfig) registry.Source {
 
 func (r *ghcrRig) source(t *testing.T, c suiteConfig) registry.Source {
 	return r.newSource(t, registry.GHCRConfig{Owner: suiteNamespace, OwnerType: "org", PageSize: c.pageSize, Timeout: c.timeout})
+}
+
+// helmRepoUpstream is a chart repository: one chart an entry, its index
+// the listing.
+type helmRepoUpstream struct{ *helmtest.Repo }
+
+func newHelmRepoUpstream(t *testing.T) upstream { return helmRepoUpstream{helmtest.NewRepo(t)} }
+
+// put publishes a chart named entry (the spec text is a spec's, not a
+// chart's: a chart's service is named after the chart).
+func (u helmRepoUpstream) put(t *testing.T, entry, _ string) {
+	u.Add(t, helmtest.Chart{Name: entry, Version: "1.0.0", Description: "the " + entry + " chart"})
+}
+
+// putBroken publishes a version whose archive is not a gzipped tar.
+func (u helmRepoUpstream) putBroken(t *testing.T, entry string) {
+	u.AddVersion(t, helmtest.Version{Chart: helmtest.Chart{Name: entry, Version: "1.0.0"}, Archive: []byte("not a chart archive")})
+}
+
+func (u helmRepoUpstream) remove(_ *testing.T, entry string) { u.Remove(entry) }
+
+func (u helmRepoUpstream) unavailable(*testing.T) {
+	u.SetFault(func(w http.ResponseWriter, _ *http.Request) bool {
+		http.Error(w, "gone", http.StatusServiceUnavailable)
+		return true
+	})
+}
+
+func (u helmRepoUpstream) setFault(f func(w http.ResponseWriter, r *http.Request) bool) {
+	u.SetFault(f)
+}
+
+func (u helmRepoUpstream) isListing(r *http.Request) bool {
+	return helmtest.IsIndex(r.Method, r.URL.Path)
+}
+
+func (u helmRepoUpstream) source(t *testing.T, c suiteConfig) registry.Source {
+	return u.Source(t, registry.HelmConfig{Timeout: c.timeout})
+}
+
+// helmOCIUpstream is an OCI registry of charts, one repository a chart.
+// go-containerregistry's registry does not paginate its catalog, so the
+// source asks for pages larger than the suite's entries.
+type helmOCIUpstream struct{ *helmtest.Registry }
+
+func newHelmOCIUpstream(t *testing.T) upstream { return helmOCIUpstream{helmtest.NewRegistry(t)} }
+
+func (u helmOCIUpstream) put(t *testing.T, entry, _ string) {
+	u.Push(t, entry, helmtest.Chart{Name: entry, Version: "1.0.0", Description: "the " + entry + " chart"})
+}
+
+func (u helmOCIUpstream) putBroken(t *testing.T, entry string) {
+	u.PushArtifact(t, entry, "1.0.0", []byte(`{"name":"`+entry+`","version":"1.0.0"}`), []byte("not a chart archive"))
+}
+
+func (u helmOCIUpstream) remove(t *testing.T, entry string) { u.Delete(t, entry, "1.0.0") }
+
+func (u helmOCIUpstream) unavailable(*testing.T) {
+	u.SetFault(func(w http.ResponseWriter, _ *http.Request) bool {
+		http.Error(w, "gone", http.StatusServiceUnavailable)
+		return true
+	})
+}
+
+func (u helmOCIUpstream) setFault(f func(w http.ResponseWriter, r *http.Request) bool) { u.SetFault(f) }
+
+func (u helmOCIUpstream) isListing(r *http.Request) bool {
+	return strings.HasPrefix(r.URL.Path, "/v2/_catalog")
+}
+
+func (u helmOCIUpstream) source(t *testing.T, c suiteConfig) registry.Source {
+	t.Helper()
+	src, err := registry.NewHelm(registry.HelmConfig{Host: u.Host, Insecure: true, PageSize: 1000, Timeout: c.timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
 }

@@ -5,8 +5,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"strconv"
+	"strings"
 
 	"github.com/google/uuid"
+	"golang.org/x/mod/semver"
 )
 
 // namespace is the UUIDv5 namespace of every id specsync derives. It is
@@ -63,4 +65,28 @@ func MaintenanceVersion(generation int64) string {
 		return ""
 	}
 	return strconv.FormatInt(generation, 10) + ".0.0"
+}
+
+// MaintenanceAt is the OSB maintenance_info version of the spec's plans
+// when the store has adopted generation versions of it: the spec's own
+// MaintenanceVersion when it has one (a Helm chart's version), else
+// MaintenanceVersion(generation). Either way it changes only when a
+// version is adopted, never for one held back: it is the served spec's.
+func (s *Spec) MaintenanceAt(generation int64) string {
+	if s.MaintenanceVersion != "" {
+		return s.MaintenanceVersion
+	}
+	return MaintenanceVersion(generation)
+}
+
+// IsSemver reports whether v is a semantic version 2.0.0 written out in
+// full, as OSB wants maintenance_info.version: MAJOR.MINOR.PATCH, an
+// optional -prerelease and +build, no leading "v" and no shorthand
+// ("1.2" is not one).
+func IsSemver(v string) bool {
+	if v == "" || v[0] == 'v' {
+		return false
+	}
+	core, _, _ := strings.Cut("v"+v, "+")
+	return semver.IsValid("v"+v) && semver.Canonical("v"+v) == core
 }

@@ -38,6 +38,12 @@ type Spec struct {
 	// Platforms are the OCI platforms the spec's image supports. For an OCI
 	// registry they come from the image index, not from the label.
 	Platforms []Platform `json:"platforms,omitempty"`
+	// MaintenanceVersion, when set, is the OSB maintenance_info version of
+	// every plan (a semantic version 2.0.0, such as a Helm chart's
+	// version), in place of the one counted from the versions adopted
+	// (see MaintenanceAt). Unset, it encodes (and digests) as a spec did
+	// before the field existed.
+	MaintenanceVersion string `json:"maintenance_version,omitempty"`
 }
 
 // Plan is one service plan of a spec.
@@ -54,7 +60,31 @@ type Plan struct {
 	// PlanUpdateable overrides the spec's plan_updateable for instances on
 	// this plan (OSB: the plan's value takes precedence).
 	PlanUpdateable *bool `json:"plan_updateable,omitempty"`
+	// Schemas are the plan's instance parameter schemas given whole, for a
+	// service whose parameters a schema of its own describes (a Helm
+	// chart's values.schema.json). A plan describes its instance
+	// parameters either so or by Parameters, not both. Unset, it encodes
+	// (and digests) as a plan did before the field existed.
+	Schemas Schemas `json:"schemas,omitzero"`
 }
+
+// Schemas are JSON Schema (draft-04, what OSB platforms must read)
+// documents given whole. Each is validated as it stands (see Validate);
+// the catalog serves it with the $schema key OSB requires added when it
+// has none.
+type Schemas struct {
+	// Provision is the schema of a provision's parameters (OSB's
+	// service_instance.create).
+	Provision map[string]any `json:"provision,omitempty"`
+	// Update is the schema of an update's parameters (OSB's
+	// service_instance.update).
+	Update map[string]any `json:"update,omitempty"`
+}
+
+// IsZero reports whether no schema is given (omitzero). An empty
+// document counts as none (it is left out of the encoding, so the spec
+// decodes to the same digest).
+func (s Schemas) IsZero() bool { return len(s.Provision) == 0 && len(s.Update) == 0 }
 
 // Parameter describes one provision or bind parameter of a plan.
 type Parameter struct {

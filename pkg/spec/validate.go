@@ -85,6 +85,9 @@ func Validate(s *Spec) error {
 		}
 	}
 	v.jsonValue("metadata", s.Metadata)
+	if s.MaintenanceVersion != "" && !IsSemver(s.MaintenanceVersion) {
+		v.add("maintenance_version", fmt.Sprintf("%q is not a semantic version MAJOR.MINOR.PATCH[-prerelease][+build]", s.MaintenanceVersion))
+	}
 	if len(s.Plans) == 0 {
 		v.add("plans", "at least one plan is required")
 	}
@@ -112,6 +115,7 @@ func Validate(s *Spec) error {
 		v.jsonValue(f+".metadata", p.Metadata)
 		v.parameters(f+".parameters", p.Parameters)
 		v.parameters(f+".bind_parameters", p.BindParameters)
+		v.schemas(f, p)
 		if p.PlanUpdateable != nil && !*p.PlanUpdateable && len(p.UpdatesTo) > 0 {
 			v.add(f+".plan_updateable", fmt.Sprintf("is false, yet updates_to names plans to move to (%s): drop one of the two", strings.Join(p.UpdatesTo, ", ")))
 		}
@@ -130,6 +134,28 @@ func Validate(s *Spec) error {
 }
 
 type validator struct{ problems []Problem }
+
+// schemas checks a plan's schemas given whole (CheckSchema), and that the
+// plan does not also describe its instance parameters by a list.
+func (v *validator) schemas(field string, p Plan) {
+	if p.Schemas.IsZero() {
+		return
+	}
+	if len(p.Parameters) > 0 {
+		v.add(field+".schemas", "a plan describes its instance parameters by parameters or by schemas, not both")
+	}
+	for _, s := range []struct {
+		name string
+		doc  map[string]any
+	}{{"provision", p.Schemas.Provision}, {"update", p.Schemas.Update}} {
+		if len(s.doc) == 0 {
+			continue
+		}
+		if why := CheckSchema(s.doc); why != "" {
+			v.add(field+".schemas."+s.name, why)
+		}
+	}
+}
 
 func (v *validator) add(field, reason string) {
 	v.problems = append(v.problems, Problem{Field: field, Reason: reason})

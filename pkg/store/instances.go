@@ -161,7 +161,7 @@ func (s *Store) CreateInstance(ctx context.Context, inst Instance) (CreateInstan
 		if _, ok := sp.PlanByID(inst.PlanID); !ok {
 			return failure.New(failure.NotFound, "service %s has no plan %s", inst.SpecID, inst.PlanID)
 		}
-		v, err := maintenance(&rec, inst.PlanID, inst.MaintenanceVersion)
+		v, err := maintenance(&rec, sp, inst.PlanID, inst.MaintenanceVersion)
 		if err != nil {
 			return err
 		}
@@ -197,9 +197,11 @@ func (s *Store) CreateInstance(ctx context.Context, inst Instance) (CreateInstan
 }
 
 // maintenance checks a maintenance_info version a request named against
-// the spec's current one ("" names none) and returns the current one.
-func maintenance(rec *SpecRecord, planID, asked string) (string, error) {
-	v := spec.MaintenanceVersion(rec.Generation)
+// the served spec's current one ("" names none) and returns the current
+// one: the spec's own maintenance version (a chart's) or its generation's
+// (spec.Spec.MaintenanceAt), as the catalog renders it.
+func maintenance(rec *SpecRecord, sp *spec.Spec, planID, asked string) (string, error) {
+	v := sp.MaintenanceAt(rec.Generation)
 	if asked != "" && asked != v {
 		return "", refused(failure.Precondition, ErrMaintenanceInfo, "service %s plan %s is at maintenance_info version %q, not %q", rec.ID, planID, v, asked)
 	}
@@ -405,7 +407,7 @@ func (s *Store) UpdateInstance(ctx context.Context, u InstanceUpdate) (UpdateIns
 			next.Platform = u.Platform
 		}
 		if u.MaintenanceVersion != "" {
-			if next.MaintenanceVersion, err = maintenance(rec, next.PlanID, u.MaintenanceVersion); err != nil {
+			if next.MaintenanceVersion, err = maintenance(rec, sp, next.PlanID, u.MaintenanceVersion); err != nil {
 				return err
 			}
 		}

@@ -1,0 +1,381 @@
+package registry
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"golang.org/x/mod/semver"
+
+	"github.com/specsync/specsync/pkg/spec"
+)
+
+// Helm defaults.
+const (
+	DefaultHelmTimeout     = 60 * time.Second
+	DefaultHelmConcurrency = 8
+	// DefaultHelmIndexMaxBytes bounds a chart repository's index.yaml.
+	// Indexes of big public repositories run to megabytes (every version
+	// of every chart); a bigger one is a fetch error.
+	DefaultHelmIndexMaxBytes = 16 << 20
+	// DefaultHelmChartMaxBytes bounds one chart archive as downloaded.
+	DefaultHelmChartMaxBytes = 4 << 20
+	// DefaultHelmChartMaxUnpackedBytes bounds what one chart archive
+	// unpacks to (every file and tar header read), so a small archive
+	// cannot expand into gigabytes.
+	DefaultHelmChartMaxUnpackedBytes = 32 << 20
+)
+
+// HelmConfig configures a source of Helm charts, each chart one service:
+// the charts of a chart repository (URL: its index.yaml over HTTP(S)), or
+// the charts in an OCI registry (Host, with Prefix and Repositories as an
+// OCI source has them). Exactly one of URL and Host is set.
+type HelmConfig struct {
+	// URL is a chart repository's URL, as `helm repo add` takes it: its
+	// index is index.yaml under it, and chart URLs the index gives
+	// relative are resolved against it, as helm resolves them.
+	URL string
+
+	// Host is an OCI registry's host[:port] holding charts as Helm 3
+	// pushes them (`helm push CHART oci://HOST/PREFIX`): one repository
+	// per chart, one tag per version ("+" written "_").
+	Host string
+	// Prefix, Insecure, Repositories and PageSize are as OCIConfig's:
+	// entry names are repository paths relative to Prefix; empty
+	// Repositories lists the catalog API under Prefix.
+	Prefix       string
+	Insecure     bool
+	Repositories []string
+	PageSize     int
+
+	// Prereleases lets a prerelease version (1.2.0-rc.1) be the one
+	// offered; by default a chart offers its highest release version.
+	Prereleases bool
+
+	Filter *Filter
+	// Auth: for a chart repository, sent as the Authorization header to
+	// the repository's own scheme, host and port only (chart URLs on
+	// another host get no credentials, as helm sends none without
+	// --pass-credentials); for an OCI registry, as an OCI source's.
+	Auth Auth
+	// Concurrency bounds the charts read in parallel (default 8).
+	Concurrency int
+	// Timeout bounds the whole fetch, archives included (default 60s).
+	Timeout time.Duration
+	// MaxIndexBytes bounds a chart repository's index (default 16 MiB).
+	MaxIndexBytes int64
+	// MaxChartBytes bounds a chart archive (default 4 MiB), and
+	// MaxChartUnpackedBytes what it unpacks to (default 32 MiB); a bigger
+	// one is that chart's error.
+	MaxChartBytes         int64
+	MaxChartUnpackedBytes int64
+
+	// Client replaces a chart repository's default HTTP client (tests,
+	// proxies).
+	Client *http.Client
+	// Transport replaces remote.DefaultTransport for an OCI registry
+	// (tests).
+	Transport http.RoundTripper
+	// Backoff replaces the retry of OCI requests (zero: 200ms, doubling,
+	// 3 steps; tests shorten it).
+	Backoff remote.Backoff
+}
+
+// Helm lists the charts of a chart repository or of an OCI registry. Each
+// chart is one entry, named after the chart (in an OCI registry, its
+// repository path relative to the prefix): the spec its highest version
+// makes (see chartSpec), or that entry's error. A chart with no version
+// to offer (none released, only prereleases, deprecated, a library
+// chart) offers nothing.
+//
+// Like the http source, a chart repository's index that cannot be read
+// whole (unreachable, 4xx/5xx, truncated, oversized, not an index) fails
+// the fetch, and a 304 to the ETag of the last fetch is an unchanged
+// listing. A chart whose archive cannot be downloaded or read, or whose
+// Chart.yaml, schema or annotations are broken, is that entry's error and
+// keeps its last good version. In an OCI registry, as in the oci source, a
+// fetch in which every selected repository fails to load fails whole.
+type Helm struct {
+	cfg HelmConfig
+	// repo is the parsed URL of a chart repository (nil for an OCI
+	// registry); index its index.yaml.
+	repo  *url.URL
+	index string
+	// nameOpts and backoff are an OCI registry's.
+	nameOpts []name.Option
+	backoff  remote.Backoff
+
+	mu sync.Mutex
+	// cache maps a chart version's digest (the index's digest of the
+	// archive, or the OCI manifest digest) to what it holds. A digest
+	// names its content, so an entry never goes stale; it is pruned to
+	// the digests of the last complete fetch.
+	cache map[string]chartContent
+}
+
+// NewHelm checks cfg and fills in defaults.
+func NewHelm(cfg HelmConfig) (*Helm, error) {
+	cfg.URL, cfg.Host = strings.TrimSpace(cfg.URL), strings.TrimSpace(cfg.Host)
+	switch {
+	case cfg.URL == "" && cfg.Host == "":
+		return nil, errors.New("helm: set url (a chart repository) or host (charts in an OCI registry)")
+	case cfg.URL != "" && cfg.Host != "":
+		return nil, errors.New("helm: set either url (a chart repository) or host (charts in an OCI registry), not both")
+	case cfg.Concurrency < 0:
+		return nil, fmt.Errorf("helm: concurrency %d must not be negative", cfg.Concurrency)
+	case cfg.Timeout < 0:
+		return nil, fmt.Errorf("helm: timeout %s must not be negative", cfg.Timeout)
+	case cfg.MaxIndexBytes < 0:
+		return nil, fmt.Errorf("helm: max index bytes %d must not be negative", cfg.MaxIndexBytes)
+	case cfg.MaxChartBytes < 0:
+		return nil, fmt.Errorf("helm: max chart bytes %d must not be negative", cfg.MaxChartBytes)
+	case cfg.MaxChartUnpackedBytes < 0:
+		return nil, fmt.Errorf("helm: max chart unpacked bytes %d must not be negative", cfg.MaxChartUnpackedBytes)
+	}
+	if err := cfg.Auth.Validate(); err != nil {
+		return nil, fmt.Errorf("helm: %w", err)
+	}
+	h := &Helm{cache: map[string]chartContent{}}
+	if cfg.URL != "" {
+		if err := h.checkRepository(&cfg); err != nil {
+			return nil, err
+		}
+	} else if err := h.checkOCI(&cfg); err != nil {
+		return nil, err
+	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = DefaultHelmConcurrency
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultHelmTimeout
+	}
+	if cfg.MaxChartBytes == 0 {
+		cfg.MaxChartBytes = DefaultHelmChartMaxBytes
+	}
+	if cfg.MaxChartUnpackedBytes == 0 {
+		cfg.MaxChartUnpackedBytes = DefaultHelmChartMaxUnpackedBytes
+	}
+	h.cfg = cfg
+	return h, nil
+}
+
+// String names the source for logs; it shows no credential.
+func (h *Helm) String() string {
+	where := "oci://" + ociPath(h.cfg.Host, h.cfg.Prefix)
+	if h.repo != nil {
+		where = redactURL(h.repo)
+	}
+	return "helm " + where + " (auth " + h.cfg.Auth.String() + ")"
+}
+
+// Fetch lists the charts. See Source.
+func (h *Helm) Fetch(ctx context.Context, opts FetchOptions) (*Listing, error) {
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
+	defer cancel()
+	if h.repo != nil {
+		return h.fetchRepository(ctx, opts)
+	}
+	return h.fetchOCI(ctx)
+}
+
+// deadline makes a timeout say so.
+func (h *Helm) deadline(ctx context.Context, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("fetch did not finish within %s: %w", h.cfg.Timeout, err)
+	}
+	return err
+}
+
+// chartVersion is one version of a chart as a listing names it.
+type chartVersion struct {
+	// version is the chart version as written (an OCI tag with "_" read
+	// back as "+").
+	version string
+	// deprecated is what the index says of the version.
+	deprecated bool
+	// urls and digest are a chart repository's: where the archive is and
+	// its SHA-256 ("" when the index gives none).
+	urls   []string
+	digest string
+	// tag is an OCI registry's.
+	tag string
+}
+
+// chartOutcome is what one chart offers: an entry, or nothing.
+type chartOutcome struct {
+	entry *Entry
+	// unreachable marks a failure to talk to the registry about the
+	// chart, as opposed to a problem with what it holds.
+	unreachable bool
+	// key is the cache key of the version read, to keep in the cache.
+	key string
+}
+
+// pick chooses the version a chart offers: the highest semantic version
+// (prereleases only when configured). Versions that are not semantic
+// versions are passed over, as helm passes them over; a chart none of
+// whose versions is one is an error, and one whose only versions are
+// prereleases offers nothing (ok false, err nil).
+func (h *Helm) pick(versions []chartVersion) (chartVersion, bool, error) {
+	var best *chartVersion
+	valid := 0
+	for i := range versions {
+		v := &versions[i]
+		sv := "v" + strings.TrimPrefix(v.version, "v")
+		if !spec.IsSemver(sv[1:]) {
+			continue
+		}
+		valid++
+		if semver.Prerelease(sv) != "" && !h.cfg.Prereleases {
+			continue
+		}
+		if best == nil {
+			best = v
+			continue
+		}
+		bv := "v" + strings.TrimPrefix(best.version, "v")
+		// Versions that differ only in build metadata compare equal;
+		// the text decides, so the choice does not depend on order.
+		if c := cmp.Or(semver.Compare(sv, bv), strings.Compare(v.version, best.version)); c > 0 {
+			best = v
+		}
+	}
+	switch {
+	case best != nil:
+		return *best, true, nil
+	case valid > 0 || len(versions) == 0:
+		return chartVersion{}, false, nil
+	}
+	shown := make([]string, 0, 3)
+	for _, v := range versions[:min(3, len(versions))] {
+		shown = append(shown, fmt.Sprintf("%q", v.version))
+	}
+	return chartVersion{}, false, fmt.Errorf("none of its %d versions (%s) is a semantic version MAJOR.MINOR.PATCH", len(versions), strings.Join(shown, ", "))
+}
+
+// collect runs load for every chart, Concurrency at a time, and makes the
+// listing: entries in name order, the cache pruned to what was read.
+func (h *Helm) collect(ctx context.Context, names []string, load func(ctx context.Context, name string) chartOutcome) ([]chartOutcome, error) {
+	outcomes := make([]chartOutcome, len(names))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(h.cfg.Concurrency, len(names)) {
+		wg.Go(func() {
+			for i := range work {
+				outcomes[i] = load(ctx, names[i])
+			}
+		})
+	}
+	for i := range names {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	// A chart that timed out is not a problem of that chart: the listing
+	// as a whole is incomplete.
+	if err := ctx.Err(); err != nil {
+		return nil, h.deadline(ctx, err)
+	}
+	return outcomes, nil
+}
+
+// listing makes the listing of outcomes and prunes the cache to the keys
+// they read.
+func (h *Helm) listing(outcomes []chartOutcome, secrets []string) *Listing {
+	entries := []Entry{}
+	keep := map[string]bool{}
+	for _, o := range outcomes {
+		if o.key != "" {
+			keep[o.key] = true
+		}
+		if o.entry != nil {
+			e := *o.entry
+			e.Err = redact(e.Err, secrets)
+			entries = append(entries, e)
+		}
+	}
+	sort.SliceStable(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
+	h.mu.Lock()
+	for k := range h.cache {
+		if !keep[k] {
+			delete(h.cache, k)
+		}
+	}
+	h.mu.Unlock()
+	return &Listing{Entries: entries, Digest: ListingDigest(entries)}
+}
+
+// cached returns what the cache holds for key ("" is never cached).
+func (h *Helm) cached(key string) (chartContent, bool) {
+	if key == "" {
+		return chartContent{}, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c, ok := h.cache[key]
+	return c, ok
+}
+
+func (h *Helm) remember(key string, c chartContent) {
+	if key == "" {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.cache[key] = c
+}
+
+// offer turns what a chart version holds into its entry: nil when it
+// offers nothing (deprecated, a library chart).
+func (h *Helm) offer(entry, ref string, v chartVersion, c chartContent, repository string) *Entry {
+	e := &Entry{Name: entry, Ref: ref}
+	fail := func(err error) *Entry {
+		e.Err = fmt.Errorf("chart %s version %s: %w", entry, v.version, err)
+		return e
+	}
+	if c.err != nil {
+		return fail(c.err)
+	}
+	if c.meta.Deprecated || c.meta.Type == "library" {
+		return nil
+	}
+	// The archive must be the chart and version the listing says it is:
+	// a mismatch is a broken repository, and serving either would be a
+	// guess.
+	if base := entry[strings.LastIndex(entry, "/")+1:]; c.meta.Name != base {
+		return fail(fmt.Errorf("the archive holds chart %q, not %q", c.meta.Name, base))
+	}
+	if c.meta.Version != v.version {
+		return fail(fmt.Errorf("the archive's Chart.yaml says version %q", c.meta.Version))
+	}
+	s, err := chartSpec(c, repository)
+	if err != nil {
+		return fail(err)
+	}
+	e.Spec = s
+	return e
+}
+
+// redactURL shows a URL without its user information and query, which
+// may hold credentials (a token in a query string): what refs, errors
+// and logs carry.
+func redactURL(u *url.URL) string {
+	c := *u
+	c.User, c.RawQuery, c.ForceQuery, c.Fragment, c.RawFragment = nil, "", false, "", ""
+	return c.String()
+}
+
+// ociPath joins repository path parts, skipping empty ones.
+func ociPath(parts ...string) string {
+	return strings.Join(slices.DeleteFunc(slices.Clone(parts), func(p string) bool { return p == "" }), "/")
+}

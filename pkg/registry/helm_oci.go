@@ -1,0 +1,368 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+)
+
+// checkOCI checks the configuration of charts in an OCI registry.
+func (h *Helm) checkOCI(cfg *HelmConfig) error {
+	switch {
+	case strings.Contains(cfg.Host, "://"):
+		return fmt.Errorf("helm: host %q must be host[:port] without a scheme (use insecure for plain HTTP)", cfg.Host)
+	case strings.Contains(cfg.Host, "/"):
+		return fmt.Errorf("helm: host %q must be host[:port] without a path (put the path in prefix)", cfg.Host)
+	case cfg.PageSize < 0:
+		return fmt.Errorf("helm: page size %d must not be negative", cfg.PageSize)
+	case cfg.MaxIndexBytes != 0:
+		return errors.New("helm: max_bytes bounds a chart repository's index (url); charts in an OCI registry have none")
+	case cfg.Client != nil:
+		return errors.New("helm: client is for a chart repository; an OCI registry takes a transport")
+	}
+	if cfg.Insecure {
+		h.nameOpts = append(h.nameOpts, name.Insecure)
+	}
+	if _, err := name.NewRegistry(cfg.Host, h.nameOpts...); err != nil {
+		return fmt.Errorf("helm: host %q: %w", cfg.Host, err)
+	}
+	cfg.Prefix = strings.Trim(strings.TrimSpace(cfg.Prefix), "/")
+	if cfg.Prefix != "" {
+		if _, err := name.NewRepository(cfg.Host+"/"+cfg.Prefix, h.nameOpts...); err != nil || slices.Contains(strings.Split(cfg.Prefix, "/"), "") {
+			return fmt.Errorf("helm: prefix %q is not a repository path", cfg.Prefix)
+		}
+	}
+	seen := map[string]bool{}
+	for i, r := range cfg.Repositories {
+		if _, err := name.NewRepository(cfg.Host+"/"+ociPath(cfg.Prefix, r), h.nameOpts...); err != nil || r == "" || strings.HasPrefix(r, "/") {
+			return fmt.Errorf("helm: repositories[%d] %q is not a repository name", i, r)
+		}
+		if seen[r] {
+			return fmt.Errorf("helm: repositories[%d] %q is listed twice", i, r)
+		}
+		seen[r] = true
+	}
+	if cfg.PageSize == 0 {
+		cfg.PageSize = DefaultOCIPageSize
+	}
+	if cfg.Transport == nil {
+		cfg.Transport = remote.DefaultTransport
+	}
+	h.backoff = cfg.Backoff
+	if h.backoff.Steps == 0 {
+		// go-containerregistry's own (1s then 3s, per request, sleeping
+		// past the context) would let one flaky repository eat a run.
+		h.backoff = remote.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 3}
+	}
+	return nil
+}
+
+// ociChart is one fetch's way to the registry.
+type ociChart struct {
+	where   string
+	secrets []string
+	opts    []remote.Option
+	puller  *remote.Puller
+}
+
+// fetchOCI lists the charts of an OCI registry: the repositories (listed
+// or from the catalog under the prefix), each one's tags, and the chosen
+// version's manifest, config and archive unless the cache has its digest.
+func (h *Helm) fetchOCI(ctx context.Context) (*Listing, error) {
+	c := &ociChart{where: "registry " + ociPath(h.cfg.Host, h.cfg.Prefix)}
+	creds, err := h.cfg.Auth.resolve()
+	if err != nil {
+		return nil, fmt.Errorf("%s: credentials: %w", c.where, err)
+	}
+	c.secrets = []string{creds.Password, creds.RegistryToken}
+	fail := func(err error) (*Listing, error) {
+		return nil, redact(fmt.Errorf("%s: %w", c.where, h.deadline(ctx, err)), c.secrets)
+	}
+	var auth authn.Authenticator = authn.Anonymous
+	if creds != (authn.AuthConfig{}) {
+		auth = authn.FromConfig(creds)
+	}
+	c.opts = []remote.Option{
+		remote.WithAuth(auth),
+		remote.WithTransport(h.cfg.Transport),
+		remote.WithPageSize(h.cfg.PageSize),
+		remote.WithJobs(h.cfg.Concurrency),
+		remote.WithRetryBackoff(h.backoff),
+		remote.WithUserAgent("specsync"),
+	}
+	if c.puller, err = remote.NewPuller(c.opts...); err != nil {
+		return fail(err)
+	}
+	names := h.cfg.Repositories
+	if len(names) == 0 {
+		paths, err := h.ociCatalog(ctx, c)
+		if err != nil {
+			return fail(err)
+		}
+		for _, p := range paths {
+			if rest, ok := strings.CutPrefix(p, h.cfg.Prefix+"/"); h.cfg.Prefix == "" {
+				names = append(names, p)
+			} else if ok && rest != "" {
+				names = append(names, rest)
+			}
+		}
+	}
+	names = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return !h.cfg.Filter.Allows(n) })
+	outcomes, err := h.collect(ctx, names, func(ctx context.Context, entry string) chartOutcome {
+		return h.ociChart(ctx, c, entry)
+	})
+	if err != nil {
+		return fail(err)
+	}
+	// When every repository failed to load, the registry is down or
+	// refuses the credentials: the fetch's failure, not each chart's (as
+	// an OCI source decides).
+	if len(outcomes) > 0 && !slices.ContainsFunc(outcomes, func(o chartOutcome) bool { return !o.unreachable }) {
+		first := outcomes[0]
+		for _, o := range outcomes {
+			if o.entry.Name < first.entry.Name {
+				first = o
+			}
+		}
+		return fail(fmt.Errorf("all %d repositories failed, first: %w", len(outcomes), first.entry.Err))
+	}
+	return h.listing(outcomes, c.secrets), nil
+}
+
+// ociCatalog lists every repository, page by page; any failed page fails
+// the list (a partial catalog would read as charts having disappeared).
+// A full last page without a Link header is checked with one "last="
+// request, as the oci source checks it: a registry that cut the list
+// there without paginating fails the fetch.
+func (h *Helm) ociCatalog(ctx context.Context, c *ociChart) ([]string, error) {
+	reg, err := name.NewRegistry(h.cfg.Host, h.nameOpts...)
+	if err != nil {
+		return nil, err
+	}
+	cat, err := c.puller.Catalogger(ctx, reg)
+	if err != nil {
+		return nil, fmt.Errorf("catalog page 1: %w", err)
+	}
+	var repos, last []string
+	seen := map[string]bool{}
+	links := map[string]bool{}
+	add := func(p []string) {
+		last = p
+		for _, r := range p {
+			if !seen[r] {
+				seen[r] = true
+				repos = append(repos, r)
+			}
+		}
+	}
+	page := 1
+	for ; cat.HasNext(); page++ {
+		p, err := cat.Next(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("catalog page %d: %w", page, err)
+		}
+		add(p.Repos)
+		if p.Next != "" {
+			if links[p.Next] {
+				return nil, fmt.Errorf("catalog page %d links back to an earlier page", page)
+			}
+			links[p.Next] = true
+		}
+	}
+	probe := append(slices.Clone(c.opts), remote.WithContext(ctx))
+	for len(last) >= h.cfg.PageSize {
+		from := last[len(last)-1]
+		next, err := remote.CatalogPage(reg, from, h.cfg.PageSize, probe...)
+		if err != nil {
+			return nil, fmt.Errorf("catalog page %d (after a full page without a Link header): %w", page, err)
+		}
+		if len(last) > h.cfg.PageSize && sameSet(next, last) {
+			break // it ignores n and answers everything every time
+		}
+		for _, r := range next {
+			if r <= from || seen[r] {
+				return nil, fmt.Errorf("catalog page %d: the registry ignores catalog pagination "+
+					"(a full page of %d without a Link header, and \"last\" is not honoured), so the "+
+					"repository list may be cut short; set helm.page_size above the number of "+
+					"repositories or list helm.repositories explicitly", page, h.cfg.PageSize)
+			}
+		}
+		add(next)
+		page++
+	}
+	return repos, nil
+}
+
+func sameSet(a, b []string) bool {
+	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
+}
+
+// ociChart reads what one repository offers.
+func (h *Helm) ociChart(ctx context.Context, c *ociChart, entry string) chartOutcome {
+	path := ociPath(h.cfg.Prefix, entry)
+	where := h.cfg.Host + "/" + path
+	// broken is the chart's error; version is the one read ("" before
+	// one is chosen).
+	broken := func(ref string, unreachable bool, version string, err error) chartOutcome {
+		if version != "" {
+			err = fmt.Errorf("version %s: %w", version, err)
+		}
+		return chartOutcome{unreachable: unreachable, entry: &Entry{Name: entry, Ref: ref, Err: fmt.Errorf("chart %s %w", entry, err)}}
+	}
+	repo, err := name.NewRepository(where, h.nameOpts...)
+	if err != nil {
+		return broken(where, false, "", err)
+	}
+	tags, err := c.puller.List(ctx, repo)
+	switch {
+	case ociNotFound(err):
+		return chartOutcome{}
+	case err != nil:
+		return broken(where, true, "", fmt.Errorf("tags: %w", err))
+	}
+	versions := make([]chartVersion, len(tags))
+	for i, t := range tags {
+		// OCI tags cannot hold "+": helm pushes 1.2.3+build as 1.2.3_build.
+		versions[i] = chartVersion{version: strings.ReplaceAll(t, "_", "+"), tag: t}
+	}
+	v, ok, err := h.pick(versions)
+	switch {
+	case err != nil:
+		// A repository none of whose tags is a version holds no chart
+		// (registries hold images too): it offers nothing.
+		return chartOutcome{}
+	case !ok:
+		return chartOutcome{}
+	}
+	tag := repo.Tag(v.tag)
+	desc, err := c.puller.Head(ctx, tag)
+	switch {
+	case ociNotFound(err):
+		return chartOutcome{} // the tag went between the listing and now
+	case err != nil:
+		return broken(tag.String(), true, v.version, err)
+	}
+	digest := desc.Digest.String()
+	ref := where + "@" + digest
+	content, ok := h.cached(digest)
+	if !ok {
+		var unreachable bool
+		if content, unreachable, err = h.ociContent(ctx, c, repo.Digest(digest), v); err != nil {
+			return broken(ref, unreachable, v.version, err)
+		}
+		// What a digest holds does not change: a broken chart stays
+		// broken, and is not read again.
+		h.remember(digest, content)
+	}
+	out := chartOutcome{key: digest}
+	if content.notChart {
+		return out // an image, a signature, another artifact
+	}
+	out.entry = h.offer(entry, ref, v, content, "oci://"+where)
+	return out
+}
+
+// ociContent is what a chart manifest holds: a problem with it is the
+// content's error (cached with it); err is a failure to read it, not
+// cached, and unreachable says the registry could not be talked to, as
+// opposed to a blob that is not what its digest says.
+func (h *Helm) ociContent(ctx context.Context, c *ociChart, ref name.Digest, v chartVersion) (content chartContent, unreachable bool, err error) {
+	got, err := c.puller.Get(ctx, ref)
+	if err != nil {
+		return chartContent{}, true, err
+	}
+	broken := func(err error) (chartContent, bool, error) { return chartContent{err: err}, false, nil }
+	if !got.MediaType.IsImage() {
+		return chartContent{notChart: true}, false, nil // an index, a schema 1 manifest
+	}
+	var m v1.Manifest
+	if err := json.Unmarshal(got.Manifest, &m); err != nil {
+		return broken(fmt.Errorf("manifest: %w", err))
+	}
+	if m.Config.MediaType != HelmConfigMediaType {
+		return chartContent{notChart: true}, false, nil
+	}
+	var layers []v1.Descriptor
+	for _, l := range m.Layers {
+		if l.MediaType == HelmContentMediaType {
+			layers = append(layers, l)
+		}
+	}
+	switch {
+	case len(layers) != 1:
+		return broken(fmt.Errorf("the manifest has %d chart content layers (%s), not one", len(layers), HelmContentMediaType))
+	case m.Config.Size > maxChartYAMLBytes:
+		return broken(fmt.Errorf("config of %d bytes is more than the %d allowed", m.Config.Size, maxChartYAMLBytes))
+	case layers[0].Size > h.cfg.MaxChartBytes:
+		return broken(fmt.Errorf("the archive is %d bytes, more than the %d allowed", layers[0].Size, h.cfg.MaxChartBytes))
+	}
+	config, unreachable, err := h.blob(ctx, c, ref.Context().Digest(m.Config.Digest.String()), m.Config.Size)
+	if err != nil {
+		return chartContent{}, unreachable, fmt.Errorf("config: %w", err)
+	}
+	var meta chartMeta
+	if err := json.Unmarshal(config, &meta); err != nil {
+		return broken(fmt.Errorf("config: not a chart's metadata: %w", err))
+	}
+	if meta.Version != v.version {
+		return broken(fmt.Errorf("config: chart %q version %q, not the version its tag says", meta.Name, meta.Version))
+	}
+	archive, unreachable, err := h.blob(ctx, c, ref.Context().Digest(layers[0].Digest.String()), layers[0].Size)
+	if err != nil {
+		return chartContent{}, unreachable, fmt.Errorf("archive: %w", err)
+	}
+	return readChartContent(archive, h.cfg.MaxChartUnpackedBytes), false, nil
+}
+
+// blob reads a blob of the size its descriptor gave; go-containerregistry
+// checks its digest as it reads. unreachable: the registry failed, as
+// opposed to a blob that is not what its descriptor says.
+func (h *Helm) blob(ctx context.Context, c *ociChart, ref name.Digest, size int64) ([]byte, bool, error) {
+	l, err := c.puller.Layer(ctx, ref)
+	if err != nil {
+		return nil, true, err
+	}
+	rc, err := l.Compressed()
+	if err != nil {
+		return nil, true, err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, size+1))
+	switch {
+	case err != nil:
+		var te *transport.Error
+		return nil, errors.As(err, &te) || errors.Is(err, io.ErrUnexpectedEOF) || ctx.Err() != nil, err
+	case int64(len(b)) != size:
+		return nil, false, fmt.Errorf("blob %s is not the %d bytes its descriptor says", ref.DigestStr(), size)
+	}
+	return b, false, nil
+}
+
+// ociNotFound reports a missing repository, tag or manifest.
+func ociNotFound(err error) bool {
+	var te *transport.Error
+	if !errors.As(err, &te) {
+		return false
+	}
+	if te.StatusCode == http.StatusNotFound {
+		return true
+	}
+	for _, d := range te.Errors {
+		if d.Code == transport.ManifestUnknownErrorCode || d.Code == transport.NameUnknownErrorCode {
+			return true
+		}
+	}
+	return false
+}

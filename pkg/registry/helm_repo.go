@@ -1,0 +1,312 @@
+package registry
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// checkRepository checks a chart repository's configuration.
+func (h *Helm) checkRepository(cfg *HelmConfig) error {
+	u, err := url.Parse(cfg.URL)
+	switch {
+	case err != nil:
+		return fmt.Errorf("helm: url: %w", err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("helm: url %q must be http or https (charts in an OCI registry: set host instead)", cfg.URL)
+	case u.Host == "":
+		return fmt.Errorf("helm: url %q has no host", cfg.URL)
+	case u.User != nil:
+		// It would end up in every ref and error; auth takes the password
+		// from the environment instead.
+		return errors.New("helm: url must not carry credentials; use auth")
+	case cfg.Prefix != "" || cfg.Insecure || len(cfg.Repositories) > 0 || cfg.PageSize != 0:
+		return errors.New("helm: prefix, insecure, repositories and page_size are for charts in an OCI registry (host), not a chart repository (url)")
+	case cfg.Transport != nil:
+		return errors.New("helm: transport is for charts in an OCI registry; a chart repository takes a client")
+	}
+	index, err := resolveChartURL(u, "index.yaml")
+	if err != nil {
+		return fmt.Errorf("helm: url: %w", err)
+	}
+	if cfg.MaxIndexBytes == 0 {
+		cfg.MaxIndexBytes = DefaultHelmIndexMaxBytes
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{}
+	}
+	h.repo, h.index = u, index.String()
+	return nil
+}
+
+// resolveChartURL resolves ref (an index entry's URL) as helm does: as it
+// is when absolute, else relative to the repository URL taken as a
+// directory (a trailing slash added), keeping the repository URL's query.
+func resolveChartURL(repo *url.URL, ref string) (*url.URL, error) {
+	r, err := url.Parse(ref)
+	if err != nil {
+		return nil, err
+	}
+	if r.IsAbs() {
+		return r, nil
+	}
+	base := *repo
+	base.Path = strings.TrimSuffix(base.Path, "/") + "/"
+	if base.RawPath != "" {
+		base.RawPath = strings.TrimSuffix(base.RawPath, "/") + "/"
+	}
+	out := base.ResolveReference(r)
+	out.RawQuery = base.RawQuery
+	return out, nil
+}
+
+// indexFile is the part of a chart repository's index.yaml specsync
+// reads (helm's repo.IndexFile).
+type indexFile struct {
+	APIVersion string                    `json:"apiVersion"`
+	Entries    map[string][]indexVersion `json:"entries"`
+}
+
+// indexVersion is one version of a chart in an index: its Chart.yaml
+// metadata, where its archive is and the archive's SHA-256.
+type indexVersion struct {
+	Name       string   `json:"name"`
+	Version    string   `json:"version"`
+	Deprecated bool     `json:"deprecated"`
+	URLs       []string `json:"urls"`
+	Digest     string   `json:"digest"`
+}
+
+// fetchRepository lists a chart repository: its index, then the archive
+// of every chart's chosen version not already in the cache.
+func (h *Helm) fetchRepository(ctx context.Context, opts FetchOptions) (*Listing, error) {
+	where := "chart repository " + redactURL(h.repo)
+	authz, secrets, err := h.cfg.Auth.authorization()
+	if err != nil {
+		return nil, fmt.Errorf("%s: credentials: %w", where, err)
+	}
+	fail := func(err error) (*Listing, error) {
+		return nil, redact(fmt.Errorf("%s: index: %w", where, h.deadline(ctx, err)), secrets)
+	}
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.index, nil)
+	if err != nil {
+		return fail(err)
+	}
+	req.Header.Set("Accept", "application/yaml, application/x-yaml, text/yaml;q=0.9, */*;q=0.1")
+	req.Header.Set("User-Agent", "specsync")
+	if authz != "" {
+		req.Header.Set("Authorization", authz)
+	}
+	if opts.ETag != "" {
+		req.Header.Set("If-None-Match", opts.ETag)
+	}
+	resp, err := h.cfg.Client.Do(req)
+	if err != nil {
+		return fail(plainURLError(err, h.repo))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotModified && opts.ETag != "" {
+		return &Listing{NotModified: true, Digest: opts.PreviousDigest, ETag: opts.ETag}, nil
+	}
+	body, err := readBounded(resp, h.cfg.MaxIndexBytes)
+	if err != nil {
+		return fail(err)
+	}
+	index, err := parseIndex(body)
+	if err != nil {
+		return fail(err)
+	}
+
+	names := make([]string, 0, len(index.Entries))
+	for n := range index.Entries {
+		if h.cfg.Filter.Allows(n) {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	outcomes, err := h.collect(ctx, names, func(ctx context.Context, name string) chartOutcome {
+		return h.repositoryChart(ctx, name, index.Entries[name], authz)
+	})
+	if err != nil {
+		return fail(err)
+	}
+	l := h.listing(outcomes, secrets)
+	// A chart that failed is tried again next run, so the next run must
+	// not learn from a 304 that nothing changed: the listing depends on
+	// the archives too. (A chart broken for good is in the cache: reading
+	// it again costs nothing upstream.)
+	if !slices.ContainsFunc(l.Entries, func(e Entry) bool { return e.Err != nil }) {
+		l.ETag = resp.Header.Get("ETag")
+	}
+	return l, nil
+}
+
+// parseIndex reads an index document, or says why it is not one.
+func parseIndex(body []byte) (*indexFile, error) {
+	var index indexFile
+	// sigs.k8s.io/yaml is what helm reads indexes with: YAML or JSON, and
+	// a number where a string is due (an unquoted version) is read as
+	// its text.
+	if err := yaml.Unmarshal(body, &index); err != nil {
+		return nil, fmt.Errorf("not a chart repository index: %w", err)
+	}
+	if index.APIVersion == "" {
+		return nil, errors.New("not a chart repository index: it has no apiVersion")
+	}
+	return &index, nil
+}
+
+// readBounded reads a response body of at most limit bytes, the way the
+// http source does: a failed status, a body over the limit, a body
+// shorter than its Content-Length or a broken chunked encoding is an
+// error, never a short document.
+func readBounded(resp *http.Response, limit int64) ([]byte, error) {
+	body, over, err := readResponse(resp, limit)
+	switch {
+	case err != nil:
+		return nil, err
+	case over && resp.ContentLength > limit:
+		return nil, fmt.Errorf("body of %d bytes is more than the %d allowed", resp.ContentLength, limit)
+	case over:
+		return nil, fmt.Errorf("body is more than the %d bytes allowed", limit)
+	}
+	return body, nil
+}
+
+// readResponse is readBounded with a body over the limit reported as over
+// (and not read past it) rather than as an error.
+func readResponse(resp *http.Response, limit int64) (body []byte, over bool, err error) {
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
+		return nil, false, fmt.Errorf("status %s: %q", resp.Status, snippet)
+	}
+	if resp.ContentLength > limit {
+		return nil, true, nil
+	}
+	// net/http reports a body shorter than its Content-Length (or a
+	// broken chunked encoding) as io.ErrUnexpectedEOF.
+	body, err = io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, false, fmt.Errorf("reading body: %w", err)
+	}
+	if int64(len(body)) > limit {
+		return nil, true, nil
+	}
+	if resp.ContentLength >= 0 && int64(len(body)) != resp.ContentLength {
+		return nil, false, fmt.Errorf("body is %d bytes, Content-Length said %d", len(body), resp.ContentLength)
+	}
+	return body, false, nil
+}
+
+// plainURLError drops the request URL net/http puts in its errors (it may
+// carry a query token), naming the URL without it instead.
+func plainURLError(err error, u *url.URL) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return fmt.Errorf("%s %s: %w", ue.Op, redactURL(u), ue.Err)
+	}
+	return err
+}
+
+var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// repositoryChart reads what one chart of an index offers.
+func (h *Helm) repositoryChart(ctx context.Context, name string, versions []indexVersion, authz string) chartOutcome {
+	cvs := make([]chartVersion, len(versions))
+	for i, v := range versions {
+		cvs[i] = chartVersion{version: v.Version, deprecated: v.Deprecated, urls: v.URLs, digest: v.Digest}
+	}
+	// broken is the chart's error; version is the one read ("" before
+	// one is chosen).
+	broken := func(ref string, unreachable bool, version string, err error) chartOutcome {
+		if version != "" {
+			err = fmt.Errorf("version %s: %w", version, err)
+		}
+		return chartOutcome{unreachable: unreachable, entry: &Entry{Name: name, Ref: ref, Err: fmt.Errorf("chart %s %w", name, err)}}
+	}
+	v, ok, err := h.pick(cvs)
+	switch {
+	case err != nil:
+		return broken(redactURL(h.repo), false, "", err)
+	case !ok:
+		return chartOutcome{}
+	case v.deprecated:
+		// Deprecating a chart is publishing a last version marked so:
+		// helm hides it from searches, and it offers nothing here.
+		return chartOutcome{}
+	case len(v.urls) == 0:
+		return broken(redactURL(h.repo), false, v.version, errors.New("the index gives no urls"))
+	}
+	u, err := resolveChartURL(h.repo, v.urls[0])
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return broken(redactURL(h.repo), false, v.version, fmt.Errorf("url %q is not an http(s) URL", v.urls[0]))
+	}
+	ref := redactURL(u)
+	digest := strings.ToLower(strings.TrimPrefix(v.digest, "sha256:"))
+	if digest != "" && !sha256Hex.MatchString(digest) {
+		return broken(ref, false, v.version, fmt.Errorf("the index's digest %q is not a SHA-256", v.digest))
+	}
+	// The digest names the archive: the cache key, and the ref the spec
+	// came from. Without one nothing is cached (the same URL may serve
+	// another archive tomorrow) and every fetch downloads the archive.
+	key := ""
+	if digest != "" {
+		key, ref = "sha256:"+digest, ref+"@sha256:"+digest
+	}
+	out := chartOutcome{key: key}
+	c, ok := h.cached(key)
+	if !ok {
+		archive, over, err := h.download(ctx, u, authz)
+		switch {
+		case err != nil:
+			return broken(ref, true, v.version, fmt.Errorf("archive: %w", err))
+		case over:
+			return broken(ref, false, v.version, fmt.Errorf("the archive is more than the %d bytes allowed", h.cfg.MaxChartBytes))
+		}
+		if digest != "" {
+			if sum := sha256.Sum256(archive); hex.EncodeToString(sum[:]) != digest {
+				// Not cached: the archive may be replaced, or the index
+				// fixed, by the next run.
+				return broken(ref, false, v.version, fmt.Errorf("the archive's digest is sha256:%s, the index says sha256:%s",
+					hex.EncodeToString(sum[:]), digest))
+			}
+		}
+		c = readChartContent(archive, h.cfg.MaxChartUnpackedBytes)
+		h.remember(key, c)
+	}
+	out.entry = h.offer(name, ref, v, c, redactURL(h.repo))
+	return out
+}
+
+// download GETs a chart archive (over: it is bigger than MaxChartBytes).
+// The repository's credentials go only to the repository's own scheme,
+// host and port.
+func (h *Helm) download(ctx context.Context, u *url.URL, authz string) (archive []byte, over bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, false, plainURLError(err, u)
+	}
+	req.Header.Set("Accept", "application/gzip, application/x-gzip, application/octet-stream;q=0.9, */*;q=0.1")
+	req.Header.Set("User-Agent", "specsync")
+	if authz != "" && u.Scheme == h.repo.Scheme && u.Host == h.repo.Host {
+		req.Header.Set("Authorization", authz)
+	}
+	resp, err := h.cfg.Client.Do(req)
+	if err != nil {
+		return nil, false, plainURLError(err, u)
+	}
+	defer resp.Body.Close()
+	return readResponse(resp, h.cfg.MaxChartBytes)
+}
