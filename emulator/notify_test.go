@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -126,5 +127,33 @@ func TestRegistryNotifiesPushesAndDeletes(t *testing.T) {
 		if ev.Target.Repository == "specs/seeded" {
 			t.Errorf("an event for a push before Notify: %+v", ev)
 		}
+	}
+}
+
+// The registry counts what it serves, so a benchmark can count a run's
+// upstream requests by their user agent.
+func TestRegistryCountsRequests(t *testing.T) {
+	r, err := StartRegistry("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := PushSpecImage(context.Background(), r.Host(), "specs/a", "latest", "x", nil); err != nil {
+		t.Fatal(err)
+	}
+	puts := r.Requests(func(q Request) bool { return q.Method == http.MethodPut })
+	if len(puts) == 0 {
+		t.Fatal("a push made no PUT the registry counted")
+	}
+	ref, _ := name.NewTag(r.Host() + "/specs/a:latest")
+	r.ResetRequests()
+	if _, err := remote.Head(ref, remote.WithUserAgent("specsync")); err != nil {
+		t.Fatal(err)
+	}
+	heads := r.Requests(func(q Request) bool {
+		return q.Method == http.MethodHead && strings.HasPrefix(q.UserAgent, "specsync")
+	})
+	if len(heads) != 1 || heads[0].Path != "/v2/specs/a/manifests/latest" {
+		t.Errorf("after a reset, one HEAD: %+v", r.Requests(nil))
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -41,6 +42,45 @@ type Registry struct {
 	// notify sends notifications of accepted manifest pushes and deletes
 	// once Notify has named an endpoint.
 	notify *notifier
+
+	mu       sync.Mutex
+	requests []Request
+}
+
+// Request is a request the registry served: what benchmarks count (the
+// upstream cost of a run).
+type Request struct {
+	Method, Path, UserAgent string
+}
+
+// Requests returns the requests served since the last ResetRequests that
+// match (nil matches all).
+func (r *Registry) Requests(match func(Request) bool) []Request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Request
+	for _, q := range r.requests {
+		if match == nil || match(q) {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// ResetRequests forgets the requests served so far.
+func (r *Registry) ResetRequests() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.requests = nil
+}
+
+func (r *Registry) record(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		r.requests = append(r.requests, Request{Method: req.Method, Path: req.URL.Path, UserAgent: req.UserAgent()})
+		r.mu.Unlock()
+		h.ServeHTTP(w, req)
+	})
 }
 
 // StartRegistry serves a fresh, empty registry on addr; "127.0.0.1:0"
@@ -54,7 +94,7 @@ func StartRegistry(addr string) (*Registry, error) {
 	r.srv = &http.Server{
 		// pkg/registry logs every request to stderr by default, which
 		// drowns test output.
-		Handler:           r.notify.wrap(registry.New(registry.Logger(log.New(io.Discard, "", 0)))),
+		Handler:           r.record(r.notify.wrap(registry.New(registry.Logger(log.New(io.Discard, "", 0))))),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	go func() {
