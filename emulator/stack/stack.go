@@ -75,6 +75,10 @@ type Options struct {
 	// long they live).
 	PruneInterval time.Duration
 	Logger        *slog.Logger
+	// Seed, when set, pushes more to the local registry (host) after the
+	// example specs and before the registry notifies any webhook, so a
+	// benchmark's thousands of images are not thousands of events.
+	Seed func(ctx context.Context, host string) error
 }
 
 // Timeouts are the local server's limits on slow or greedy clients. In
@@ -126,6 +130,8 @@ type Stack struct {
 	BrokerUser string
 	BrokerPass string
 	Registry   string // host of the seeded local OCI registry
+	// OCI is the local OCI registry itself (its request counts).
+	OCI *emulator.Registry
 	// ChangesTopic is the topic catalog changes are published to.
 	ChangesTopic string
 	// CommitTopic is the topic of commit requests; its push subscription
@@ -201,7 +207,12 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	if _, err := emulator.SeedRegistry(ctx, reg.Host(), examples.Registry, examples.RegistryDir); err != nil {
 		return nil, err
 	}
-	s.Registry = reg.Host()
+	if opts.Seed != nil {
+		if err := opts.Seed(ctx, reg.Host()); err != nil {
+			return nil, fmt.Errorf("seed the local registry: %w", err)
+		}
+	}
+	s.Registry, s.OCI = reg.Host(), reg
 	setDefault("SPECSYNC_DEMO_REGISTRY", reg.Host())
 
 	// The reconcile function behind functions-framework-go, as the
