@@ -42,6 +42,11 @@ type Listing struct {
 	// since the validator it was given (HTTP 304); Entries is then empty and
 	// Digest is the previous one.
 	NotModified bool
+	// Refused, on a listing of named entries (EntryFetcher), are the names
+	// the source does not select (its repository list, allow or deny):
+	// nothing was fetched for them, and nothing may be concluded of them
+	// (they are not gone upstream).
+	Refused []string
 }
 
 // FetchOptions carries what a source may use to avoid work.
@@ -117,10 +122,21 @@ type EntryFetcher interface {
 	// FetchEntries fetches the named entries. The listing holds an entry
 	// for each name that offers something now (a spec or that entry's
 	// error); a name it does not hold is gone upstream (no such
-	// repository or tag, or nothing that offers a spec). A failure to
+	// repository or tag, or nothing that offers a spec), unless it is in
+	// Listing.Refused: a name the source does not select is neither
+	// fetched nor gone. A failure to
 	// learn that (the registry is down, refuses the credentials, every
 	// named entry failed) is the fetch's error, and then nothing may be
 	// concluded of any name. Listing.Digest is not a digest of the whole
 	// registry and must not be recorded as one.
 	FetchEntries(ctx context.Context, names []string, opts FetchOptions) (*Listing, error)
+}
+
+// EntrySelector is a source that can tell, without asking upstream,
+// whether it selects an entry name (its repository list, allow and
+// deny): a run named entries drops the others before it takes the
+// registry's lease, so an event for nothing the registry selects costs
+// no write.
+type EntrySelector interface {
+	SelectsEntry(entry string) bool
 }
