@@ -29,24 +29,28 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 	}
 	run := r.newRun(reg, runID)
 	defer run.releaseLease(ctx)
-	err := run.do(ctx,
-		run.readStatus,
-		run.fetch, // step 1
-		run.unchangedListing,
-		run.lease,
-		run.recoverLastRun,
-		run.know,         // step 2
-		run.begin,        // before the first spec write
-		run.deleteMarked, // step 3
-		run.upsert,       // step 4
-		run.findBlockers,
-		run.holdBack,
-		run.recordEntryErrors,
-		run.mark, // step 5
-		run.requestCommit,
-		run.recordConflicts,
-	)
+	err := run.do(ctx, run.readStatus, run.full)
 	return run.record(ctx, err)
+}
+
+// full is a run over every entry of the registry, from its status on.
+func (r *run) full(ctx context.Context) (bool, error) {
+	return true, r.do(ctx,
+		r.fetch, // step 1
+		r.unchangedListing,
+		r.lease,
+		r.recoverLastRun,
+		r.know,         // step 2
+		r.begin,        // before the first spec write
+		r.deleteMarked, // step 3
+		r.upsert,       // step 4
+		r.findBlockers,
+		r.holdBack,
+		r.recordEntryErrors,
+		r.mark, // step 5
+		r.requestCommit,
+		r.recordConflicts,
+	)
 }
 
 // run is one run of one registry as it goes: what it read and planned,
@@ -74,7 +78,9 @@ type run struct {
 	ended api.RunResult
 	// short says the listing is the last successful one's while marked
 	// specs wait: the run only deletes those nothing references any more.
-	short bool
+	// graceWaits says one of them was marked after the last successful
+	// run (by a targeted run): this run, recorded, starts its grace.
+	short, graceWaits bool
 	// leased says the run holds the registry's lease (released when it
 	// ends); began says it recorded that it writes the registry's specs
 	// (the lease says so too).
@@ -84,6 +90,9 @@ type run struct {
 	recovering bool
 	k          knowledge // the stored specs and the plan over them
 	done       outcomes
+	// t is a targeted run's own (nil for a full run, and once a targeted
+	// run turned into a full one: Backstop).
+	t *targeting
 }
 
 func (r *Runner) newRun(reg Registry, id string) *run {
@@ -137,16 +146,7 @@ func (r *run) fetch(ctx context.Context) (bool, error) {
 // work, so only the marked specs are read.
 func (r *run) unchangedListing(ctx context.Context) (bool, error) {
 	st := r.status
-	baseline := st.ListingDigest != "" &&
-		(st.LastRun.Result == api.ResultSucceeded || st.LastRun.Result == api.ResultUnchanged) &&
-		len(st.LastRun.Conflicts) == 0 &&
-		// A lease left behind, or a writer that never recorded, is a run
-		// that died part-way: its writes (and pending changes) are not
-		// described by the recorded listing.
-		st.Lease == nil && !st.Interrupted() &&
-		// A held-back version may be adoptable now that instances went.
-		len(st.LastRun.HeldBack) == 0
-	if !baseline || !(r.listing.NotModified || r.listing.Digest == st.ListingDigest) {
+	if !baseline(st) || !(r.listing.NotModified || r.listing.Digest == st.ListingDigest) {
 		return false, nil
 	}
 	if st.Marked == 0 {
@@ -157,12 +157,34 @@ func (r *run) unchangedListing(ctx context.Context) (bool, error) {
 	return true, r.do(ctx, r.readMarked, r.deleteMarked, r.requestCommit)
 }
 
+// baseline reports whether the status' listing digest describes the
+// store: the last full run succeeded (or found it unchanged) with no
+// conflict and nothing held back, and no run died after it.
+func baseline(st *store.RegistryStatus) bool {
+	return st.ListingDigest != "" &&
+		(st.LastRun.Result == api.ResultSucceeded || st.LastRun.Result == api.ResultUnchanged) &&
+		len(st.LastRun.Conflicts) == 0 &&
+		// A lease left behind, or a writer that never recorded, is a run
+		// that died part-way: its writes (and pending changes) are not
+		// described by the recorded listing.
+		st.Lease == nil && !st.Interrupted() &&
+		// A held-back version may be adoptable now that instances went.
+		len(st.LastRun.HeldBack) == 0
+}
+
 // readMarked is what the short run knows: the marked specs, all to delete
-// if nothing references them.
+// if nothing references them. One marked after the last successful run
+// (a targeted run marks between full runs) is not deleted yet, and this
+// run records itself so that its grace starts (graceWaits).
 func (r *run) readMarked(ctx context.Context) (bool, error) {
 	marked, err := r.st.MarkedSpecs(ctx, r.reg.Name)
 	if err != nil {
 		return false, err
+	}
+	for _, m := range marked {
+		if !m.MarkedAt.Before(r.status.LastSuccessAt) {
+			r.graceWaits = true
+		}
 	}
 	stored := storedFrom(marked)
 	r.k = knowledge{stored: stored, plan: Plan{Delete: stored}}
@@ -172,16 +194,41 @@ func (r *run) readMarked(ctx context.Context) (bool, error) {
 // lease takes the registry's lease, when the runner uses one: it also
 // says this run writes the registry's specs now (began). A lease another
 // run holds ends the run busy, with a failure.Precondition error.
+//
+// A run of the registry that recorded (or began writing) between this
+// run's status read and its lease may have written what upstream said
+// after this run fetched: carried on, this run would write an older
+// state over it. So the run starts again from the fetch, holding the
+// lease, from the status as the lease found it.
 func (r *run) lease(ctx context.Context) (bool, error) {
-	if r.LeaseTTL <= 0 {
+	if r.leased || r.LeaseTTL <= 0 {
 		return false, nil
 	}
-	if err := r.st.AcquireLease(ctx, r.reg.Name, r.rec.ID, r.LeaseTTL); err != nil {
+	before, err := r.st.TakeLease(ctx, r.reg.Name, store.Lease{Holder: r.rec.ID, StartedAt: r.rec.StartedAt}, r.LeaseTTL)
+	if err != nil {
 		r.ended = api.ResultBusy
 		return false, err
 	}
 	r.leased, r.began = true, true
+	if overtaken(r.status, before) {
+		r.log.Info("another run of the registry ran since this one read its status; fetching again")
+		r.status = before
+		return r.full(ctx)
+	}
 	return false, nil
+}
+
+// overtaken reports whether a run recorded, or began writing, between two
+// reads of a registry's status.
+func overtaken(was, now *store.RegistryStatus) bool {
+	return was.LastRun.ID != now.LastRun.ID || targetedID(was) != targetedID(now) || was.Writer != now.Writer
+}
+
+func targetedID(st *store.RegistryStatus) string {
+	if st.LastTargeted == nil {
+		return ""
+	}
+	return st.LastTargeted.ID
 }
 
 // releaseLease gives the lease up when the run ends.
@@ -202,7 +249,9 @@ func (r *run) releaseLease(ctx context.Context) {
 // marked the old way.
 func (r *run) recoverLastRun(ctx context.Context) (bool, error) {
 	st := r.status
-	r.recovering = st.Lease != nil || st.Interrupted() || st.LastRun.Result == api.ResultError
+	r.recovering = st.Lease != nil || st.Interrupted() || st.LastRun.Result == api.ResultError ||
+		// A targeted run that failed after the last full run.
+		(st.LastTargeted != nil && st.LastTargeted.Result == api.ResultError && st.LastTargeted.StartedAt.After(st.LastRun.StartedAt))
 	if !r.recovering {
 		return false, nil
 	}
@@ -370,7 +419,15 @@ func (r *run) requestCommit(ctx context.Context) (bool, error) {
 
 // recordConflicts tells each owner which of its spec ids this registry
 // offers too, and withdraws what it said last time and is no longer true.
+//
+// A targeted run does not: it knows the conflicts of its entries only,
+// and an owner's record is of all the registry's. Its conflicts are in
+// its status and its entry errors, and it leaves the listing digest to
+// the next full run, which records them.
 func (r *run) recordConflicts(ctx context.Context) (bool, error) {
+	if r.t != nil {
+		return false, nil
+	}
 	byOwner := map[string][]string{}
 	for _, c := range conflicts(r.done) {
 		byOwner[c.Owner] = append(byOwner[c.Owner], c.SpecID)

@@ -23,6 +23,7 @@ type (
 	KeptSpec       = api.KeptSpec
 	SpecConflict   = api.SpecConflict
 	Lease          = api.Lease
+	CoveredEntry   = api.CoveredEntry
 )
 
 // MaxBlockingInstances bounds the instance ids a held-back version lists.
@@ -122,33 +123,49 @@ type leaseDoc struct {
 	Lease *Lease `firestore:"lease"`
 }
 
-// AcquireLease takes the registry's lease for holder until ttl from now,
-// and records holder as the registry's writer (BeginWriting) in the same
-// write. A lease held by another holder and not yet expired is a
-// failure.Precondition: the caller should retry later (for Pub/Sub: return
-// the error so the message is redelivered with backoff), not wait here.
-// A holder re-acquiring its own lease extends it.
+// AcquireLease takes the registry's lease for holder until ttl from now
+// (TakeLease, for a holder that needs nothing of the status).
 func (s *Store) AcquireLease(ctx context.Context, registry, holder string, ttl time.Duration) error {
+	_, err := s.TakeLease(ctx, registry, Lease{Holder: holder}, ttl)
+	return err
+}
+
+// TakeLease takes the registry's lease for l.Holder until ttl from now
+// (l.ExpiresAt is set here; l.StartedAt and l.Entries say what the
+// holding run reads, for whoever finds the lease held), and records the
+// holder as the registry's writer (BeginWriting) in the same write. It
+// returns the registry's status as it was just before: the state the
+// holder works from, read in the transaction that took the lease, so no
+// run recorded after it. A lease held by another holder and not yet
+// expired is a failure.Precondition: the caller should retry later (for
+// Pub/Sub: return the error so the message is redelivered with backoff),
+// not wait here. A holder re-acquiring its own lease extends it.
+func (s *Store) TakeLease(ctx context.Context, registry string, l Lease, ttl time.Duration) (*RegistryStatus, error) {
 	ref := s.registries().Doc(registry)
+	var before *RegistryStatus
 	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		doc, err := txGet[leaseDoc](s, tx, ref)
+		cur, err := txGet[RegistryStatus](s, tx, ref)
 		if err != nil {
 			return err
 		}
-		now := s.now().UTC()
-		if doc != nil {
-			if l := doc.Lease; l != nil && l.Holder != holder && now.Before(l.ExpiresAt) {
-				return failure.New(failure.Precondition, "registry %s is being reconciled by %s until %s", registry, l.Holder, l.ExpiresAt.Format(time.RFC3339))
-			}
+		if cur == nil {
+			cur = &RegistryStatus{}
 		}
-		return tx.Set(ref, map[string]any{"lease": Lease{Holder: holder, ExpiresAt: now.Add(ttl)}, "writer": holder},
+		cur.Name = registry
+		before = cur
+		now := s.now().UTC()
+		if h := cur.Lease; h != nil && h.Holder != l.Holder && now.Before(h.ExpiresAt) {
+			return failure.New(failure.Precondition, "registry %s is being reconciled by %s until %s", registry, h.Holder, h.ExpiresAt.Format(time.RFC3339))
+		}
+		l.ExpiresAt = now.Add(ttl)
+		return tx.Set(ref, map[string]any{"lease": l, "writer": l.Holder},
 			firestore.Merge(firestore.FieldPath{"lease"}, firestore.FieldPath{"writer"}))
 	})
 	if err != nil {
-		return classify(err, "acquire lease of registry %s", registry)
+		return nil, classify(err, "acquire lease of registry %s", registry)
 	}
 	s.ops.write(1)
-	return nil
+	return before, nil
 }
 
 // ReleaseLease gives the lease up if holder still has it.
