@@ -43,6 +43,11 @@ type RegistryStatus struct {
 	// MaxCovered): an event's message older than that is done
 	// (EventCoverage).
 	Covered []CoveredEntry `json:"covered,omitempty" firestore:"covered,omitempty"`
+	// CheckedAt is the start of the last run for an event that found the
+	// whole registry unchanged: such a run records nothing else (a
+	// scheduled one records nothing at all), but the events before it are
+	// done.
+	CheckedAt time.Time `json:"checked_at,omitzero" firestore:"checked_at,omitempty"`
 }
 
 // CoveredEntry says that a run that started at At read entry Entry

@@ -71,6 +71,17 @@ func (r *run) record(ctx context.Context, err error) (store.Run, error) {
 		return rec, wrap(err)
 	case r.t != nil:
 		return r.recordTargeted(ctx, rec, err)
+	case rec.Result == api.ResultUnchanged && r.event:
+		// The events before it are done: one write says so (and gives
+		// the lease up).
+		if rerr := r.st.RecordChecked(ctx, r.reg.Name, rec); rerr != nil {
+			return rec, wrap(rerr)
+		}
+		r.leased = false
+		rec.Ops.Reads++
+		rec.Ops.Writes++
+		r.log.Info("registry unchanged, for an event", "firestore_reads", rec.Ops.Reads)
+		return rec, nil
 	case rec.Result == api.ResultUnchanged:
 		// Nothing changed: do not pay a write to say so.
 		if r.short {

@@ -67,8 +67,8 @@ type run struct {
 	// rest when it ends (report).
 	rec store.Run
 	// dry says the run plans only (DryRun): it reads no status and writes
-	// nothing.
-	dry bool
+	// nothing. event says an event asked for it (ReconcileEntries).
+	dry, event bool
 
 	status  *store.RegistryStatus // as read when the run started
 	listing *registry.Listing

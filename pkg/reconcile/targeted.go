@@ -42,35 +42,42 @@ func (t *targeting) named() map[string]bool {
 	return out
 }
 
-// ReconcileEntries is a targeted run: the same steps as Reconcile over
-// the entries an event named, fetched alone (registry.EntryFetcher). It
-// holds the registry's lease like any run (DefaultLeaseTTL when the
-// runner has none) and takes it first, so what it fetches is never older
-// than what another run wrote; it needs a manifest it trusts, and reads
-// and writes only the shards that hold its entries; it upserts, holds
-// back, records entry errors and marks (an entry gone upstream is marked
-// under a full run's guards), but never deletes, and never marks an entry
-// it was not told about. It records itself as the registry's last
-// targeted run (LastTargeted), never as its last run, and asks for a
-// commit when it wrote changes.
+// ReconcileEntries is the run an event asks for. With names, a targeted
+// run: the same steps as Reconcile over the entries the event named,
+// fetched alone (registry.EntryFetcher). It holds the registry's lease
+// like any run (DefaultLeaseTTL when the runner has none) and takes it
+// first, so what it fetches is never older than what another run wrote;
+// it needs a manifest it trusts, and reads and writes only the shards
+// that hold its entries; it upserts, holds back, records entry errors
+// and marks (an entry gone upstream is marked under a full run's
+// guards), but never deletes, and never marks an entry it was not told
+// about. It records itself as the registry's last targeted run
+// (LastTargeted), never as its last run, with the entries it covered, and
+// asks for a commit when it wrote changes.
 //
 // Names the source does not select are left out (without a lease when
-// none is left). A source that cannot fetch single entries, or a registry
-// whose manifest cannot be trusted (a run did not finish, an older
-// layout, a shard nearly full), gets a full run instead, the backstop,
-// with the reason in its record (Run.Backstop) and log.
+// none is left). Without names, or for a source that cannot fetch single
+// entries, or a registry whose manifest cannot be trusted (a run did not
+// finish, an older layout, a shard nearly full), it is a full run (the
+// backstop; with names, the reason is in its record, Run.Backstop, and
+// log), which takes the lease first too, and records that it found the
+// registry unchanged (CheckedAt) when it did: the events before it are
+// done.
 func (r *Runner) ReconcileEntries(ctx context.Context, reg Registry, names []string) (store.Run, error) {
 	runID := uuid.NewString()
 	if r.NewRunID != nil {
 		runID = r.NewRunID()
 	}
 	run := r.newRun(reg, runID)
+	run.event = true
 	defer run.releaseLease(ctx)
 	fetcher, ok := reg.Source.(registry.EntryFetcher)
-	if !ok {
-		run.rec.Backstop = "the source cannot fetch single entries; it lists the registry whole"
-		run.log.Info("an event's entries are reconciled by a full run", "because", run.rec.Backstop, "entries", names)
-		err := run.do(ctx, run.readStatus, run.full)
+	if len(names) == 0 || !ok {
+		if len(names) > 0 {
+			run.rec.Backstop = "the source cannot fetch single entries; it lists the registry whole"
+			run.log.Info("an event's entries are reconciled by a full run", "because", run.rec.Backstop, "entries", names)
+		}
+		err := run.do(ctx, run.leaseFirst, run.full)
 		return run.record(ctx, err)
 	}
 	run.t = &targeting{asked: names, fetcher: fetcher}
@@ -114,13 +121,20 @@ func (r *run) selectEntries(context.Context) (bool, error) {
 
 // leaseFirst takes the registry's lease before anything else, and works
 // from the status as the lease found it: no run records while it holds
-// it, and it fetches after every run before it wrote.
+// it, and it fetches after every run before it wrote. Events come in
+// storms, so it claims the lease without a transaction (ClaimLease):
+// runs that try at once are busy at once, instead of queueing on the
+// status document's lock.
 func (r *run) leaseFirst(ctx context.Context) (bool, error) {
 	ttl := r.LeaseTTL
 	if ttl <= 0 {
 		ttl = DefaultLeaseTTL
 	}
-	before, err := r.st.TakeLease(ctx, r.reg.Name, store.Lease{Holder: r.rec.ID, StartedAt: r.rec.StartedAt, Entries: r.t.names}, ttl)
+	var entries []string // none: the whole registry
+	if r.t != nil {
+		entries = r.t.names
+	}
+	before, err := r.st.ClaimLease(ctx, r.reg.Name, store.Lease{Holder: r.rec.ID, StartedAt: r.rec.StartedAt, Entries: entries}, ttl)
 	if err != nil {
 		r.ended = api.ResultBusy
 		return false, err

@@ -7,6 +7,8 @@ import (
 	"github.com/specsync/specsync/pkg/api"
 
 	"cloud.google.com/go/firestore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/specsync/specsync/pkg/failure"
 )
@@ -166,6 +168,79 @@ func (s *Store) TakeLease(ctx context.Context, registry string, l Lease, ttl tim
 	}
 	s.ops.write(1)
 	return before, nil
+}
+
+// ClaimLease is TakeLease without a transaction, for the runs events ask
+// for, which may try many at once: it reads the status and writes the
+// lease (and the writer) on condition that the document is as read (its
+// update time; must not exist, when it did not). Many runs trying at once
+// never wait on each other's locks: one wins, the others find the status
+// changed and are busy, as if they had found the lease held (a
+// failure.Precondition). It returns the status as read, which is what
+// the holder works from.
+func (s *Store) ClaimLease(ctx context.Context, registry string, l Lease, ttl time.Duration) (*RegistryStatus, error) {
+	ref := s.registries().Doc(registry)
+	snap, err := ref.Get(ctx)
+	s.ops.read(1)
+	before := &RegistryStatus{}
+	switch {
+	case isNotFound(err):
+	case err != nil:
+		return nil, classify(err, "read status of registry %s", registry)
+	default:
+		if err := snap.DataTo(before); err != nil {
+			return nil, classify(err, "decode status of registry %s", registry)
+		}
+	}
+	before.Name = registry
+	now := s.now().UTC()
+	if h := before.Lease; h != nil && h.Holder != l.Holder && now.Before(h.ExpiresAt) {
+		return nil, failure.New(failure.Precondition, "registry %s is being reconciled by %s until %s", registry, h.Holder, h.ExpiresAt.Format(time.RFC3339))
+	}
+	l.ExpiresAt = now.Add(ttl)
+	if snap != nil && snap.Exists() {
+		_, err = ref.Update(ctx, []firestore.Update{{Path: "lease", Value: l}, {Path: "writer", Value: l.Holder}}, firestore.LastUpdateTime(snap.UpdateTime))
+	} else {
+		_, err = ref.Create(ctx, map[string]any{"lease": l, "writer": l.Holder})
+	}
+	if c := status.Code(err); c == codes.FailedPrecondition || c == codes.AlreadyExists {
+		return nil, failure.New(failure.Precondition, "registry %s changed while a run of it took the lease: another run is taking it", registry)
+	}
+	if err != nil {
+		return nil, classify(err, "acquire lease of registry %s", registry)
+	}
+	s.ops.write(1)
+	return before, nil
+}
+
+// RecordChecked records that run, for an event, found the registry
+// unchanged (checked_at: its start, never moved back), and gives its
+// lease up if it still holds it, in one write.
+func (s *Store) RecordChecked(ctx context.Context, registry string, run Run) error {
+	ref := s.registries().Doc(registry)
+	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		cur, err := txGet[RegistryStatus](s, tx, ref)
+		if err != nil {
+			return err
+		}
+		data := map[string]any{"checked_at": run.StartedAt}
+		if cur != nil && cur.CheckedAt.After(run.StartedAt) {
+			data["checked_at"] = cur.CheckedAt
+		}
+		if cur != nil && cur.Lease != nil && cur.Lease.Holder == run.ID {
+			data["lease"] = firestore.Delete
+		}
+		paths := make([]firestore.FieldPath, 0, len(data))
+		for k := range data {
+			paths = append(paths, firestore.FieldPath{k})
+		}
+		return tx.Set(ref, data, firestore.Merge(paths...))
+	})
+	if err != nil {
+		return classify(err, "record the check of registry %s", registry)
+	}
+	s.ops.write(1)
+	return nil
 }
 
 // ReleaseLease gives the lease up if holder still has it.
