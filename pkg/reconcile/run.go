@@ -127,9 +127,13 @@ func (r *run) readStatus(ctx context.Context) (bool, error) {
 // fetch lists the registry. Any failure ends the run before the store is
 // read: recorded, but not an error (the catalog is untouched).
 func (r *run) fetch(ctx context.Context) (bool, error) {
-	// A dry run sends no validators: a 304 would leave nothing to plan with.
+	// Validators only while the last run is a baseline: a 304 says the
+	// listing is the one that run saw, and leaves nothing to plan with,
+	// so it is of use only when the run may then stop (unchangedListing).
+	// After a run that held a version back, died or met a conflict, the
+	// run must plan over the listing itself. A dry run never sends them.
 	var opts registry.FetchOptions
-	if !r.dry {
+	if !r.dry && baseline(r.status) {
 		opts = registry.FetchOptions{ETag: r.status.ETag, PreviousDigest: r.status.ListingDigest}
 	}
 	listing, err := r.reg.Source.Fetch(ctx, opts)
@@ -146,6 +150,13 @@ func (r *run) fetch(ctx context.Context) (bool, error) {
 // work, so only the marked specs are read.
 func (r *run) unchangedListing(ctx context.Context) (bool, error) {
 	st := r.status
+	if r.listing.NotModified && !baseline(st) {
+		// A source answers so only to validators, which it is given only
+		// with a baseline (fetch); planning over no entries would mark
+		// everything.
+		r.ended, r.rec.Error = api.ResultFetchFailed, "the source says the listing is unchanged, and there is no baseline to compare it with"
+		return true, nil
+	}
 	if !baseline(st) || !(r.listing.NotModified || r.listing.Digest == st.ListingDigest) {
 		return false, nil
 	}
