@@ -73,8 +73,8 @@ func (r *run) record(ctx context.Context, err error) (store.Run, error) {
 		return r.recordTargeted(ctx, rec, err)
 	case rec.Result == api.ResultUnchanged && r.event:
 		// The events before it are done: one write says so (and gives
-		// the lease up).
-		if rerr := r.st.RecordChecked(ctx, r.reg.Name, rec); rerr != nil {
+		// the lease up, and the writer back: it wrote nothing).
+		if rerr := r.st.RecordChecked(ctx, r.reg.Name, rec, r.status.Writer); rerr != nil {
 			return rec, wrap(rerr)
 		}
 		r.leased = false
@@ -83,7 +83,10 @@ func (r *run) record(ctx context.Context, err error) (store.Run, error) {
 		r.log.Info("registry unchanged, for an event", "firestore_reads", rec.Ops.Reads)
 		return rec, nil
 	case rec.Result == api.ResultUnchanged:
-		// Nothing changed: do not pay a write to say so.
+		// Nothing changed: do not pay a write to say so. A run that took
+		// the lease (found overtaken, it fetched again) gives the writer
+		// back with it.
+		r.wroteNothing = true
 		if r.short {
 			r.log.Info("registry unchanged; marked specs still referenced", "kept", rec.Counts.Kept)
 		} else {

@@ -83,8 +83,9 @@ type run struct {
 	short, graceWaits bool
 	// leased says the run holds the registry's lease (released when it
 	// ends); began says it recorded that it writes the registry's specs
-	// (the lease says so too).
-	leased, began bool
+	// (the lease says so too); wroteNothing, that it ends without a spec
+	// write or a record, so the writer it found goes back with the lease.
+	leased, began, wroteNothing bool
 	// recovering says the last run did not finish: what it wrote may
 	// still be pending.
 	recovering bool
@@ -250,7 +251,11 @@ func (r *run) releaseLease(ctx context.Context) {
 	// A fresh context: the run's may be done, the lease must still go.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := r.st.ReleaseLease(rctx, r.reg.Name, r.rec.ID); err != nil {
+	release := func() error { return r.st.ReleaseLease(rctx, r.reg.Name, r.rec.ID) }
+	if r.wroteNothing {
+		release = func() error { return r.st.ReleaseLeaseWriting(rctx, r.reg.Name, r.rec.ID, r.status.Writer) }
+	}
+	if err := release(); err != nil {
 		r.log.Warn("lease not released; it expires by itself", "error", err)
 	}
 }

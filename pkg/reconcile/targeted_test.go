@@ -93,12 +93,13 @@ func (e *env) targeted(reg reconcile.Registry, names ...string) store.Run {
 }
 
 // What an event costs in Firestore does not grow with the registry: a
-// targeted run of one changed entry of a registry of 100 and of 10,000
-// entries reads and writes exactly the same, counted operation by
-// operation, and so does the commit after it.
+// targeted run of one entry of a registry of 100 and of 10,000 entries
+// reads and writes exactly the same, counted operation by operation, and
+// so does the commit after it: for an entry that changed, one that is
+// new, and one that did not change.
 func TestTargetedRunCostIsTheEntrysNotTheRegistrys(t *testing.T) {
 	t.Parallel()
-	type cost struct{ run, commit store.Counts }
+	type cost struct{ changed, changedCommit, added, unchanged store.Counts }
 	measure := func(t *testing.T, n int) cost {
 		e := newEnv(t)
 		// Listing subcollections on the emulator takes time in proportion
@@ -112,27 +113,47 @@ func TestTargetedRunCostIsTheEntrysNotTheRegistrys(t *testing.T) {
 		if run := e.run(reg); run.Counts.Created != n {
 			t.Fatalf("first run: %+v %s", run.Counts, run.Error)
 		}
+		var c cost
+		event := func(name string, want func(store.RunCounts) bool) store.Counts {
+			t.Helper()
+			run, err := e.runner.ReconcileEntries(context.Background(), reg, []string{name})
+			if err != nil || run.Result != api.ResultSucceeded || run.Backstop != "" || !want(run.Counts) {
+				t.Fatalf("targeted run of %s: %s %+v backstop %q: %v", name, run.Result, run.Counts, run.Backstop, err)
+			}
+			return run.Ops
+		}
 		changed := names[n/2]
-		oci.pushSpec(t, changed, strings.Replace(specYAML(changed), "the "+changed+" service", "the new "+changed+" service", 1))
-		run, err := e.runner.ReconcileEntries(context.Background(), reg, []string{changed})
-		if err != nil || run.Result != api.ResultSucceeded || run.Counts.Updated != 1 || run.Backstop != "" {
-			t.Fatalf("targeted run: %s %+v backstop %q: %v", run.Result, run.Counts, run.Backstop, err)
+		oci.pushSpec(t, changed, changedSpec(changed))
+		c.changed = event(changed, func(rc store.RunCounts) bool { return rc.Updated == 1 })
+		commit := e.commit()
+		if commit.Changes != 1 {
+			t.Fatalf("the commit numbered %d changes, want 1", commit.Changes)
 		}
-		c := e.commit()
-		if c.Changes != 1 {
-			t.Fatalf("the commit numbered %d changes, want 1", c.Changes)
-		}
+		c.changedCommit = commit.Ops
+		oci.pushSpec(t, "svc-new", specYAML("svc-new"))
+		c.added = event("svc-new", func(rc store.RunCounts) bool { return rc.Created == 1 })
+		c.unchanged = event(names[1], func(rc store.RunCounts) bool { return rc.Unchanged == 1 && rc.Changes == 0 })
+		e.commit()
 		invariant.Require(t, e.client, invariant.Options{Settled: true, Feed: true, Shallow: true})
-		return cost{run.Ops, c.Ops}
+		return c
 	}
 	small, large := measure(t, 100), measure(t, 10000)
-	t.Logf("one changed entry: the run %+v, the commit %+v (100 entries); %+v, %+v (10,000)", small.run, small.commit, large.run, large.commit)
-	// The run: the lease's transaction reads the status (1), the entry's
-	// manifest shard (1) and its spec (1); the record's transaction reads
-	// the status (1). Writes: the lease (1), the spec and its change (2),
-	// the status with the lease released (1), the shard (1).
-	if want := (store.Counts{Reads: 4, Writes: 5}); small.run != want {
-		t.Errorf("a targeted run of one changed entry: %+v, want %+v", small.run, want)
+	t.Logf("one entry: changed %+v, its commit %+v, new %+v, unchanged %+v (100 entries); %+v (10,000)", small.changed, small.changedCommit, small.added, small.unchanged, large)
+	want := cost{
+		// The lease (1 read, 1 write), the entry's manifest shard (1) and
+		// its spec (1), the spec and its change (2 writes), the record (1
+		// read; the status with the lease released and the shard: 2).
+		changed: store.Counts{Reads: 4, Writes: 5},
+		// The pending changes (one), meta/catalog; both written.
+		changedCommit: store.Counts{Reads: 2, Writes: 2},
+		// The lease, the shard, the offered id (missing), the offered name
+		// (a query, no result), the record; the spec and its change.
+		added: store.Counts{Reads: 5, Writes: 5},
+		// The lease, the shard, the record (no shard to rewrite).
+		unchanged: store.Counts{Reads: 3, Writes: 2},
+	}
+	if small != want {
+		t.Errorf("targeted runs of one entry: %+v, want %+v", small, want)
 	}
 	if large != small {
 		t.Errorf("the registry's size changed what an event costs: %+v at 100 entries, %+v at 10,000", small, large)
@@ -300,6 +321,18 @@ func TestTargetedRunBackstops(t *testing.T) {
 	dir := dirRegistry(t, "local", specFiles("xx", "yy"), defaultPolicy)
 	if run := e.targeted(dir, "xx"); run.Backstop == "" || run.Counts.Created != 2 {
 		t.Fatalf("a dir source for an event: backstop %q, counts %+v", run.Backstop, run.Counts)
+	}
+	// An event's full run that finds the registry unchanged records when
+	// it checked (the events before it are done), and gives back the
+	// writer its lease named: the scheduled run after it still stops
+	// after one read.
+	run = e.targeted(dir)
+	st := e.status("local")
+	if run.Result != api.ResultUnchanged || !st.CheckedAt.Equal(run.StartedAt.Truncate(time.Microsecond)) || st.Lease != nil || st.Interrupted() {
+		t.Fatalf("an event's unchanged full run: %s, checked at %s (started %s), lease %+v, interrupted %v", run.Result, st.CheckedAt, run.StartedAt, st.Lease, st.Interrupted())
+	}
+	if run := e.run(dir); run.Result != api.ResultUnchanged || run.Ops != (store.Counts{Reads: 1}) {
+		t.Fatalf("the scheduled run after it: %s %+v", run.Result, run.Ops)
 	}
 }
 
@@ -631,5 +664,13 @@ func TestFullRunOvertakenByAnEventFetchesAgain(t *testing.T) {
 	e.commit()
 	if got := e.specs("team")["a"]; got.Digest != wantDigest || got.Generation != 2 {
 		t.Fatalf("a is %s generation %d after the overtaken full run; the event's run wrote %s (generation 2)", got.Digest, got.Generation, wantDigest)
+	}
+	// It wrote nothing and recorded nothing: the writer its lease named
+	// went back with it, so it is not taken for a run that died.
+	if st := e.status("team"); st.Interrupted() || !st.ManifestTrusted() || st.Lease != nil {
+		t.Fatalf("after the overtaken run: interrupted %v, manifest trusted %v, lease %+v", st.Interrupted(), st.ManifestTrusted(), st.Lease)
+	}
+	if run := e.run(reg); run.Result != api.ResultUnchanged || run.Ops != (store.Counts{Reads: 1}) {
+		t.Fatalf("the next full run: %s %+v, want unchanged after one read", run.Result, run.Ops)
 	}
 }

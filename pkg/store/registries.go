@@ -215,8 +215,9 @@ func (s *Store) ClaimLease(ctx context.Context, registry string, l Lease, ttl ti
 
 // RecordChecked records that run, for an event, found the registry
 // unchanged (checked_at: its start, never moved back), and gives its
-// lease up if it still holds it, in one write.
-func (s *Store) RecordChecked(ctx context.Context, registry string, run Run) error {
+// lease up if it still holds it, in one write, putting the registry's
+// writer back to writer, as ReleaseLeaseWriting does (it wrote nothing).
+func (s *Store) RecordChecked(ctx context.Context, registry string, run Run, writer string) error {
 	ref := s.registries().Doc(registry)
 	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		cur, err := txGet[RegistryStatus](s, tx, ref)
@@ -229,6 +230,9 @@ func (s *Store) RecordChecked(ctx context.Context, registry string, run Run) err
 		}
 		if cur != nil && cur.Lease != nil && cur.Lease.Holder == run.ID {
 			data["lease"] = firestore.Delete
+		}
+		if cur != nil && cur.Writer == run.ID {
+			data["writer"] = restoredWriter(writer)
 		}
 		paths := make([]firestore.FieldPath, 0, len(data))
 		for k := range data {
@@ -245,11 +249,24 @@ func (s *Store) RecordChecked(ctx context.Context, registry string, run Run) err
 
 // ReleaseLease gives the lease up if holder still has it.
 func (s *Store) ReleaseLease(ctx context.Context, registry, holder string) error {
+	return s.releaseLease(ctx, registry, holder, nil)
+}
+
+// ReleaseLeaseWriting is ReleaseLease for a holder that wrote nothing and
+// records nothing (it found the registry unchanged): the lease named it
+// the registry's writer, and that goes back to writer, the one it found,
+// so that a run that never recorded is not taken for one that died
+// part-way (RegistryStatus.Interrupted).
+func (s *Store) ReleaseLeaseWriting(ctx context.Context, registry, holder, writer string) error {
+	return s.releaseLease(ctx, registry, holder, &writer)
+}
+
+func (s *Store) releaseLease(ctx context.Context, registry, holder string, writer *string) error {
 	ref := s.registries().Doc(registry)
 	released := false
 	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		released = false
-		doc, err := txGet[leaseDoc](s, tx, ref)
+		doc, err := txGet[RegistryStatus](s, tx, ref)
 		if err != nil || doc == nil {
 			return err
 		}
@@ -257,7 +274,11 @@ func (s *Store) ReleaseLease(ctx context.Context, registry, holder string) error
 			return nil
 		}
 		released = true
-		return tx.Update(ref, []firestore.Update{{Path: "lease", Value: firestore.Delete}})
+		updates := []firestore.Update{{Path: "lease", Value: firestore.Delete}}
+		if writer != nil && doc.Writer == holder {
+			updates = append(updates, firestore.Update{Path: "writer", Value: restoredWriter(*writer)})
+		}
+		return tx.Update(ref, updates)
 	})
 	if err != nil {
 		return classify(err, "release lease of registry %s", registry)
@@ -266,4 +287,12 @@ func (s *Store) ReleaseLease(ctx context.Context, registry, holder string) error
 		s.ops.write(1)
 	}
 	return nil
+}
+
+// restoredWriter is the value that puts writer back ("": none).
+func restoredWriter(writer string) any {
+	if writer == "" {
+		return firestore.Delete
+	}
+	return writer
 }
