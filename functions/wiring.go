@@ -130,6 +130,9 @@ func newReconcile(ctx context.Context, env settings.Lookup) (*reconcileApp, erro
 		Commits:    commits,
 		Committer:  committer,
 		Logger:     log,
+		// Events coalesce: one run a cooldown at most per registry.
+		EventCooldown:  s.EventCooldown,
+		EventClockSkew: s.EventClockSkew,
 	}}, nil
 }
 

@@ -44,6 +44,26 @@ resource "google_firestore_index" "specs_registry_state" {
   }
 }
 
+# store.Queries RegistrySpecsNamed: specs where registry == R and name ==
+# N, which a targeted run asks of the names its entries offer (names are
+# unique in a registry's listing, and an explicit id need not derive from
+# the name).
+resource "google_firestore_index" "specs_registry_name" {
+  project     = var.project_id
+  database    = google_firestore_database.main.name
+  collection  = "specs"
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "registry"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "name"
+    order      = "ASCENDING"
+  }
+}
+
 # operations/{id}.expires_at (bootstrap.Operation.ExpiresAt): a finished
 # bootstrap is forgotten after SPECSYNC_OPERATION_RETENTION; reads already
 # treat it as gone, TTL deletes it (within about a day of expiring; TTL

@@ -97,6 +97,10 @@ locals {
         # Runs ask the committer for a commit here; the commit push
         # subscription brings the requests back, one at a time.
         SPECSYNC_COMMIT_TOPIC = google_pubsub_topic.commit.name
+        # Events coalesce: one run a cooldown at most per registry; a run
+        # covers the events received this much before it started.
+        SPECSYNC_EVENT_COOLDOWN   = "${var.event_cooldown_ms}ms"
+        SPECSYNC_EVENT_CLOCK_SKEW = "${var.event_clock_skew_ms}ms"
       })
       # Registry credentials: *_env as environment variables, *_file as
       # files in a Secret Manager volume.

@@ -240,6 +240,28 @@ variable "lease_ttl_seconds" {
   }
 }
 
+variable "event_cooldown_ms" {
+  type        = number
+  description = "SPECSYNC_EVENT_COOLDOWN: the least time between the starts of two runs of one registry for events; an event that comes sooner is redelivered by Pub/Sub, so a storm makes one run a cooldown at most."
+  default     = 1000
+
+  validation {
+    condition     = floor(var.event_cooldown_ms) == var.event_cooldown_ms && var.event_cooldown_ms >= 1 && var.event_cooldown_ms <= 600000
+    error_message = "event_cooldown_ms must be a whole number of milliseconds between 1 and 600000 (10 minutes)."
+  }
+}
+
+variable "event_clock_skew_ms" {
+  type        = number
+  description = "SPECSYNC_EVENT_CLOCK_SKEW: how far the clocks of the instance that received an event and the one that ran its registry may disagree; a run covers an event only if it started at least this long after it."
+  default     = 1000
+
+  validation {
+    condition     = floor(var.event_clock_skew_ms) == var.event_clock_skew_ms && var.event_clock_skew_ms >= 1 && var.event_clock_skew_ms <= 60000
+    error_message = "event_clock_skew_ms must be a whole number of milliseconds between 1 and 60000."
+  }
+}
+
 variable "catalog_refresh_seconds" {
   type        = number
   description = "SPECSYNC_CATALOG_REFRESH: a warm catalog instance re-reads the catalog revision at most this often."

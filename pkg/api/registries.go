@@ -34,7 +34,32 @@ type RegistryStatus struct {
 	// describes the store only while Writer is the run that wrote it and
 	// no lease is left behind: ManifestTrusted.
 	Manifest *ManifestHeader `json:"manifest,omitempty" firestore:"manifest,omitempty"`
+	// LastTargeted is the last targeted run: a run of the entries an
+	// event named. It never replaces LastRun, the last full run, which
+	// stays the registry's baseline.
+	LastTargeted *Run `json:"last_targeted_run,omitempty" firestore:"last_targeted_run,omitempty"`
+	// Covered are the entries targeted runs reconciled lately, each with
+	// the start of the last run that did (newest first, at most
+	// MaxCovered): an event's message older than that is done
+	// (EventCoverage).
+	Covered []CoveredEntry `json:"covered,omitempty" firestore:"covered,omitempty"`
+	// CheckedAt is the start of the last run for an event that found the
+	// whole registry unchanged: such a run records nothing else (a
+	// scheduled one records nothing at all), but the events before it are
+	// done.
+	CheckedAt time.Time `json:"checked_at,omitzero" firestore:"checked_at,omitempty"`
 }
+
+// CoveredEntry says that a run that started at At read entry Entry
+// upstream and finished: whatever an event about the entry announced
+// before At, that run saw.
+type CoveredEntry struct {
+	Entry string    `json:"entry" firestore:"entry"`
+	At    time.Time `json:"at" firestore:"at"`
+}
+
+// MaxCovered bounds the entries a status lists as covered.
+const MaxCovered = 200
 
 // ManifestHeader names a registry's manifest: the run that wrote it (it
 // describes the store as that run left it) and how many shards it has.
@@ -44,6 +69,29 @@ type ManifestHeader struct {
 	Shards  int       `json:"shards" firestore:"shards"`
 	Entries int       `json:"entries" firestore:"entries"`
 	At      time.Time `json:"at" firestore:"at"`
+	// Layout is how entries are placed in shards: ManifestByEntry (by a
+	// hash of the entry name, so a run of a few entries reads and writes
+	// only their shards), or "" (sorted by spec id, cut by size: the
+	// manifests of the version before; only a full run reads those).
+	Layout string `json:"layout,omitempty" firestore:"layout,omitempty"`
+	// ShardRuns names the run that last wrote each shard (a targeted run
+	// rewrites only its own); absent, every shard is Run's.
+	ShardRuns []string `json:"shard_runs,omitempty" firestore:"shard_runs,omitempty"`
+	// Active is how many of the entries are active specs: the share a
+	// targeted run may mark is a share of the registry's, not of the
+	// entries it was told about.
+	Active int `json:"active" firestore:"active"`
+}
+
+// ManifestByEntry is the Layout of a manifest sharded by entry name.
+const ManifestByEntry = "by-entry"
+
+// ShardRun is the run that last wrote shard i.
+func (h *ManifestHeader) ShardRun(i int) string {
+	if i < len(h.ShardRuns) && h.ShardRuns[i] != "" {
+		return h.ShardRuns[i]
+	}
+	return h.Run
 }
 
 // Interrupted reports whether a run began writing the registry's specs
@@ -52,7 +100,8 @@ type ManifestHeader struct {
 // without one: the local tools). Its writes are not described by the
 // recorded listing or manifest.
 func (st *RegistryStatus) Interrupted() bool {
-	return st.Writer != "" && st.Writer != st.LastRun.ID && (st.Manifest == nil || st.Writer != st.Manifest.Run)
+	return st.Writer != "" && st.Writer != st.LastRun.ID && (st.Manifest == nil || st.Writer != st.Manifest.Run) &&
+		(st.LastTargeted == nil || st.Writer != st.LastTargeted.ID)
 }
 
 // ManifestTrusted reports whether the status' manifest describes the
@@ -81,6 +130,13 @@ type Run struct {
 	HeldBack    []HeldBackSpec `json:"held_back,omitempty" firestore:"held_back"`
 	// Planned is set by dry runs only (which record no run).
 	Planned []PlannedChange `json:"planned,omitempty" firestore:"planned,omitempty"`
+	// Entries, on a targeted run, are the entries it was told about and
+	// reconciled (names the source does not select left out).
+	Entries []string `json:"entries,omitempty" firestore:"entries,omitempty"`
+	// Backstop, on a full run done for an event that named entries,
+	// says why it ran in full (no manifest to trust, a source that cannot
+	// fetch single entries).
+	Backstop string `json:"backstop,omitempty" firestore:"backstop,omitempty"`
 }
 
 // EntryError is one registry entry that failed to parse or validate.
@@ -121,4 +177,9 @@ type HeldBackSpec struct {
 type Lease struct {
 	Holder    string    `json:"holder" firestore:"holder"`
 	ExpiresAt time.Time `json:"expires_at" firestore:"expires_at"`
+	// StartedAt is when the holding run started, and Entries what it
+	// reads upstream (none: the whole registry): an event older than
+	// the run, about what it reads, needs no run of its own.
+	StartedAt time.Time `json:"started_at,omitzero" firestore:"started_at,omitempty"`
+	Entries   []string  `json:"entries,omitempty" firestore:"entries,omitempty"`
 }

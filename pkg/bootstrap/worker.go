@@ -1,6 +1,7 @@
 package bootstrap
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -29,6 +30,11 @@ type Worker struct {
 	Commits   reconcile.CommitRequester
 	Committer *reconcile.Committer
 	Logger    *slog.Logger
+	// EventCooldown and EventClockSkew say how events coalesce
+	// (DecideEvent; defaults DefaultEventCooldown, DefaultEventClockSkew).
+	EventCooldown, EventClockSkew time.Duration
+	// Now is the clock events are judged by (time.Now when nil).
+	Now func() time.Time
 }
 
 func (w *Worker) logger() *slog.Logger {
@@ -100,18 +106,40 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 	return w.report(ctx, log, m, res)
 }
 
-// handleEvent runs the registry an event's message names, outside any
-// bootstrap: nothing reports to an operation, and the run asks for its
-// own commit (Runner.Commits). An unknown registry is logged and
-// acknowledged (the configuration changed since the event was sent).
+// handleEvent handles an event's message, outside any bootstrap: nothing
+// reports to an operation, and a run asks for its own commit
+// (Runner.Commits). It reads the registry's status once and decides
+// (DecideEvent): a message a run already covers is acknowledged without a
+// run; one that finds another run holding the registry, or the registry
+// run less than a cooldown ago, is handed back to Pub/Sub (a retryable
+// error), which redelivers it with backoff; otherwise the entries it
+// names are run (Runner.ReconcileEntries: a targeted run, or a full one
+// when it names none or the source cannot fetch single entries). An
+// unknown registry is logged and acknowledged (the configuration changed
+// since the event was sent), and so is a registry that could not be
+// fetched: the next run, scheduled or for an event, catches up.
 func (w *Worker) handleEvent(ctx context.Context, m queue.Message) error {
-	log := w.logger().With("registry", m.Registry, "event_at", m.EventAt, "entries", len(m.Entries))
+	log := w.logger().With("registry", m.Registry, "event_at", m.EventAt, "entries", m.Entries)
 	reg, ok := w.Lookup(m.Registry)
 	if !ok {
 		log.Warn("dropping an event for a registry this deployment does not configure")
 		return nil
 	}
-	run, err := w.Runner.Reconcile(ctx, reg)
+	st, err := w.Runner.Store.RegistryStatus(ctx, m.Registry)
+	if err != nil {
+		log.Warn("reading the registry's status failed; the event will be retried", "error", err)
+		return err
+	}
+	d := DecideEvent(st, m, w.now(), cmp.Or(w.EventCooldown, DefaultEventCooldown), cmp.Or(w.EventClockSkew, DefaultEventClockSkew))
+	switch d.Verdict {
+	case EventCovered:
+		log.Info("event already covered; no run", "by", d.Reason)
+		return nil
+	case EventBusy, EventCoolingDown:
+		log.Info("event deferred; Pub/Sub delivers it again", "because", d.Reason)
+		return failure.New(failure.Precondition, "%s", d.Reason)
+	}
+	run, err := w.Runner.ReconcileEntries(ctx, reg, m.Entries)
 	if err != nil {
 		if failure.Retryable(err) {
 			log.Warn("event's run will be retried", "error", err, "result", run.Result)
@@ -120,8 +148,15 @@ func (w *Worker) handleEvent(ctx context.Context, m queue.Message) error {
 		log.Error("event's run failed and retrying cannot help", "error", err, "result", run.Result)
 		return nil
 	}
-	log.Info("event's run done", "result", run.Result, "run", run.ID)
+	log.Info("event's run done", "result", run.Result, "run", run.ID, "targeted", run.Entries != nil, "backstop", run.Backstop)
 	return nil
+}
+
+func (w *Worker) now() time.Time {
+	if w.Now != nil {
+		return w.Now()
+	}
+	return time.Now()
 }
 
 // reportAttempts bounds the in-process retries of publishing a report:

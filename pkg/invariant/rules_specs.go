@@ -166,25 +166,36 @@ func (c *checker) manifests() {
 		h := st.Manifest
 		entries := map[string]store.ManifestEntry{}
 		whole := true
+		byEntry := h.Layout == api.ManifestByEntry
 		for i := range h.Shards {
 			id := fmt.Sprintf("%s.%d", name, i)
 			sh, ok := c.s.Manifests[id]
-			if !ok || sh.Run != h.Run || sh.Shard != i || sh.Shards != h.Shards || sh.Registry != name {
-				c.add("manifest", store.ManifestsCollection+"/"+id, "shard %d of the manifest of run %s is missing or another's (%+v)", i, h.Run, sh)
+			if !ok || sh.Run != h.ShardRun(i) || sh.Shard != i || sh.Shards != h.Shards || sh.Registry != name {
+				c.add("manifest", store.ManifestsCollection+"/"+id, "shard %d of the manifest of run %s is missing or another's (%+v)", i, h.ShardRun(i), sh)
 				whole = false
 				continue
 			}
-			es, err := sh.Decode()
+			m, err := sh.Decode()
 			if err != nil {
 				c.add("manifest", store.ManifestsCollection+"/"+id, "%v", err)
 				whole = false
 				continue
 			}
-			for _, e := range es {
+			for _, e := range m.Entries {
 				if _, dup := entries[e.SpecID]; dup {
 					c.add("manifest", doc, "spec %s is in the manifest twice", e.SpecID)
 				}
 				entries[e.SpecID] = e
+				// A run of named entries reads only their shards: an
+				// entry elsewhere would never be seen by one.
+				if byEntry && store.ManifestShardOf(e.Entry, h.Shards) != i {
+					c.add("manifest", store.ManifestsCollection+"/"+id, "spec %s of entry %q is in shard %d, not in the entry's shard %d", e.SpecID, e.Entry, i, store.ManifestShardOf(e.Entry, h.Shards))
+				}
+			}
+			for entry := range m.Listing {
+				if byEntry && store.ManifestShardOf(entry, h.Shards) != i {
+					c.add("manifest", store.ManifestsCollection+"/"+id, "the listing digest of entry %q is in shard %d, not in the entry's shard %d", entry, i, store.ManifestShardOf(entry, h.Shards))
+				}
 			}
 		}
 		if !whole {
@@ -192,6 +203,9 @@ func (c *checker) manifests() {
 		}
 		if len(entries) != h.Entries {
 			c.add("manifest", doc, "the header says %d entries, the shards hold %d", h.Entries, len(entries))
+		}
+		if active := countActive(entries); byEntry && active != h.Active {
+			c.add("manifest", doc, "the header says %d active entries, the shards hold %d", h.Active, active)
 		}
 		for _, id := range sortedKeys(c.s.Specs) {
 			r := c.s.Specs[id]
@@ -225,4 +239,14 @@ func describeOwner(r store.SpecRecord, stored bool) string {
 		return "not stored"
 	}
 	return "owned by registry " + r.Registry
+}
+
+func countActive(entries map[string]store.ManifestEntry) int {
+	n := 0
+	for _, e := range entries {
+		if e.State == api.SpecActive {
+			n++
+		}
+	}
+	return n
 }

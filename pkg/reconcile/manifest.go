@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/specsync/specsync/pkg/api"
+	"github.com/specsync/specsync/pkg/registry"
 	"github.com/specsync/specsync/pkg/store"
 )
 
@@ -28,6 +29,11 @@ type knowledge struct {
 	// gone counts the manifest's entries whose spec was not there (or is
 	// another registry's now): the manifest is worth rewriting.
 	gone int
+	// listing is what the manifest says each entry of the listing it
+	// describes added to the listing digest; stale says the manifest is
+	// worth rewriting anyway (an older layout).
+	listing map[string]string
+	stale   bool
 }
 
 // known reads what the run needs of the stored specs. When the status'
@@ -41,15 +47,14 @@ type knowledge struct {
 func (r *Runner) known(ctx context.Context, st *store.Store, reg Registry, status *store.RegistryStatus, candidates []Candidate) (knowledge, error) {
 	k := knowledge{full: map[string]store.SpecRecord{}}
 	if status != nil && status.ManifestTrusted() {
-		entries, err := st.ReadManifest(ctx, reg.Name, status.Manifest)
+		m, err := st.ReadManifest(ctx, reg.Name, status.Manifest)
 		if err != nil {
 			return k, err
 		}
-		if entries != nil {
+		if m != nil {
 			k.fromManifest = true
-			for _, e := range entries {
-				k.stored = append(k.stored, Stored{ID: e.SpecID, Entry: e.Entry, Digest: e.Digest, State: e.State, Partial: true, Clean: e.Clean})
-			}
+			k.listing, k.stale = m.Listing, status.Manifest.Layout != api.ManifestByEntry
+			k.stored = partialRecords(m.Entries)
 		}
 	}
 	if !k.fromManifest {
@@ -71,22 +76,42 @@ func (r *Runner) known(ctx context.Context, st *store.Store, reg Registry, statu
 		return k, err
 	}
 	k.read += len(k.plan.Read)
+	k.readIn(records, k.plan.Read)
+	k.plan = MakePlan(candidates, k.stored, reg.Policy)
+	if len(k.plan.Read) > 0 {
+		return k, fmt.Errorf("the plan still needs specs %v after reading them", k.plan.Read)
+	}
+	return k, nil
+}
+
+// partialRecords are what the manifest says of each spec, as planning
+// takes it.
+func partialRecords(entries []store.ManifestEntry) []Stored {
+	out := make([]Stored, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, Stored{ID: e.SpecID, Entry: e.Entry, Digest: e.Digest, State: e.State, Partial: true, Clean: e.Clean})
+	}
+	return out
+}
+
+// readIn puts the records read for the partial ones asked for in their
+// place; an asked one not read is gone since (a marked spec deleted by a
+// run that read only the marked ones), or another registry's now.
+func (k *knowledge) readIn(records []store.SpecRecord, asked []string) {
 	byID := map[string]store.SpecRecord{}
 	for _, rec := range records {
 		byID[rec.ID] = rec
 		k.full[rec.ID] = rec
 	}
-	asked := map[string]bool{}
-	for _, id := range k.plan.Read {
-		asked[id] = true
+	wanted := map[string]bool{}
+	for _, id := range asked {
+		wanted[id] = true
 	}
 	var stored []Stored
 	for _, s := range k.stored {
-		if s.Partial && asked[s.ID] {
+		if s.Partial && wanted[s.ID] {
 			rec, ok := byID[s.ID]
 			if !ok {
-				// Gone since (a marked spec deleted by a run that read
-				// only the marked ones), or another registry's now.
 				k.gone++
 				continue
 			}
@@ -95,11 +120,21 @@ func (r *Runner) known(ctx context.Context, st *store.Store, reg Registry, statu
 		stored = append(stored, s)
 	}
 	k.stored = stored
-	k.plan = MakePlan(candidates, k.stored, reg.Policy)
-	if len(k.plan.Read) > 0 {
-		return k, fmt.Errorf("the plan still needs specs %v after reading them", k.plan.Read)
+}
+
+// listingDigests is what each entry of a listing adds to its digest, by
+// entry name (the entries of one name together): what a manifest keeps
+// so that a run of a few entries can work the digest out again.
+func listingDigests(entries []registry.Entry) map[string]string {
+	byName := map[string][]registry.Entry{}
+	for _, e := range entries {
+		byName[e.Name] = append(byName[e.Name], e)
 	}
-	return k, nil
+	out := make(map[string]string, len(byName))
+	for name, es := range byName {
+		out[name] = registry.EntriesDigest(es)
+	}
+	return out
 }
 
 // manifest is the registry's manifest as the run leaves it: it starts as

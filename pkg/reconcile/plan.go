@@ -10,6 +10,7 @@ package reconcile
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/specsync/specsync/pkg/api"
@@ -130,12 +131,51 @@ func (p *Plan) Visible() bool {
 // the registry's size. It is deterministic: the same inputs give the same
 // plan, in sorted order.
 func MakePlan(listing []Candidate, stored []Stored, policy Policy) Plan {
+	return makePlan(listing, stored, policy, nil)
+}
+
+// Scope is what a targeted run's plan covers: the entries an event named,
+// and what it must know of the rest of the registry.
+type Scope struct {
+	// Entries are the entries the run was told about (and the source
+	// selects). Only their stored specs are planned, and nothing else is
+	// ever marked.
+	Entries []string
+	// Active is how many active specs the registry holds (its manifest
+	// says): the mass-deletion guard's whole, as in a full run.
+	Active int
+	// TakenIDs and TakenNames are the spec ids and names held by specs of
+	// entries the run was not told about (id or name -> entry): an entry
+	// offering one is an entry error, as the second offer of an id or a
+	// name is in a full run, and the spec is left to its entry (the next
+	// full run decides which entry keeps it).
+	TakenIDs, TakenNames map[string]string
+}
+
+func (s *Scope) has(entry string) bool { return s == nil || slices.Contains(s.Entries, entry) }
+
+// MakeTargetedPlan is MakePlan for a targeted run: listing is what the
+// named entries offer now (a named entry it does not hold is gone
+// upstream), stored the specs those entries hold. The same rules, over
+// those entries only: nothing of another entry is marked, no marked spec
+// is deleted or counted as kept (the grace of a mark is the full runs'),
+// the empty-listing guard does not apply (an event may well be about the
+// one entry that went), and the share guard counts the whole registry's
+// active specs.
+func MakeTargetedPlan(listing []Candidate, stored []Stored, policy Policy, scope Scope) Plan {
+	return makePlan(listing, stored, policy, &scope)
+}
+
+func makePlan(listing []Candidate, stored []Stored, policy Policy, scope *Scope) Plan {
 	if read := needFull(listing, stored); len(read) > 0 {
 		return Plan{Read: read}
 	}
 	var p Plan
 
 	entries := vetted(listing)
+	if scope != nil {
+		entries = taken(entries, scope)
+	}
 
 	byID := make(map[string]Stored, len(stored))
 	byEntry := make(map[string][]Stored)
@@ -195,17 +235,23 @@ func MakePlan(listing []Candidate, stored []Stored, policy Policy) Plan {
 		if s.State == api.SpecActive {
 			active++
 		}
-		if _, ok := offered[s.ID]; ok || failedEntries[s.Entry] {
+		if _, ok := offered[s.ID]; ok || failedEntries[s.Entry] || !scope.has(s.Entry) {
 			continue
 		}
 		switch {
 		case s.State == api.SpecActive:
 			mark = append(mark, s)
+		case scope != nil:
+			// A targeted run neither deletes nor keeps: the marked spec
+			// waits for the full runs.
 		case s.Instances > 0:
 			keep = append(keep, s)
 		default:
 			del = append(del, s)
 		}
+	}
+	if scope != nil {
+		active = scope.Active
 	}
 	p.Keep = keep
 
@@ -215,7 +261,7 @@ func MakePlan(listing []Candidate, stored []Stored, policy Policy) Plan {
 	}
 	switch {
 	case policy.AllowMassDeletion:
-	case len(entries) == 0 && active > 0:
+	case scope == nil && len(entries) == 0 && active > 0:
 		p.Guarded = fmt.Sprintf("the listing is empty while the store holds %d active specs for this registry; nothing marked (set allow_mass_deletion to accept)", active)
 	case len(mark) > 1 && float64(len(mark)) > share*float64(active):
 		p.Guarded = fmt.Sprintf("the run would mark %d of %d active specs, more than the allowed share %.0f%%; nothing marked (raise max_mark_share or set allow_mass_deletion to accept)", len(mark), active, share*100)
@@ -282,6 +328,22 @@ func vetted(listing []Candidate) []Candidate {
 			entries[i].Err = fmt.Errorf("spec name %q is already offered by entry %q of this registry", c.Spec.Name, prev)
 		} else {
 			ids[c.ID], names[c.Spec.Name] = c.Entry, c.Entry
+		}
+	}
+	return entries
+}
+
+// taken turns the entries that offer an id or a name an entry outside the
+// scope holds into entry errors.
+func taken(entries []Candidate, scope *Scope) []Candidate {
+	for i, c := range entries {
+		if c.Err != nil || c.Spec == nil {
+			continue
+		}
+		if other, ok := scope.TakenIDs[c.ID]; ok && other != c.Entry {
+			entries[i].Err = fmt.Errorf("spec id %s is already offered by entry %q of this registry (the next full run decides which entry keeps it)", c.ID, other)
+		} else if other, ok := scope.TakenNames[c.Spec.Name]; ok && other != c.Entry {
+			entries[i].Err = fmt.Errorf("spec name %q is already offered by entry %q of this registry (the next full run decides which entry keeps it)", c.Spec.Name, other)
 		}
 	}
 	return entries

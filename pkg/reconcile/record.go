@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/store"
@@ -17,7 +18,7 @@ func (r *run) result(err error, counts store.RunCounts, kept []store.KeptSpec) a
 		return api.ResultError
 	case r.dry:
 		return api.ResultDryRun
-	case r.short && counts.Deleted == 0 && sameKept(kept, r.status.LastRun.Kept):
+	case r.short && counts.Deleted == 0 && sameKept(kept, r.status.LastRun.Kept) && !r.graceWaits:
 		return api.ResultUnchanged // every marked spec is still referenced, as last time
 	case r.k.plan.Guarded != "":
 		return api.ResultGuarded
@@ -64,9 +65,28 @@ func (r *run) record(ctx context.Context, err error) (store.Run, error) {
 	switch {
 	case r.status == nil || rec.Result == api.ResultBusy:
 		// No status to record against, or another run's turn: it records.
+		if err == nil {
+			return rec, nil
+		}
 		return rec, wrap(err)
+	case r.t != nil:
+		return r.recordTargeted(ctx, rec, err)
+	case rec.Result == api.ResultUnchanged && r.event:
+		// The events before it are done: one write says so (and gives
+		// the lease up, and the writer back: it wrote nothing).
+		if rerr := r.st.RecordChecked(ctx, r.reg.Name, rec, r.status.Writer); rerr != nil {
+			return rec, wrap(rerr)
+		}
+		r.leased = false
+		rec.Ops.Reads++
+		rec.Ops.Writes++
+		r.log.Info("registry unchanged, for an event", "firestore_reads", rec.Ops.Reads)
+		return rec, nil
 	case rec.Result == api.ResultUnchanged:
-		// Nothing changed: do not pay a write to say so.
+		// Nothing changed: do not pay a write to say so. A run that took
+		// the lease (found overtaken, it fetched again) gives the writer
+		// back with it.
+		r.wroteNothing = true
 		if r.short {
 			r.log.Info("registry unchanged; marked specs still referenced", "kept", rec.Counts.Kept)
 		} else {
@@ -100,13 +120,18 @@ func (r *run) record(ctx context.Context, err error) (store.Run, error) {
 
 	// A full run records with its status the manifest of what it left,
 	// unless it wrote no spec and started from a manifest that still
-	// describes the store.
+	// describes the store and its listing.
 	var rerr error
-	if full && (r.began || !r.k.fromManifest || r.k.gone > 0) {
+	var listing map[string]string
+	if full {
+		listing = listingDigests(r.listing.Entries)
+	}
+	if full && (r.began || !r.k.fromManifest || r.k.gone > 0 || r.k.stale || !maps.Equal(listing, r.k.listing)) {
 		// (It adds what recording costs to the run's counts.)
 		var written bool
 		written, rerr = r.st.RecordRunWithManifest(ctx, r.reg.Name, &rec, success, digest, etag, marked,
-			store.Seen{LastRun: r.status.LastRun.ID, Writer: r.status.Writer, Began: r.began}, manifestAfter(r.k, r.done).entries())
+			store.Seen{LastRun: r.status.LastRun.ID, Writer: r.status.Writer, Began: r.began},
+			store.Manifest{Entries: manifestAfter(r.k, r.done).entries(), Listing: listing})
 		if rerr == nil && !written {
 			r.log.Warn("another run of the registry ran meanwhile: no manifest recorded, the next run reads every spec")
 		}

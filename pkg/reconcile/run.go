@@ -29,24 +29,28 @@ func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error)
 	}
 	run := r.newRun(reg, runID)
 	defer run.releaseLease(ctx)
-	err := run.do(ctx,
-		run.readStatus,
-		run.fetch, // step 1
-		run.unchangedListing,
-		run.lease,
-		run.recoverLastRun,
-		run.know,         // step 2
-		run.begin,        // before the first spec write
-		run.deleteMarked, // step 3
-		run.upsert,       // step 4
-		run.findBlockers,
-		run.holdBack,
-		run.recordEntryErrors,
-		run.mark, // step 5
-		run.requestCommit,
-		run.recordConflicts,
-	)
+	err := run.do(ctx, run.readStatus, run.full)
 	return run.record(ctx, err)
+}
+
+// full is a run over every entry of the registry, from its status on.
+func (r *run) full(ctx context.Context) (bool, error) {
+	return true, r.do(ctx,
+		r.fetch, // step 1
+		r.unchangedListing,
+		r.lease,
+		r.recoverLastRun,
+		r.know,         // step 2
+		r.begin,        // before the first spec write
+		r.deleteMarked, // step 3
+		r.upsert,       // step 4
+		r.findBlockers,
+		r.holdBack,
+		r.recordEntryErrors,
+		r.mark, // step 5
+		r.requestCommit,
+		r.recordConflicts,
+	)
 }
 
 // run is one run of one registry as it goes: what it read and planned,
@@ -63,8 +67,8 @@ type run struct {
 	// rest when it ends (report).
 	rec store.Run
 	// dry says the run plans only (DryRun): it reads no status and writes
-	// nothing.
-	dry bool
+	// nothing. event says an event asked for it (ReconcileEntries).
+	dry, event bool
 
 	status  *store.RegistryStatus // as read when the run started
 	listing *registry.Listing
@@ -74,16 +78,22 @@ type run struct {
 	ended api.RunResult
 	// short says the listing is the last successful one's while marked
 	// specs wait: the run only deletes those nothing references any more.
-	short bool
+	// graceWaits says one of them was marked after the last successful
+	// run (by a targeted run): this run, recorded, starts its grace.
+	short, graceWaits bool
 	// leased says the run holds the registry's lease (released when it
 	// ends); began says it recorded that it writes the registry's specs
-	// (the lease says so too).
-	leased, began bool
+	// (the lease says so too); wroteNothing, that it ends without a spec
+	// write or a record, so the writer it found goes back with the lease.
+	leased, began, wroteNothing bool
 	// recovering says the last run did not finish: what it wrote may
 	// still be pending.
 	recovering bool
 	k          knowledge // the stored specs and the plan over them
 	done       outcomes
+	// t is a targeted run's own (nil for a full run, and once a targeted
+	// run turned into a full one: Backstop).
+	t *targeting
 }
 
 func (r *Runner) newRun(reg Registry, id string) *run {
@@ -118,11 +128,13 @@ func (r *run) readStatus(ctx context.Context) (bool, error) {
 // fetch lists the registry. Any failure ends the run before the store is
 // read: recorded, but not an error (the catalog is untouched).
 func (r *run) fetch(ctx context.Context) (bool, error) {
-	// Validators are sent only when a 304 could end the run: a dry run, or
-	// one whose last run is no baseline (it held a version back, failed,
-	// was guarded), must plan, and a 304 would leave nothing to plan with.
+	// Validators only while the last run is a baseline: a 304 says the
+	// listing is the one that run saw, and leaves nothing to plan with,
+	// so it is of use only when the run may then stop (unchangedListing).
+	// After a run that held a version back, died or met a conflict, the
+	// run must plan over the listing itself. A dry run never sends them.
 	var opts registry.FetchOptions
-	if !r.dry && r.baseline() {
+	if !r.dry && baseline(r.status) {
 		opts = registry.FetchOptions{ETag: r.status.ETag, PreviousDigest: r.status.ListingDigest}
 	}
 	listing, err := r.reg.Source.Fetch(ctx, opts)
@@ -139,7 +151,14 @@ func (r *run) fetch(ctx context.Context) (bool, error) {
 // work, so only the marked specs are read.
 func (r *run) unchangedListing(ctx context.Context) (bool, error) {
 	st := r.status
-	if !r.baseline() || !(r.listing.NotModified || r.listing.Digest == st.ListingDigest) {
+	if r.listing.NotModified && !baseline(st) {
+		// A source answers so only to validators, which it is given only
+		// with a baseline (fetch); planning over no entries would mark
+		// everything.
+		r.ended, r.rec.Error = api.ResultFetchFailed, "the source says the listing is unchanged, and there is no baseline to compare it with"
+		return true, nil
+	}
+	if !baseline(st) || !(r.listing.NotModified || r.listing.Digest == st.ListingDigest) {
 		return false, nil
 	}
 	if st.Marked == 0 {
@@ -150,10 +169,10 @@ func (r *run) unchangedListing(ctx context.Context) (bool, error) {
 	return true, r.do(ctx, r.readMarked, r.deleteMarked, r.requestCommit)
 }
 
-// baseline reports whether the last run's listing may end this run
-// unchanged (an equal digest, or a 304 to its ETag).
-func (r *run) baseline() bool {
-	st := r.status
+// baseline reports whether the status' listing digest describes the
+// store: the last full run succeeded (or found it unchanged) with no
+// conflict and nothing held back, and no run died after it.
+func baseline(st *store.RegistryStatus) bool {
 	return st.ListingDigest != "" &&
 		(st.LastRun.Result == api.ResultSucceeded || st.LastRun.Result == api.ResultUnchanged) &&
 		len(st.LastRun.Conflicts) == 0 &&
@@ -166,11 +185,18 @@ func (r *run) baseline() bool {
 }
 
 // readMarked is what the short run knows: the marked specs, all to delete
-// if nothing references them.
+// if nothing references them. One marked after the last successful run
+// (a targeted run marks between full runs) is not deleted yet, and this
+// run records itself so that its grace starts (graceWaits).
 func (r *run) readMarked(ctx context.Context) (bool, error) {
 	marked, err := r.st.MarkedSpecs(ctx, r.reg.Name)
 	if err != nil {
 		return false, err
+	}
+	for _, m := range marked {
+		if !m.MarkedAt.Before(r.status.LastSuccessAt) {
+			r.graceWaits = true
+		}
 	}
 	stored := storedFrom(marked)
 	r.k = knowledge{stored: stored, plan: Plan{Delete: stored}}
@@ -180,16 +206,41 @@ func (r *run) readMarked(ctx context.Context) (bool, error) {
 // lease takes the registry's lease, when the runner uses one: it also
 // says this run writes the registry's specs now (began). A lease another
 // run holds ends the run busy, with a failure.Precondition error.
+//
+// A run of the registry that recorded (or began writing) between this
+// run's status read and its lease may have written what upstream said
+// after this run fetched: carried on, this run would write an older
+// state over it. So the run starts again from the fetch, holding the
+// lease, from the status as the lease found it.
 func (r *run) lease(ctx context.Context) (bool, error) {
-	if r.LeaseTTL <= 0 {
+	if r.leased || r.LeaseTTL <= 0 {
 		return false, nil
 	}
-	if err := r.st.AcquireLease(ctx, r.reg.Name, r.rec.ID, r.LeaseTTL); err != nil {
+	before, err := r.st.TakeLease(ctx, r.reg.Name, store.Lease{Holder: r.rec.ID, StartedAt: r.rec.StartedAt}, r.LeaseTTL)
+	if err != nil {
 		r.ended = api.ResultBusy
 		return false, err
 	}
 	r.leased, r.began = true, true
+	if overtaken(r.status, before) {
+		r.log.Info("another run of the registry ran since this one read its status; fetching again")
+		r.status = before
+		return r.full(ctx)
+	}
 	return false, nil
+}
+
+// overtaken reports whether a run recorded, or began writing, between two
+// reads of a registry's status.
+func overtaken(was, now *store.RegistryStatus) bool {
+	return was.LastRun.ID != now.LastRun.ID || targetedID(was) != targetedID(now) || was.Writer != now.Writer
+}
+
+func targetedID(st *store.RegistryStatus) string {
+	if st.LastTargeted == nil {
+		return ""
+	}
+	return st.LastTargeted.ID
 }
 
 // releaseLease gives the lease up when the run ends.
@@ -200,7 +251,11 @@ func (r *run) releaseLease(ctx context.Context) {
 	// A fresh context: the run's may be done, the lease must still go.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := r.st.ReleaseLease(rctx, r.reg.Name, r.rec.ID); err != nil {
+	release := func() error { return r.st.ReleaseLease(rctx, r.reg.Name, r.rec.ID) }
+	if r.wroteNothing {
+		release = func() error { return r.st.ReleaseLeaseWriting(rctx, r.reg.Name, r.rec.ID, r.status.Writer) }
+	}
+	if err := release(); err != nil {
 		r.log.Warn("lease not released; it expires by itself", "error", err)
 	}
 }
@@ -210,7 +265,9 @@ func (r *run) releaseLease(ctx context.Context) {
 // marked the old way.
 func (r *run) recoverLastRun(ctx context.Context) (bool, error) {
 	st := r.status
-	r.recovering = st.Lease != nil || st.Interrupted() || st.LastRun.Result == api.ResultError
+	r.recovering = st.Lease != nil || st.Interrupted() || st.LastRun.Result == api.ResultError ||
+		// A targeted run that failed after the last full run.
+		(st.LastTargeted != nil && st.LastTargeted.Result == api.ResultError && st.LastTargeted.StartedAt.After(st.LastRun.StartedAt))
 	if !r.recovering {
 		return false, nil
 	}
@@ -378,7 +435,15 @@ func (r *run) requestCommit(ctx context.Context) (bool, error) {
 
 // recordConflicts tells each owner which of its spec ids this registry
 // offers too, and withdraws what it said last time and is no longer true.
+//
+// A targeted run does not: it knows the conflicts of its entries only,
+// and an owner's record is of all the registry's. Its conflicts are in
+// its status and its entry errors, and it leaves the listing digest to
+// the next full run, which records them.
 func (r *run) recordConflicts(ctx context.Context) (bool, error) {
+	if r.t != nil {
+		return false, nil
+	}
 	byOwner := map[string][]string{}
 	for _, c := range conflicts(r.done) {
 		byOwner[c.Owner] = append(byOwner[c.Owner], c.SpecID)

@@ -241,7 +241,7 @@ func (o *OCI) Fetch(ctx context.Context, opts FetchOptions) (*Listing, error) {
 	if err != nil {
 		return c.fail(fmt.Errorf("%s: %w", c.where, o.deadline(ctx, err)))
 	}
-	return o.fetchEntries(ctx, c, entries)
+	return o.fetchEntries(ctx, c, entries, true)
 }
 
 // conn is one fetch's way to the registry: its credentials (read for this
@@ -317,8 +317,10 @@ func (o *OCI) entries(ctx context.Context, c *conn) ([]string, error) {
 }
 
 // fetchEntries reads what each selected entry's repository offers and
-// makes the listing of them.
-func (o *OCI) fetchEntries(ctx context.Context, c *conn, selected []string) (*Listing, error) {
+// makes the listing of them. complete says they are every entry the
+// source selects: only then is the cache pruned to their digests (a fetch
+// of a few named entries would empty it of the rest).
+func (o *OCI) fetchEntries(ctx context.Context, c *conn, selected []string, complete bool) (*Listing, error) {
 	outcomes := make([]repoOutcome, len(selected))
 	work := make(chan int)
 	var wg sync.WaitGroup
@@ -367,13 +369,15 @@ func (o *OCI) fetchEntries(ctx context.Context, c *conn, selected []string) (*Li
 		}
 	}
 	sort.SliceStable(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
-	o.mu.Lock()
-	for d := range o.cache {
-		if !seen[d] {
-			delete(o.cache, d)
+	if complete {
+		o.mu.Lock()
+		for d := range o.cache {
+			if !seen[d] {
+				delete(o.cache, d)
+			}
 		}
+		o.mu.Unlock()
 	}
-	o.mu.Unlock()
 	return &Listing{Entries: entries, Digest: ListingDigest(entries)}, nil
 }
 
@@ -667,10 +671,7 @@ func (o *OCI) Select(c Change) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	if len(o.cfg.Repositories) > 0 && !slices.Contains(o.cfg.Repositories, entry) {
-		return "", false
-	}
-	if !o.cfg.Filter.Allows(entry) {
+	if !o.SelectsEntry(entry) {
 		return "", false
 	}
 	switch {

@@ -7,8 +7,10 @@ package registry
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
-	"sort"
+	"math/bits"
 	"strings"
 
 	"github.com/specsync/specsync/pkg/spec"
@@ -42,6 +44,11 @@ type Listing struct {
 	// since the validator it was given (HTTP 304); Entries is then empty and
 	// Digest is the previous one.
 	NotModified bool
+	// Refused, on a listing of named entries (EntryFetcher), are the names
+	// the source does not select (its repository list, allow or deny):
+	// nothing was fetched for them, and nothing may be concluded of them
+	// (they are not gone upstream).
+	Refused []string
 }
 
 // FetchOptions carries what a source may use to avoid work.
@@ -60,31 +67,119 @@ type Source interface {
 	Fetch(ctx context.Context, opts FetchOptions) (*Listing, error)
 }
 
-// ListingDigest computes a digest over entries: names, refs, spec digests
-// and entry errors, in name order. Adapters call it after filtering.
+// ListingDigest computes a digest over entries: the sum (modulo 2^128) of
+// each entry's EntryDigest, so it does not depend on their order, and a
+// run that refetched some entries can work out the digest of the listing
+// with those entries replaced (AdjustDigest) from what each of them added
+// before, without the others. Adapters call it after filtering.
 func ListingDigest(entries []Entry) string {
-	sorted := make([]Entry, len(entries))
-	copy(sorted, entries)
-	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
-	h := sha256.New()
-	for _, e := range sorted {
-		var b strings.Builder
-		b.WriteString(e.Name)
-		b.WriteByte(0)
-		b.WriteString(e.Ref)
-		b.WriteByte(0)
-		if e.Spec != nil {
-			b.WriteString(spec.Digest(e.Spec))
-		}
-		b.WriteByte(0)
-		if e.Err != nil {
-			b.WriteString(e.Err.Error())
-		}
-		b.WriteByte('\n')
-		h.Write([]byte(b.String()))
+	var sum digest128
+	for _, e := range entries {
+		sum = sum.add(entryDigest(e))
 	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+	return sum.listing()
 }
+
+// EntryDigest is what one entry adds to its listing's digest: 128 bits of
+// SHA-256 over its name, ref, spec digest and error, base64url without
+// padding (22 characters).
+func EntryDigest(e Entry) string { return EntriesDigest([]Entry{e}) }
+
+// EntriesDigest is what some entries add to their listing's digest
+// together: the sum of their EntryDigest.
+func EntriesDigest(entries []Entry) string {
+	var sum digest128
+	for _, e := range entries {
+		sum = sum.add(entryDigest(e))
+	}
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// AdjustDigest is the digest of a listing (ListingDigest) with entries
+// taken out and others put in, given what each added (EntryDigest). It
+// reports false, and returns "", when listing is not such a digest (a
+// source that digests its listing otherwise, or none recorded) or an
+// entry digest does not decode: then nothing can be worked out.
+func AdjustDigest(listing string, remove, add []string) (string, bool) {
+	hexSum, ok := strings.CutPrefix(listing, listingDigestPrefix)
+	b, err := hex.DecodeString(hexSum)
+	if !ok || err != nil || len(b) != 16 {
+		return "", false
+	}
+	var sum digest128
+	copy(sum[:], b)
+	for i, set := range [][]string{remove, add} {
+		for _, s := range set {
+			b, err := base64.RawURLEncoding.DecodeString(s)
+			if err != nil || len(b) != 16 {
+				return "", false
+			}
+			var d digest128
+			copy(d[:], b)
+			if i == 0 {
+				sum = sum.sub(d)
+			} else {
+				sum = sum.add(d)
+			}
+		}
+	}
+	return sum.listing(), true
+}
+
+// listingDigestPrefix names the digest's kind: a listing digest recorded
+// by a version before it (an ordered SHA-256, "sha256:") never equals
+// one, so the first run after the upgrade does the full work once.
+const listingDigestPrefix = "sum128:"
+
+// digest128 is a 128-bit number, big-endian.
+type digest128 [16]byte
+
+func entryDigest(e Entry) digest128 {
+	h := sha256.New()
+	h.Write([]byte(e.Name))
+	h.Write([]byte{0})
+	h.Write([]byte(e.Ref))
+	h.Write([]byte{0})
+	if e.Spec != nil {
+		h.Write([]byte(spec.Digest(e.Spec)))
+	}
+	h.Write([]byte{0})
+	if e.Err != nil {
+		h.Write([]byte(e.Err.Error()))
+	}
+	var d digest128
+	copy(d[:], h.Sum(nil))
+	return d
+}
+
+func (a digest128) words() (hi, lo uint64) {
+	return binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(a[8:])
+}
+
+func fromWords(hi, lo uint64) digest128 {
+	var d digest128
+	binary.BigEndian.PutUint64(d[:8], hi)
+	binary.BigEndian.PutUint64(d[8:], lo)
+	return d
+}
+
+func (a digest128) add(b digest128) digest128 {
+	ah, al := a.words()
+	bh, bl := b.words()
+	lo, carry := bits.Add64(al, bl, 0)
+	hi, _ := bits.Add64(ah, bh, carry)
+	return fromWords(hi, lo)
+}
+
+func (a digest128) sub(b digest128) digest128 {
+	ah, al := a.words()
+	bh, bl := b.words()
+	lo, borrow := bits.Sub64(al, bl, 0)
+	hi, _ := bits.Sub64(ah, bh, borrow)
+	return fromWords(hi, lo)
+}
+
+func (a digest128) listing() string { return listingDigestPrefix + hex.EncodeToString(a[:]) }
 
 // Change is what an event from upstream says happened: a push or a delete
 // on a repository of a registry host (Artifact Registry's Pub/Sub
@@ -117,10 +212,21 @@ type EntryFetcher interface {
 	// FetchEntries fetches the named entries. The listing holds an entry
 	// for each name that offers something now (a spec or that entry's
 	// error); a name it does not hold is gone upstream (no such
-	// repository or tag, or nothing that offers a spec). A failure to
+	// repository or tag, or nothing that offers a spec), unless it is in
+	// Listing.Refused: a name the source does not select is neither
+	// fetched nor gone. A failure to
 	// learn that (the registry is down, refuses the credentials, every
 	// named entry failed) is the fetch's error, and then nothing may be
 	// concluded of any name. Listing.Digest is not a digest of the whole
 	// registry and must not be recorded as one.
 	FetchEntries(ctx context.Context, names []string, opts FetchOptions) (*Listing, error)
+}
+
+// EntrySelector is a source that can tell, without asking upstream,
+// whether it selects an entry name (its repository list, allow and
+// deny): a run named entries drops the others before it takes the
+// registry's lease, so an event for nothing the registry selects costs
+// no write.
+type EntrySelector interface {
+	SelectsEntry(entry string) bool
 }

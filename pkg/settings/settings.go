@@ -119,6 +119,16 @@ type Reconcile struct {
 	// feed (SPECSYNC_CHANGE_RETENTION, default 168h); older ones expire
 	// through the Firestore TTL policy on changes.expires_at.
 	ChangeRetention time.Duration
+	// EventCooldown is the least time between the starts of two runs of a
+	// registry for events (SPECSYNC_EVENT_COOLDOWN, default 1s): an event
+	// that comes sooner waits (Pub/Sub redelivers it), so a storm of
+	// events makes one run a cooldown at most.
+	EventCooldown time.Duration
+	// EventClockSkew is how far the clocks of the instance that received
+	// an event and the one that ran the registry may disagree
+	// (SPECSYNC_EVENT_CLOCK_SKEW, default 1s): a run covers an event only
+	// if it started at least this long after it.
+	EventClockSkew time.Duration
 }
 
 // Catalog configures the catalog function.
@@ -348,6 +358,8 @@ func LoadReconcile(env Lookup) (Reconcile, error) {
 		ChangesTopic:    r.str("SPECSYNC_CHANGES_TOPIC", ""),
 		CommitTopic:     r.str("SPECSYNC_COMMIT_TOPIC", "specsync-commit"),
 		ChangeRetention: r.duration("SPECSYNC_CHANGE_RETENTION", 7*24*time.Hour),
+		EventCooldown:   r.duration("SPECSYNC_EVENT_COOLDOWN", time.Second),
+		EventClockSkew:  r.duration("SPECSYNC_EVENT_CLOCK_SKEW", time.Second),
 	}
 	return c, r.err("reconcile")
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/settings"
@@ -238,5 +239,23 @@ func TestBootstrapHookWindow(t *testing.T) {
 	for _, bad := range []string{"0s", "-1s", "soon", "31s"} {
 		_, err := settings.LoadBootstrap(env(with(bootstrapBase, "SPECSYNC_HOOK_WINDOW", bad)))
 		wantProblem(t, "SPECSYNC_HOOK_WINDOW="+bad, err, []string{"SPECSYNC_HOOK_WINDOW"})
+	}
+}
+
+// The event cooldown and clock skew default to a second each, take Go
+// durations, and a bad value names its variable.
+func TestEventSettings(t *testing.T) {
+	t.Parallel()
+	r, err := settings.LoadReconcile(env(map[string]string{"GOOGLE_CLOUD_PROJECT": "p"}))
+	if err != nil || r.EventCooldown != time.Second || r.EventClockSkew != time.Second {
+		t.Fatalf("defaults: cooldown %s, skew %s, %v", r.EventCooldown, r.EventClockSkew, err)
+	}
+	r, err = settings.LoadReconcile(env(map[string]string{"GOOGLE_CLOUD_PROJECT": "p", "SPECSYNC_EVENT_COOLDOWN": "2500ms", "SPECSYNC_EVENT_CLOCK_SKEW": "250ms"}))
+	if err != nil || r.EventCooldown != 2500*time.Millisecond || r.EventClockSkew != 250*time.Millisecond {
+		t.Fatalf("set: cooldown %s, skew %s, %v", r.EventCooldown, r.EventClockSkew, err)
+	}
+	_, err = settings.LoadReconcile(env(map[string]string{"GOOGLE_CLOUD_PROJECT": "p", "SPECSYNC_EVENT_COOLDOWN": "soon", "SPECSYNC_EVENT_CLOCK_SKEW": "-1s"}))
+	if err == nil || !strings.Contains(err.Error(), "SPECSYNC_EVENT_COOLDOWN") || !strings.Contains(err.Error(), "SPECSYNC_EVENT_CLOCK_SKEW") {
+		t.Fatalf("bad values: %v", err)
 	}
 }

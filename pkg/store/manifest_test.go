@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"testing"
+	"time"
 
 	"cloud.google.com/go/firestore"
 
@@ -26,27 +29,42 @@ func manifestEntries(n int) []ManifestEntry {
 	return out
 }
 
-// A registry of 10,000 entries fits Firestore's 1 MiB a document in two
-// shards, read back whole in two reads; a manifest that shrinks deletes
-// the shards it no longer needs; a run that is no longer the registry's
-// writer (another began after it) records no manifest, and removes the
-// one there was.
+func manifestOf(entries []ManifestEntry) Manifest {
+	m := Manifest{Entries: entries, Listing: map[string]string{}}
+	for i, e := range entries {
+		m.Listing[e.Entry] = fmt.Sprintf("%022d", i)
+	}
+	return m
+}
+
+func sortedEntries(es []ManifestEntry) []ManifestEntry {
+	out := append([]ManifestEntry(nil), es...)
+	sort.Slice(out, func(i, j int) bool { return out[i].SpecID < out[j].SpecID })
+	return out
+}
+
+// A registry of 10,000 entries fits Firestore's 1 MiB a document in four
+// shards by entry name (each filled to two thirds at most, so runs of
+// named entries can add to it), read back whole in four reads, or one
+// entry's shard in one; a manifest that shrinks deletes the shards it no
+// longer needs; a run that is no longer the registry's writer (another
+// began after it) records no manifest, and removes the one there was.
 func TestManifestShardsRoundTrip(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	ops := &Ops{}
 	st := New(emulatortest.Firestore(t)).WithOps(ops)
-	want := manifestEntries(10000)
+	want := manifestOf(manifestEntries(10000))
 	shards, err := encodeManifest(want)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(shards) != 2 {
-		t.Fatalf("10,000 entries in %d shards, want 2", len(shards))
+	if len(shards) != 4 {
+		t.Fatalf("10,000 entries in %d shards, want 4", len(shards))
 	}
 	for i, b := range shards {
-		if len(b) > 1<<20-4096 {
-			t.Fatalf("shard %d holds %d bytes: over Firestore's document limit", i, len(b))
+		if b.size() > manifestFill() || b.size() > 1<<20-4096 {
+			t.Fatalf("shard %d holds %d bytes: over the fill (%d) or Firestore's document limit", i, b.size(), manifestFill())
 		}
 	}
 	if err := st.BeginWriting(ctx, "r", "run-1"); err != nil {
@@ -57,7 +75,8 @@ func TestManifestShardsRoundTrip(t *testing.T) {
 		t.Fatalf("record: %v %v", ok, err)
 	}
 	status, err := st.RegistryStatus(ctx, "r")
-	if err != nil || !status.ManifestTrusted() || status.Manifest.Shards != 2 || status.Manifest.Entries != 10000 {
+	if err != nil || !status.ManifestTrusted() || status.Manifest.Shards != 4 || status.Manifest.Entries != 10000 ||
+		status.Manifest.Layout != api.ManifestByEntry || status.Manifest.Active != 10000 {
 		t.Fatalf("status after the manifest: %+v %v", status.Manifest, err)
 	}
 	before := ops.Snapshot().Reads
@@ -65,27 +84,43 @@ func TestManifestShardsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := ops.Snapshot().Reads - before; n != 2 {
-		t.Fatalf("reading the manifest cost %d reads, want 2 (one a shard)", n)
+	if n := ops.Snapshot().Reads - before; n != 4 {
+		t.Fatalf("reading the manifest cost %d reads, want 4 (one a shard)", n)
 	}
-	sort.Slice(want, func(i, j int) bool { return want[i].SpecID < want[j].SpecID })
-	if fmt.Sprint(got) != fmt.Sprint(want) {
+	if fmt.Sprint(sortedEntries(got.Entries)) != fmt.Sprint(sortedEntries(want.Entries)) || !maps.Equal(got.Listing, want.Listing) {
 		t.Fatal("the manifest read back differs from the one written")
 	}
 
-	// Shrink: one shard left, the second deleted.
+	// One entry's shard: one read, and everything of that entry in it.
+	one := want.Entries[1234]
+	before = ops.Snapshot().Reads
+	parts, err := st.ReadManifestShards(ctx, "r", status.Manifest, []string{one.Entry})
+	if err != nil || len(parts) != 1 {
+		t.Fatalf("the shard of %s: %d parts, %v", one.Entry, len(parts), err)
+	}
+	if n := ops.Snapshot().Reads - before; n != 1 {
+		t.Fatalf("reading one entry's shard cost %d reads, want 1", n)
+	}
+	p := parts[ManifestShardOf(one.Entry, 4)]
+	if p == nil || !slices.Contains(p.Entries, one) || p.Listing[one.Entry] != want.Listing[one.Entry] || !p.Roomy() {
+		t.Fatalf("the entry's shard does not hold it (or has no room): %v", p != nil)
+	}
+
+	// Shrink: one shard left, the others deleted.
 	if err := st.BeginWriting(ctx, "r", "run-2"); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := st.RecordRunWithManifest(ctx, "r", &Run{ID: "run-2", Result: api.ResultSucceeded}, true, "d", "", 0, Seen{LastRun: "run-1", Began: true}, want[:10]); err != nil || !ok {
+	if ok, err := st.RecordRunWithManifest(ctx, "r", &Run{ID: "run-2", Result: api.ResultSucceeded}, true, "d", "", 0, Seen{LastRun: "run-1", Began: true}, manifestOf(want.Entries[:10])); err != nil || !ok {
 		t.Fatalf("record the smaller manifest: %v %v", ok, err)
 	}
-	if snap, err := st.client.Collection(ManifestsCollection).Doc("r.1").Get(ctx); err == nil || snap.Exists() {
-		t.Fatal("the shard the smaller manifest no longer needs was kept")
+	for i := 1; i < 4; i++ {
+		if snap, err := st.client.Collection(ManifestsCollection).Doc(fmt.Sprintf("r.%d", i)).Get(ctx); err == nil || snap.Exists() {
+			t.Fatalf("shard %d, which the smaller manifest no longer needs, was kept", i)
+		}
 	}
 	status, _ = st.RegistryStatus(ctx, "r")
-	if got, err := st.ReadManifest(ctx, "r", status.Manifest); err != nil || len(got) != 10 {
-		t.Fatalf("the smaller manifest: %d entries, %v", len(got), err)
+	if got, err := st.ReadManifest(ctx, "r", status.Manifest); err != nil || got == nil || len(got.Entries) != 10 {
+		t.Fatalf("the smaller manifest: %+v, %v", got, err)
 	}
 
 	// A shard rewritten by someone else: not trusted, read as none.
@@ -93,7 +128,10 @@ func TestManifestShardsRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got, err := st.ReadManifest(ctx, "r", status.Manifest); err != nil || got != nil {
-		t.Fatalf("a shard of another run read as %d entries, %v", len(got), err)
+		t.Fatalf("a shard of another run read as %+v, %v", got, err)
+	}
+	if got, err := st.ReadManifestShards(ctx, "r", status.Manifest, []string{want.Entries[0].Entry}); err != nil || got != nil {
+		t.Fatalf("a shard of another run read as %+v, %v", got, err)
 	}
 
 	// Run 3 began, then run 4 began; run 3 finishing records no manifest
@@ -113,5 +151,92 @@ func TestManifestShardsRoundTrip(t *testing.T) {
 	// either (run 3's writes may postdate what run 4 read).
 	if ok, err := st.RecordRunWithManifest(ctx, "r", &Run{ID: "run-4", Result: api.ResultSucceeded}, true, "d", "", 0, Seen{LastRun: "run-2", Began: true}, want); err != nil || ok {
 		t.Fatalf("a run another finished beside recorded a manifest: %v %v", ok, err)
+	}
+}
+
+// A targeted run rewrites only the shards it changed and names itself in
+// the header (and in those shards), so the manifest is trusted again;
+// the others stay the full run's. If it lost its lease, or a full run
+// recorded meanwhile, it withdraws the manifest and the listing digest
+// instead, and names itself the writer, so no manifest recorded beside
+// it is trusted. An old layout is never read by shard.
+func TestTargetedRecordTrust(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := New(emulatortest.Firestore(t))
+	full := manifestOf(manifestEntries(3000))
+	record := func(name string) *RegistryStatus {
+		t.Helper()
+		if err := st.BeginWriting(ctx, name, "full"); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := st.RecordRunWithManifest(ctx, name, &Run{ID: "full", Result: api.ResultSucceeded}, true, "sum128:00", "", 0, Seen{Began: true}, full); err != nil || !ok {
+			t.Fatalf("record: %v %v", ok, err)
+		}
+		before, err := st.TakeLease(ctx, name, Lease{Holder: "targeted"}, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !before.ManifestTrusted() || before.Manifest.Shards < 2 {
+			t.Fatalf("before the targeted run: %+v", before.Manifest)
+		}
+		return before
+	}
+	entry := full.Entries[7]
+	i := ManifestShardOf(entry.Entry, 2)
+
+	before := record("ok")
+	parts, err := st.ReadManifestShards(ctx, "ok", before.Manifest, []string{entry.Entry})
+	if err != nil || parts[i] == nil {
+		t.Fatalf("parts %v %v", parts, err)
+	}
+	changed := parts[i].Manifest
+	changed.Entries = slices.DeleteFunc(slices.Clone(changed.Entries), func(e ManifestEntry) bool { return e.SpecID == entry.SpecID })
+	entry.State, entry.Clean = api.SpecMarked, false
+	changed.Entries = append(changed.Entries, entry)
+	delete(changed.Listing, entry.Entry)
+	run := &Run{ID: "targeted", Result: api.ResultSucceeded, StartedAt: time.Now().UTC()}
+	ok, err := st.RecordTargetedRun(ctx, "ok", run, TargetedRecord{Saw: before, Manifest: true, Read: parts, Parts: map[int]Manifest{i: changed},
+		Digest: "sum128:01", Marked: 1, Covered: []string{entry.Entry}})
+	if err != nil || !ok {
+		t.Fatalf("targeted record: %v %v", ok, err)
+	}
+	after, _ := st.RegistryStatus(ctx, "ok")
+	h := after.Manifest
+	if !after.ManifestTrusted() || after.Lease != nil || h.Run != "targeted" || h.ShardRun(i) != "targeted" || h.ShardRun(1-i) != "full" ||
+		h.Entries != 3000 || h.Active != 2999 || after.ListingDigest != "sum128:01" || after.Marked != 1 || after.LastRun.ID != "full" ||
+		after.LastTargeted == nil || after.LastTargeted.ID != "targeted" || len(after.Covered) != 1 || after.Covered[0].Entry != entry.Entry || after.Interrupted() {
+		t.Fatalf("after the targeted record: %+v, manifest %+v", after, h)
+	}
+	m, err := st.ReadManifest(ctx, "ok", h)
+	if err != nil || m == nil || !slices.Contains(m.Entries, entry) || len(m.Entries) != 3000 {
+		t.Fatalf("the manifest after: %v", err)
+	}
+
+	// The lease lost to another run meanwhile.
+	before = record("lost")
+	time.Sleep(time.Millisecond)
+	if _, err := st.TakeLease(ctx, "lost", Lease{Holder: "other"}, time.Minute); err == nil {
+		t.Fatal("a held lease was taken")
+	}
+	if err := st.ReleaseLease(ctx, "lost", "targeted"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.TakeLease(ctx, "lost", Lease{Holder: "other"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	ok, err = st.RecordTargetedRun(ctx, "lost", &Run{ID: "targeted", Result: api.ResultSucceeded}, TargetedRecord{Saw: before, Manifest: true, Digest: "sum128:01"})
+	if err != nil || ok {
+		t.Fatalf("a run that lost its lease recorded a manifest: %v %v", ok, err)
+	}
+	after, _ = st.RegistryStatus(ctx, "lost")
+	if after.Manifest != nil || after.ListingDigest != "" || after.Writer != "targeted" || after.Lease == nil || after.Lease.Holder != "other" {
+		t.Fatalf("after the overtaken targeted run: %+v", after)
+	}
+
+	// An old layout (the version before) is not read by shard.
+	old := &ManifestHeader{Run: "full", Shards: 1, Entries: 1}
+	if parts, err := st.ReadManifestShards(ctx, "ok", old, []string{entry.Entry}); err != nil || parts != nil {
+		t.Fatalf("an old layout read by shard: %v %v", parts, err)
 	}
 }

@@ -65,6 +65,8 @@ var Queries = []Query{
 		Filters: []Filter{{"registry", OpEqual}}},
 	{Func: "MarkedSpecs", Collection: SpecsCollection,
 		Filters: []Filter{{"registry", OpEqual}, {"state", OpEqual}}},
+	{Func: "RegistrySpecsNamed", Collection: SpecsCollection,
+		Filters: []Filter{{"registry", OpEqual}, {"name", OpEqual}}},
 	{Func: "ActiveSpecsAt", Collection: SpecsCollection,
 		Filters: []Filter{{"state", OpEqual}}},
 	{Func: "DeleteMarked", Collection: InstancesCollection,

@@ -7,6 +7,8 @@ import (
 	"github.com/specsync/specsync/pkg/api"
 
 	"cloud.google.com/go/firestore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/specsync/specsync/pkg/failure"
 )
@@ -23,6 +25,7 @@ type (
 	KeptSpec       = api.KeptSpec
 	SpecConflict   = api.SpecConflict
 	Lease          = api.Lease
+	CoveredEntry   = api.CoveredEntry
 )
 
 // MaxBlockingInstances bounds the instance ids a held-back version lists.
@@ -122,30 +125,123 @@ type leaseDoc struct {
 	Lease *Lease `firestore:"lease"`
 }
 
-// AcquireLease takes the registry's lease for holder until ttl from now,
-// and records holder as the registry's writer (BeginWriting) in the same
-// write. A lease held by another holder and not yet expired is a
-// failure.Precondition: the caller should retry later (for Pub/Sub: return
-// the error so the message is redelivered with backoff), not wait here.
-// A holder re-acquiring its own lease extends it.
+// AcquireLease takes the registry's lease for holder until ttl from now
+// (TakeLease, for a holder that needs nothing of the status).
 func (s *Store) AcquireLease(ctx context.Context, registry, holder string, ttl time.Duration) error {
+	_, err := s.TakeLease(ctx, registry, Lease{Holder: holder}, ttl)
+	return err
+}
+
+// TakeLease takes the registry's lease for l.Holder until ttl from now
+// (l.ExpiresAt is set here; l.StartedAt and l.Entries say what the
+// holding run reads, for whoever finds the lease held), and records the
+// holder as the registry's writer (BeginWriting) in the same write. It
+// returns the registry's status as it was just before: the state the
+// holder works from, read in the transaction that took the lease, so no
+// run recorded after it. A lease held by another holder and not yet
+// expired is a failure.Precondition: the caller should retry later (for
+// Pub/Sub: return the error so the message is redelivered with backoff),
+// not wait here. A holder re-acquiring its own lease extends it.
+func (s *Store) TakeLease(ctx context.Context, registry string, l Lease, ttl time.Duration) (*RegistryStatus, error) {
 	ref := s.registries().Doc(registry)
+	var before *RegistryStatus
 	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		doc, err := txGet[leaseDoc](s, tx, ref)
+		cur, err := txGet[RegistryStatus](s, tx, ref)
 		if err != nil {
 			return err
 		}
-		now := s.now().UTC()
-		if doc != nil {
-			if l := doc.Lease; l != nil && l.Holder != holder && now.Before(l.ExpiresAt) {
-				return failure.New(failure.Precondition, "registry %s is being reconciled by %s until %s", registry, l.Holder, l.ExpiresAt.Format(time.RFC3339))
-			}
+		if cur == nil {
+			cur = &RegistryStatus{}
 		}
-		return tx.Set(ref, map[string]any{"lease": Lease{Holder: holder, ExpiresAt: now.Add(ttl)}, "writer": holder},
+		cur.Name = registry
+		before = cur
+		now := s.now().UTC()
+		if h := cur.Lease; h != nil && h.Holder != l.Holder && now.Before(h.ExpiresAt) {
+			return failure.New(failure.Precondition, "registry %s is being reconciled by %s until %s", registry, h.Holder, h.ExpiresAt.Format(time.RFC3339))
+		}
+		l.ExpiresAt = now.Add(ttl)
+		return tx.Set(ref, map[string]any{"lease": l, "writer": l.Holder},
 			firestore.Merge(firestore.FieldPath{"lease"}, firestore.FieldPath{"writer"}))
 	})
 	if err != nil {
-		return classify(err, "acquire lease of registry %s", registry)
+		return nil, classify(err, "acquire lease of registry %s", registry)
+	}
+	s.ops.write(1)
+	return before, nil
+}
+
+// ClaimLease is TakeLease without a transaction, for the runs events ask
+// for, which may try many at once: it reads the status and writes the
+// lease (and the writer) on condition that the document is as read (its
+// update time; must not exist, when it did not). Many runs trying at once
+// never wait on each other's locks: one wins, the others find the status
+// changed and are busy, as if they had found the lease held (a
+// failure.Precondition). It returns the status as read, which is what
+// the holder works from.
+func (s *Store) ClaimLease(ctx context.Context, registry string, l Lease, ttl time.Duration) (*RegistryStatus, error) {
+	ref := s.registries().Doc(registry)
+	snap, err := ref.Get(ctx)
+	s.ops.read(1)
+	before := &RegistryStatus{}
+	switch {
+	case isNotFound(err):
+	case err != nil:
+		return nil, classify(err, "read status of registry %s", registry)
+	default:
+		if err := snap.DataTo(before); err != nil {
+			return nil, classify(err, "decode status of registry %s", registry)
+		}
+	}
+	before.Name = registry
+	now := s.now().UTC()
+	if h := before.Lease; h != nil && h.Holder != l.Holder && now.Before(h.ExpiresAt) {
+		return nil, failure.New(failure.Precondition, "registry %s is being reconciled by %s until %s", registry, h.Holder, h.ExpiresAt.Format(time.RFC3339))
+	}
+	l.ExpiresAt = now.Add(ttl)
+	if snap != nil && snap.Exists() {
+		_, err = ref.Update(ctx, []firestore.Update{{Path: "lease", Value: l}, {Path: "writer", Value: l.Holder}}, firestore.LastUpdateTime(snap.UpdateTime))
+	} else {
+		_, err = ref.Create(ctx, map[string]any{"lease": l, "writer": l.Holder})
+	}
+	if c := status.Code(err); c == codes.FailedPrecondition || c == codes.AlreadyExists {
+		return nil, failure.New(failure.Precondition, "registry %s changed while a run of it took the lease: another run is taking it", registry)
+	}
+	if err != nil {
+		return nil, classify(err, "acquire lease of registry %s", registry)
+	}
+	s.ops.write(1)
+	return before, nil
+}
+
+// RecordChecked records that run, for an event, found the registry
+// unchanged (checked_at: its start, never moved back), and gives its
+// lease up if it still holds it, in one write, putting the registry's
+// writer back to writer, as ReleaseLeaseWriting does (it wrote nothing).
+func (s *Store) RecordChecked(ctx context.Context, registry string, run Run, writer string) error {
+	ref := s.registries().Doc(registry)
+	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		cur, err := txGet[RegistryStatus](s, tx, ref)
+		if err != nil {
+			return err
+		}
+		data := map[string]any{"checked_at": run.StartedAt}
+		if cur != nil && cur.CheckedAt.After(run.StartedAt) {
+			data["checked_at"] = cur.CheckedAt
+		}
+		if cur != nil && cur.Lease != nil && cur.Lease.Holder == run.ID {
+			data["lease"] = firestore.Delete
+		}
+		if cur != nil && cur.Writer == run.ID {
+			data["writer"] = restoredWriter(writer)
+		}
+		paths := make([]firestore.FieldPath, 0, len(data))
+		for k := range data {
+			paths = append(paths, firestore.FieldPath{k})
+		}
+		return tx.Set(ref, data, firestore.Merge(paths...))
+	})
+	if err != nil {
+		return classify(err, "record the check of registry %s", registry)
 	}
 	s.ops.write(1)
 	return nil
@@ -153,11 +249,24 @@ func (s *Store) AcquireLease(ctx context.Context, registry, holder string, ttl t
 
 // ReleaseLease gives the lease up if holder still has it.
 func (s *Store) ReleaseLease(ctx context.Context, registry, holder string) error {
+	return s.releaseLease(ctx, registry, holder, nil)
+}
+
+// ReleaseLeaseWriting is ReleaseLease for a holder that wrote nothing and
+// records nothing (it found the registry unchanged): the lease named it
+// the registry's writer, and that goes back to writer, the one it found,
+// so that a run that never recorded is not taken for one that died
+// part-way (RegistryStatus.Interrupted).
+func (s *Store) ReleaseLeaseWriting(ctx context.Context, registry, holder, writer string) error {
+	return s.releaseLease(ctx, registry, holder, &writer)
+}
+
+func (s *Store) releaseLease(ctx context.Context, registry, holder string, writer *string) error {
 	ref := s.registries().Doc(registry)
 	released := false
 	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		released = false
-		doc, err := txGet[leaseDoc](s, tx, ref)
+		doc, err := txGet[RegistryStatus](s, tx, ref)
 		if err != nil || doc == nil {
 			return err
 		}
@@ -165,7 +274,11 @@ func (s *Store) ReleaseLease(ctx context.Context, registry, holder string) error
 			return nil
 		}
 		released = true
-		return tx.Update(ref, []firestore.Update{{Path: "lease", Value: firestore.Delete}})
+		updates := []firestore.Update{{Path: "lease", Value: firestore.Delete}}
+		if writer != nil && doc.Writer == holder {
+			updates = append(updates, firestore.Update{Path: "writer", Value: restoredWriter(*writer)})
+		}
+		return tx.Update(ref, updates)
 	})
 	if err != nil {
 		return classify(err, "release lease of registry %s", registry)
@@ -174,4 +287,12 @@ func (s *Store) ReleaseLease(ctx context.Context, registry, holder string) error
 		s.ops.write(1)
 	}
 	return nil
+}
+
+// restoredWriter is the value that puts writer back ("": none).
+func restoredWriter(writer string) any {
+	if writer == "" {
+		return firestore.Delete
+	}
+	return writer
 }

@@ -131,6 +131,23 @@ func (s *Store) MarkedSpecs(ctx context.Context, registry string) ([]SpecRecord,
 // id order, one read each: a missing spec, or one another registry owns
 // now, is left out.
 func (s *Store) RegistrySpecs(ctx context.Context, registry string, ids []string) ([]SpecRecord, error) {
+	all, err := s.SpecsByID(ctx, ids)
+	if err != nil {
+		return nil, classify(err, "read %d specs of registry %s", len(ids), registry)
+	}
+	out := all[:0]
+	for _, r := range all {
+		if r.Registry == registry {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// SpecsByID reads the specs with the given ids, whoever owns them, in id
+// order, one read each (with the update time each was read at); a
+// missing one is left out.
+func (s *Store) SpecsByID(ctx context.Context, ids []string) ([]SpecRecord, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -141,7 +158,7 @@ func (s *Store) RegistrySpecs(ctx context.Context, registry string, ids []string
 	snaps, err := s.client.GetAll(ctx, refs)
 	s.ops.read(len(refs))
 	if err != nil {
-		return nil, classify(err, "read %d specs of registry %s", len(ids), registry)
+		return nil, classify(err, "read %d specs", len(ids))
 	}
 	var out []SpecRecord
 	for _, snap := range snaps {
@@ -152,11 +169,22 @@ func (s *Store) RegistrySpecs(ctx context.Context, registry string, ids []string
 		if err := snap.DataTo(&r); err != nil {
 			return nil, classify(err, "decode %s", snap.Ref.Path)
 		}
-		if r.Registry != registry {
-			continue
-		}
 		r.fromSnapshot(snap)
 		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// RegistrySpecsNamed returns the registry's specs named name, whatever
+// their id (spec names are unique within a registry's listing, ids are
+// not always derived from them), in id order: one read each, one if
+// there is none.
+func (s *Store) RegistrySpecsNamed(ctx context.Context, registry, name string) ([]SpecRecord, error) {
+	q := s.specs().Where("registry", "==", registry).Where("name", "==", name)
+	out, err := queryAll[SpecRecord](ctx, s, q, "specs of registry "+registry+" named "+name)
+	if err != nil {
+		return nil, err
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
