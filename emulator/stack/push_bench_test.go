@@ -115,7 +115,13 @@ func BenchmarkPushToWatcher(b *testing.B) {
 				toCatalog = append(toCatalog, inCatalog.Sub(t0))
 				toPoll = append(toPoll, (<-polled).Sub(t0))
 				upstream = append(upstream, len(s.OCI.Requests(bySpecsyncUnder(n))))
-				ops := c.status(b, name).LastRun.Ops
+				// An event's run: a targeted one, or (a source that cannot
+				// fetch one entry alone) a full one.
+				st := c.status(b, name)
+				ops := st.LastRun.Ops
+				if st.LastTargeted != nil && !st.LastTargeted.StartedAt.Before(st.LastRun.StartedAt) {
+					ops = st.LastTargeted.Ops
+				}
 				reads, writes = append(reads, ops.Reads), append(writes, ops.Writes)
 			}
 			b.ReportMetric(pct(toCatalog, 50), "push-to-catalog-p50-ms")

@@ -121,14 +121,19 @@ func (d *DockerHub) Fetch(ctx context.Context, opts FetchOptions) (*Listing, err
 	return d.oci.Fetch(ctx, opts)
 }
 
-// FetchEntries fetches the named repositories of the namespace. See
-// EntryFetcher and fetchNamed.
+// FetchEntries fetches the named repositories of the namespace through
+// the OCI path alone: no listing request (no API page) at all. See
+// EntryFetcher.
 func (d *DockerHub) FetchEntries(ctx context.Context, names []string, opts FetchOptions) (*Listing, error) {
-	return fetchNamed(ctx, d.oci, names, opts)
+	return d.oci.FetchEntries(ctx, names, opts)
 }
 
 // Select returns the entry a change concerns. See Selector.
 func (d *DockerHub) Select(c Change) (string, bool) { return d.oci.Select(c) }
+
+// SelectsEntry reports whether the source selects entry. See
+// EntrySelector.
+func (d *DockerHub) SelectsEntry(entry string) bool { return d.oci.SelectsEntry(entry) }
 
 // dockerHubLister lists the namespace's repositories through the API:
 // GET /v2/namespaces/{namespace}/repositories, page by page along "next",
@@ -250,31 +255,4 @@ func innerOCIError(block string, err error) error {
 		return errors.New(block + "." + msg)
 	}
 	return fmt.Errorf("%s: %w", block, err)
-}
-
-// fetchNamed fetches the named entries of a source whose manifests come
-// through inner. The OCI source does it on its own when it can (no
-// listing request at all, see EntryFetcher); otherwise a full fetch
-// narrowed to the names answers the same question, at the cost of a
-// listing: a name it does not hold is not offered, and a failed fetch
-// concludes nothing.
-func fetchNamed(ctx context.Context, inner Source, names []string, opts FetchOptions) (*Listing, error) {
-	if ef, ok := inner.(EntryFetcher); ok {
-		return ef.FetchEntries(ctx, names, opts)
-	}
-	l, err := inner.Fetch(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	want := map[string]bool{}
-	for _, n := range names {
-		want[n] = true
-	}
-	entries := []Entry{}
-	for _, e := range l.Entries {
-		if want[e.Name] {
-			entries = append(entries, e)
-		}
-	}
-	return &Listing{Entries: entries, Digest: ListingDigest(entries)}, nil
 }

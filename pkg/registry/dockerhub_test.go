@@ -538,3 +538,39 @@ func TestDockerHubFetchEntries(t *testing.T) {
 		t.Errorf("entries %v, want a and c", got)
 	}
 }
+
+// An event's targeted run reads the named repositories through the
+// registry alone: no page of Docker Hub's or GitHub's API is asked for.
+func TestHubsFetchEntriesAskNoAPIPage(t *testing.T) {
+	ctx := context.Background()
+	hub := newDockerHubRig(t)
+	hub.put(t, "alpha", specYAML("alpha"))
+	hub.put(t, "beta", specYAML("beta"))
+	gh := newGHCRRig(t)
+	gh.put(t, "alpha", specYAML("alpha"))
+	gh.put(t, "beta", specYAML("beta"))
+	for _, c := range []struct {
+		name  string
+		src   registry.EntryFetcher
+		api   *server
+		reset func()
+	}{
+		{"dockerhub", hub.newSource(t, registry.DockerHubConfig{Namespace: suiteNamespace}), hub.api, hub.reset},
+		{"ghcr", gh.newSource(t, registry.GHCRConfig{Owner: suiteNamespace, OwnerType: "org"}), gh.api, gh.reset},
+	} {
+		c.reset()
+		l, err := c.src.FetchEntries(ctx, []string{"beta", "gone"}, registry.FetchOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := names(l); len(got) != 1 || got[0] != "beta" {
+			t.Errorf("%s: entries %v, want beta alone (gone is gone)", c.name, got)
+		}
+		if n := c.api.count(func(string, string) bool { return true }); n != 0 {
+			t.Errorf("%s: %d API requests for a targeted fetch:\n%s", c.name, n, c.api.log())
+		}
+		if sel, ok := c.src.(registry.EntrySelector); !ok || !sel.SelectsEntry("beta") {
+			t.Errorf("%s does not tell which entries it selects", c.name)
+		}
+	}
+}

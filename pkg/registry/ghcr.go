@@ -154,11 +154,15 @@ func (g *GHCR) Fetch(ctx context.Context, opts FetchOptions) (*Listing, error) {
 	return g.oci.Fetch(ctx, opts)
 }
 
-// FetchEntries fetches the named packages. See EntryFetcher and
-// fetchNamed.
+// FetchEntries fetches the named packages through the OCI path alone:
+// no API page at all. See EntryFetcher.
 func (g *GHCR) FetchEntries(ctx context.Context, names []string, opts FetchOptions) (*Listing, error) {
-	return fetchNamed(ctx, g.oci, names, opts)
+	return g.oci.FetchEntries(ctx, names, opts)
 }
+
+// SelectsEntry reports whether the source selects entry. See
+// EntrySelector.
+func (g *GHCR) SelectsEntry(entry string) bool { return g.oci.SelectsEntry(entry) }
 
 // Select returns the entry a change concerns. See Selector. Events may
 // name the owner as GitHub displays it; the registry's paths are
