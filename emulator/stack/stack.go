@@ -109,13 +109,42 @@ func newServer(h http.Handler, t Timeouts) *http.Server {
 		maxHeader = d.MaxHeaderBytes
 	}
 	return &http.Server{
-		Handler:           h,
+		Handler:           headerLimit(maxHeader, h),
 		ReadHeaderTimeout: pick(t.ReadHeader, d.ReadHeader),
 		ReadTimeout:       pick(t.Read, d.Read),
 		WriteTimeout:      pick(t.Write, d.Write),
 		IdleTimeout:       pick(t.Idle, d.Idle),
-		MaxHeaderBytes:    maxHeader,
+		// The server's own cut is far above the limit: past it the
+		// server answers a bare 431 without running a handler, and
+		// headerLimit answers the rest with the request identity echoed.
+		MaxHeaderBytes: hardHeaderFactor * maxHeader,
 	}
+}
+
+// hardHeaderFactor is how far above the header limit the server itself
+// stops reading headers.
+const hardHeaderFactor = 4
+
+// headerLimit answers 431 to a request whose request line and headers
+// are over limit bytes (counted as they travel), echoing its request
+// identity as every broker answer does; the server's bare 431 is left
+// for headers hardHeaderFactor times over.
+func headerLimit(limit int, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
+		for k, vs := range r.Header {
+			for _, v := range vs {
+				n += len(k) + len(v) + 4
+			}
+		}
+		if n > limit {
+			osb.EchoRequestIdentity(w, r)
+			w.Header().Set("Connection", "close")
+			osb.WriteError(w, http.StatusRequestHeaderFieldsTooLarge, "RequestHeaderFieldsTooLarge", "the request line and headers are %d bytes; at most %d are allowed", n, limit)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Stack is a running local stack.
