@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -25,7 +26,7 @@ func serve(t *testing.T) (addr string, bodyErrs chan error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := newServer(h, Timeouts{ReadHeader: 200 * time.Millisecond, Read: 500 * time.Millisecond, MaxHeaderBytes: 1 << 10})
+	srv := newServer(h, Timeouts{ReadHeader: 200 * time.Millisecond, Read: 500 * time.Millisecond, MaxHeaderBytes: 1 << 10}, slog.New(slog.NewJSONHandler(io.Discard, nil)))
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return ln.Addr().String(), bodyErrs

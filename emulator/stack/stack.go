@@ -17,7 +17,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"os"
 	"strings"
@@ -74,7 +73,17 @@ type Options struct {
 	// (default DefaultPruneInterval; SPECSYNC_CHANGE_RETENTION sets how
 	// long they live).
 	PruneInterval time.Duration
-	Logger        *slog.Logger
+	// PushAddr is the loopback address of the push endpoint, where the
+	// Pub/Sub emulator delivers to the reconcile function (default
+	// SPECSYNC_LOCAL_PUSH_ADDR, else 127.0.0.1:0). It is never the
+	// broker's port: in Google Cloud only the subscription's identity may
+	// invoke the reconcile function, and locally only the holder of
+	// PushToken may push.
+	PushAddr string
+	// PushToken is the secret first segment of every push URL (default
+	// SPECSYNC_LOCAL_PUSH_TOKEN, else random).
+	PushToken string
+	Logger    *slog.Logger
 }
 
 // Timeouts are the local server's limits on slow or greedy clients. In
@@ -96,7 +105,7 @@ var DefaultTimeouts = Timeouts{
 	Idle: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
 }
 
-func newServer(h http.Handler, t Timeouts) *http.Server {
+func newServer(h http.Handler, t Timeouts, log *slog.Logger) *http.Server {
 	d := DefaultTimeouts
 	pick := func(v, def time.Duration) time.Duration {
 		if v > 0 {
@@ -118,6 +127,8 @@ func newServer(h http.Handler, t Timeouts) *http.Server {
 		// server answers a bare 431 without running a handler, and
 		// headerLimit answers the rest with the request identity echoed.
 		MaxHeaderBytes: hardHeaderFactor * maxHeader,
+		// The server's own complaints as JSON lines of the stack's log.
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 }
 
@@ -164,9 +175,14 @@ type Stack struct {
 	// of every push and delete.
 	Hooks []string
 
-	stops  []func()
-	server *http.Server
-	errc   chan error
+	// PushURL is the push endpoint's base, token included: a push
+	// subscription delivers to PushURL + "/projects/P/topics/T".
+	PushURL string
+
+	stops      []func()
+	server     *http.Server
+	pushServer *http.Server
+	errc       chan error
 }
 
 // setCredentialDefault is setDefault unless key+suffix is set for one of
@@ -194,7 +210,7 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s = &Stack{errc: make(chan error, 2)}
+	s = &Stack{errc: make(chan error, 3)}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -242,6 +258,11 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	innerPort := inner.Addr().(*net.TCPAddr).Port
 	inner.Close()
 	os.Setenv("FUNCTION_TARGET", "Reconcile")
+	// What the framework prints raw on stderr (a body it cannot parse, a
+	// returned error) becomes JSON lines of this log.
+	if err := s.relayStderr(log); err != nil {
+		return nil, err
+	}
 	go func() { s.errc <- funcframework.StartHostPort("127.0.0.1", fmt.Sprint(innerPort)) }()
 	innerURL, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", innerPort))
 	if err := waitListening(ctx, innerURL.Host); err != nil {
@@ -265,11 +286,15 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	mux.HandleFunc("/registries", functions.Catalog)
 	mux.HandleFunc("/admin/", functions.Catalog) // operator endpoints and status page
 	mux.HandleFunc("/status", functions.Catalog)
-	// The push endpoint: the topic's path, as the framework expects it.
-	mux.Handle("/projects/", httputil.NewSingleHostReverseProxy(innerURL))
 	mux.HandleFunc("/", osb.NotFound)
-	s.server = newServer(mux, opts.Timeouts)
+	s.server = newServer(mux, opts.Timeouts, log)
 	go func() { s.errc <- s.server.Serve(ln) }()
+
+	// The push endpoint, on a loopback port of its own behind a token:
+	// the topic's path, as the framework expects it, below the token.
+	if err := s.servePush(opts, innerURL, log); err != nil {
+		return nil, err
+	}
 
 	// Both push to the reconcile function, which tells a reconcile
 	// message from a commit request (or a registry's report riding one)
@@ -339,7 +364,7 @@ func (s *Stack) pushSubscription(ctx context.Context, topic string, ordered bool
 	_, err = c.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
 		Name:                  subName,
 		Topic:                 topicName,
-		PushConfig:            &pubsubpb.PushConfig{PushEndpoint: s.URL + "/" + topicName},
+		PushConfig:            &pubsubpb.PushConfig{PushEndpoint: s.PushURL + "/" + topicName},
 		AckDeadlineSeconds:    60,
 		EnableMessageOrdering: ordered,
 		RetryPolicy: &pubsubpb.RetryPolicy{
@@ -477,10 +502,12 @@ func (s *Stack) Wait(ctx context.Context) error {
 
 // Close stops everything Start started, newest first.
 func (s *Stack) Close() {
-	if s.server != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		s.server.Shutdown(ctx)
-		cancel()
+	for _, srv := range []*http.Server{s.server, s.pushServer} {
+		if srv != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			srv.Shutdown(ctx)
+			cancel()
+		}
 	}
 	for i := len(s.stops) - 1; i >= 0; i-- {
 		s.stops[i]()
