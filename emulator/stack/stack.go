@@ -211,9 +211,13 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 		log = slog.Default()
 	}
 	s = &Stack{errc: make(chan error, 3)}
+	// Every failure below returns a nil stack: what was started is
+	// closed through this copy (Close on the nil result panicked, and
+	// the panic hid the error that made Start fail).
+	started := s
 	defer func() {
 		if err != nil {
-			s.Close()
+			started.Close()
 		}
 	}()
 	s.Project = setDefault("GOOGLE_CLOUD_PROJECT", DefaultProject)
@@ -500,8 +504,12 @@ func (s *Stack) Wait(ctx context.Context) error {
 	}
 }
 
-// Close stops everything Start started, newest first.
+// Close stops everything Start started, newest first. Closing a nil
+// stack (what a failed Start returns) does nothing.
 func (s *Stack) Close() {
+	if s == nil {
+		return
+	}
 	for _, srv := range []*http.Server{s.server, s.pushServer} {
 		if srv != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
