@@ -35,11 +35,18 @@ reliability:
 	  $(GO) test -json -count=1 -timeout 5m -p 1 -tags reliability -run "$$loadrun" $$loadpkgs >> .reliability.json || rc=1; \
 	  $(RELIABILITY) -o $(RELIABILITY_OUT) .reliability.json || rc=1; exit $$rc'
 
-## fuzz-http: fuzz the HTTP input parsing, 30 s per target.
+## fuzz-http: fuzz the HTTP input parsing, 30 s per target: the whole
+## broker, then each route family (instances, bindings, the change feed,
+## admin) and bootstrap on the emulators; their seed corpora
+## (testdata/fuzz) run in every go test.
 fuzz-http:
 	$(GO) test ./pkg/osb -run '^$$' -fuzz FuzzDecodeBody -fuzztime 30s
 	$(WITH_EMULATORS) $(GO) test ./pkg/osb -run '^$$' -fuzz FuzzBrokerRequest -fuzztime 30s -parallel 2
 	$(WITH_EMULATORS) $(GO) test ./pkg/bootstrap -run '^$$' -fuzz FuzzBootstrapParams -fuzztime 30s -parallel 2
+	$(WITH_EMULATORS) $(GO) test ./pkg/osb -run '^$$' -fuzz '^FuzzInstances$$' -fuzztime 30s -parallel 2
+	$(WITH_EMULATORS) $(GO) test ./pkg/osb -run '^$$' -fuzz '^FuzzBindings$$' -fuzztime 30s -parallel 2
+	$(WITH_EMULATORS) $(GO) test ./pkg/osb -run '^$$' -fuzz '^FuzzChangeFeed$$' -fuzztime 30s -parallel 2
+	$(WITH_EMULATORS) $(GO) test ./pkg/osb -run '^$$' -fuzz '^FuzzAdmin$$' -fuzztime 30s -parallel 2
 
 ## fuzz: fuzz the spec parser for a minute.
 fuzz:
