@@ -4,7 +4,7 @@ GO ?= go
 WITH_EMULATORS = $(GO) run ./emulator/cmd/withemulators --
 TEST_FLAGS ?= -count=1 -timeout 15m
 
-.PHONY: test demo run bench fuzz fuzz-http reliability vet fmt
+.PHONY: test demo run bench fuzz fuzz-http reliability mutants vet fmt
 
 ## test: every test, with the Firestore and Pub/Sub emulators running.
 test: vet
@@ -47,6 +47,13 @@ fuzz-http:
 	$(WITH_EMULATORS) $(GO) test ./pkg/osb -run '^$$' -fuzz '^FuzzBindings$$' -fuzztime 30s -parallel 2
 	$(WITH_EMULATORS) $(GO) test ./pkg/osb -run '^$$' -fuzz '^FuzzChangeFeed$$' -fuzztime 30s -parallel 2
 	$(WITH_EMULATORS) $(GO) test ./pkg/osb -run '^$$' -fuzz '^FuzzAdmin$$' -fuzztime 30s -parallel 2
+
+## mutants: plant one small bug per promise (README, design.md's
+## guarantees, the HTTP input contract) in a copy of the repository, one at
+## a time, run the tests that should catch each, and write
+## docs/MUTANTS.md; a survivor is a promise no test guards. Not run by CI.
+mutants:
+	$(WITH_EMULATORS) $(GO) run ./scripts/mutants -o docs/MUTANTS.md
 
 ## fuzz: fuzz the spec parser for a minute.
 fuzz:

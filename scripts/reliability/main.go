@@ -425,6 +425,9 @@ func main() {
 		fmt.Fprintf(&b, "counted, not timed: a warm instance re-reads the catalog revision once per\n")
 		fmt.Fprintf(&b, "refresh window (5 s), whatever the request rate.\n")
 	}
+	if m, err := os.ReadFile("docs/MUTANTS.md"); err == nil {
+		fmt.Fprintf(&b, "\n## Mutants (last run)\n\n%s See [MUTANTS.md](MUTANTS.md): one small bug planted per promise, in a copy\nof the repository, with the tests that must catch it (`make mutants`).\n", mutantsSummary(m))
+	}
 	if extra, err := os.ReadFile("docs/reliability-notes.md"); err == nil {
 		fmt.Fprintf(&b, "\n%s", extra)
 	}
@@ -435,6 +438,17 @@ func main() {
 	if failed > 0 {
 		os.Exit(1)
 	}
+}
+
+// mutantsSummary is the "Last run: ..." line of docs/MUTANTS.md, which
+// scripts/mutants writes.
+func mutantsSummary(doc []byte) string {
+	for _, l := range strings.Split(string(doc), "\n") {
+		if strings.HasPrefix(l, "Last run: ") {
+			return l
+		}
+	}
+	return "MUTANTS.md has no last run."
 }
 
 // testFunc is a test or fuzz function of the repository.
