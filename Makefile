@@ -4,7 +4,7 @@ GO ?= go
 WITH_EMULATORS = $(GO) run ./emulator/cmd/withemulators --
 TEST_FLAGS ?= -count=1 -timeout 15m
 
-.PHONY: test demo run bench fuzz fuzz-http reliability vet fmt
+.PHONY: test demo run bench fuzz fuzz-http reliability mutants vet fmt
 
 ## test: every test, with the Firestore and Pub/Sub emulators running.
 test: vet
@@ -35,11 +35,25 @@ reliability:
 	  $(GO) test -json -count=1 -timeout 5m -p 1 -tags reliability -run "$$loadrun" $$loadpkgs >> .reliability.json || rc=1; \
 	  $(RELIABILITY) -o $(RELIABILITY_OUT) .reliability.json || rc=1; exit $$rc'
 
-## fuzz-http: fuzz the HTTP input parsing, 30 s per target.
+## fuzz-http: fuzz the HTTP input parsing, 30 s per target: the whole
+## broker, then each route family (instances, bindings, the change feed,
+## admin) and bootstrap on the emulators; their seed corpora
+## (testdata/fuzz) run in every go test.
 fuzz-http:
 	$(GO) test ./pkg/osb -run '^$$' -fuzz FuzzDecodeBody -fuzztime 30s
 	$(WITH_EMULATORS) $(GO) test ./pkg/osb -run '^$$' -fuzz FuzzBrokerRequest -fuzztime 30s -parallel 2
 	$(WITH_EMULATORS) $(GO) test ./pkg/bootstrap -run '^$$' -fuzz FuzzBootstrapParams -fuzztime 30s -parallel 2
+	$(WITH_EMULATORS) $(GO) test ./pkg/osb -run '^$$' -fuzz '^FuzzInstances$$' -fuzztime 30s -parallel 2
+	$(WITH_EMULATORS) $(GO) test ./pkg/osb -run '^$$' -fuzz '^FuzzBindings$$' -fuzztime 30s -parallel 2
+	$(WITH_EMULATORS) $(GO) test ./pkg/osb -run '^$$' -fuzz '^FuzzChangeFeed$$' -fuzztime 30s -parallel 2
+	$(WITH_EMULATORS) $(GO) test ./pkg/osb -run '^$$' -fuzz '^FuzzAdmin$$' -fuzztime 30s -parallel 2
+
+## mutants: plant one small bug per promise (README, design.md's
+## guarantees, the HTTP input contract) in a copy of the repository, one at
+## a time, run the tests that should catch each, and write
+## docs/MUTANTS.md; a survivor is a promise no test guards. Not run by CI.
+mutants:
+	$(WITH_EMULATORS) $(GO) run ./scripts/mutants -o docs/MUTANTS.md
 
 ## fuzz: fuzz the spec parser for a minute.
 fuzz:

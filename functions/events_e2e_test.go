@@ -77,7 +77,7 @@ func TestE2EEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	topic := emulatortest.PushTopic(t, client, s.project, "gcr", s.url, false, time.Minute)
+	topic := emulatortest.PushTopic(t, client, s.project, "gcr", s.pushURL, false, time.Minute)
 	gcr := client.Publisher(topic)
 	defer gcr.Stop()
 	publish := func(body string) {

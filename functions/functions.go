@@ -7,6 +7,8 @@ package functions
 
 import (
 	"context"
+	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -15,10 +17,22 @@ import (
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
 	"github.com/cloudevents/sdk-go/v2/event"
 
+	"github.com/specsync/specsync/pkg/logging"
 	"github.com/specsync/specsync/pkg/osb"
 )
 
+// LogOutput is where the functions' JSON log lines go: stderr as the
+// process started with it. (The local stack hands os.Stderr itself to a
+// relay that turns what the functions framework prints raw into JSON
+// lines; the functions' own lines must not go through it.)
+var LogOutput io.Writer = os.Stderr
+
 func init() {
+	// Whatever logs through slog's default (and the standard log
+	// package, which slog's default takes over) writes JSON lines too:
+	// a line of plain text on stderr is one Cloud Logging cannot read,
+	// and one an attacker's newline could follow with a forged one.
+	slog.SetDefault(logging.New(LogOutput, os.Getenv("LOG_LEVEL")))
 	functions.HTTP("Bootstrap", Bootstrap)
 	functions.CloudEvent("Reconcile", Reconcile)
 	functions.HTTP("Catalog", Catalog)
@@ -91,7 +105,20 @@ func Reconcile(ctx context.Context, e event.Event) error {
 		// the message while the deployment is broken: let Pub/Sub retry
 		// (and dead-letter) until it is fixed.
 		logger().Error("cold start failed", "error", err)
-		return err
+		return errRedeliver
 	}
-	return app.handle(ctx, e)
+	if err := app.handle(ctx, e); err != nil {
+		// The functions framework prints a returned error raw on stderr
+		// (as a format string, too): text from upstream, or a message's,
+		// could put a line of its choosing into the log. So the error is
+		// logged here as a JSON field, and the framework gets a sentence
+		// of ours.
+		logger().Warn("the message will be redelivered", "event", e.ID(), "error", err.Error())
+		return errRedeliver
+	}
+	return nil
 }
+
+// errRedeliver is what Reconcile returns for a message Pub/Sub should
+// deliver again; the reason is in the log line before it.
+var errRedeliver = errors.New("the message will be redelivered: the reason is in the log line before this one")

@@ -77,16 +77,21 @@ func freePort(t *testing.T) int {
 
 // stack is a running `specsync-local run` process.
 type stack struct {
-	t       *testing.T
-	url     string
+	t   *testing.T
+	url string
+	// pushURL is the push endpoint's base (its own loopback port, the
+	// token included): a push subscription delivers below it.
+	pushURL string
 	project string
 	admin   string
 	client  *http.Client
 	logsMu  *sync.Mutex
-	logs    *bytes.Buffer
+	logs    *bytes.Buffer // stdout and stderr
+	stderr  *bytes.Buffer // the log alone
 }
 
 const (
+	pushToken  = "e2e-push-token-0123456789"
 	adminToken = "e2e-admin-token-0123456789"
 	brokerUser = "platform"
 	brokerPass = "e2e-broker-password"
@@ -104,6 +109,7 @@ func startStack(t *testing.T, registriesYAML string, extraEnv ...string) *stack 
 	}
 	project := emulatortest.ProjectID(t)
 	port := freePort(t)
+	pushAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	cmd := exec.Command(bin, "run", "-log-level", "debug")
 	cmd.Dir = ".." // the repository root, where examples/ lives
 	cmd.Env = append(os.Environ(),
@@ -117,12 +123,20 @@ func startStack(t *testing.T, registriesYAML string, extraEnv ...string) *stack 
 		"SPECSYNC_TOPIC=reconcile-"+project,
 		// A free port: tests run several stacks at once.
 		"SPECSYNC_LOCAL_REGISTRY=127.0.0.1:0",
+		"SPECSYNC_LOCAL_PUSH_ADDR="+pushAddr,
+		"SPECSYNC_LOCAL_PUSH_TOKEN="+pushToken,
 	)
 	cmd.Env = append(cmd.Env, extraEnv...)
 	logs := &bytes.Buffer{}
 	var logMu sync.Mutex
+	stderr := &bytes.Buffer{}
 	capture := writerFunc(func(p []byte) (int, error) { logMu.Lock(); defer logMu.Unlock(); return logs.Write(p) })
-	cmd.Stderr = capture
+	cmd.Stderr = writerFunc(func(p []byte) (int, error) {
+		logMu.Lock()
+		stderr.Write(p)
+		logMu.Unlock()
+		return capture.Write(p)
+	})
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -141,8 +155,8 @@ func startStack(t *testing.T, registriesYAML string, extraEnv ...string) *stack 
 		}
 		ready <- false
 	}()
-	s := &stack{t: t, url: fmt.Sprintf("http://127.0.0.1:%d", port), project: project, admin: adminToken,
-		client: &http.Client{Timeout: 30 * time.Second}, logs: logs, logsMu: &logMu}
+	s := &stack{t: t, url: fmt.Sprintf("http://127.0.0.1:%d", port), pushURL: "http://" + pushAddr + "/" + pushToken, project: project, admin: adminToken,
+		client: &http.Client{Timeout: 30 * time.Second}, logs: logs, stderr: stderr, logsMu: &logMu}
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(os.Interrupt)
 		done := make(chan error, 1)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -36,7 +35,7 @@ import (
 // functions that need the registries file (bootstrap, reconcile) load it
 // themselves with reconcile.LoadRegistries; the catalog never does.
 func open(ctx context.Context, c settings.Common) (*slog.Logger, *store.Store, error) {
-	log := logging.New(os.Stderr, c.LogLevel)
+	log := logging.New(LogOutput, c.LogLevel)
 	st, err := store.Open(ctx, c.Project, c.Database)
 	if err != nil {
 		return nil, nil, err

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 	"time"
 
@@ -43,6 +44,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintln(stdout, "  push a spec upstream (no registry has a webhook on this registry: bootstrap after it):")
 	}
 	fmt.Fprintf(stdout, "    go run ./cmd/specsync-local push -registry %s examples/registry/redis.yaml\n", s.Registry)
+	if u, err := url.Parse(s.PushURL); err == nil {
+		fmt.Fprintf(stdout, "  Pub/Sub pushes to the reconcile function on http://%s (loopback only, behind a token of its own)\n", u.Host)
+	}
 	fmt.Fprintln(stdout, "ready; interrupt to stop")
 	err = s.Wait(ctx)
 	fmt.Fprintln(stdout, "stopping")

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -25,7 +26,7 @@ func serve(t *testing.T) (addr string, bodyErrs chan error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := newServer(h, Timeouts{ReadHeader: 200 * time.Millisecond, Read: 500 * time.Millisecond, MaxHeaderBytes: 1 << 10})
+	srv := newServer(h, Timeouts{ReadHeader: 200 * time.Millisecond, Read: 500 * time.Millisecond, MaxHeaderBytes: 1 << 10}, slog.New(slog.NewJSONHandler(io.Discard, nil)))
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return ln.Addr().String(), bodyErrs
@@ -85,6 +86,34 @@ func TestSlowClientsAreCutOff(t *testing.T) {
 	}
 	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 		t.Fatalf("oversized headers: %d", resp.StatusCode)
+	}
+	select {
+	case <-bodyErrs:
+		t.Fatal("the handler ran for a request with oversized headers")
+	default:
+	}
+}
+
+// Headers over the limit are a 431 that echoes the request identity, as
+// every broker answer does; the handler behind does not run.
+func TestOversizedHeadersEchoRequestIdentity(t *testing.T) {
+	addr, bodyErrs := serve(t)
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: x\r\nX-Broker-API-Request-Identity: req-431\r\nX-Big: %s\r\n\r\n", strings.Repeat("a", 2<<10))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge || resp.Header.Get("X-Broker-API-Request-Identity") != "req-431" {
+		t.Fatalf("oversized headers: %d, identity %q: %s", resp.StatusCode, resp.Header.Get("X-Broker-API-Request-Identity"), body)
+	}
+	if !strings.Contains(string(body), `"error":"RequestHeaderFieldsTooLarge"`) {
+		t.Errorf("not an OSB error body: %s", body)
 	}
 	select {
 	case <-bodyErrs:

@@ -17,7 +17,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"os"
 	"strings"
@@ -74,7 +73,17 @@ type Options struct {
 	// (default DefaultPruneInterval; SPECSYNC_CHANGE_RETENTION sets how
 	// long they live).
 	PruneInterval time.Duration
-	Logger        *slog.Logger
+	// PushAddr is the loopback address of the push endpoint, where the
+	// Pub/Sub emulator delivers to the reconcile function (default
+	// SPECSYNC_LOCAL_PUSH_ADDR, else 127.0.0.1:0). It is never the
+	// broker's port: in Google Cloud only the subscription's identity may
+	// invoke the reconcile function, and locally only the holder of
+	// PushToken may push.
+	PushAddr string
+	// PushToken is the secret first segment of every push URL (default
+	// SPECSYNC_LOCAL_PUSH_TOKEN, else random).
+	PushToken string
+	Logger    *slog.Logger
 	// Seed, when set, pushes more to the local registry (host) after the
 	// example specs and before the registry notifies any webhook, so a
 	// benchmark's thousands of images are not thousands of events.
@@ -100,7 +109,7 @@ var DefaultTimeouts = Timeouts{
 	Idle: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
 }
 
-func newServer(h http.Handler, t Timeouts) *http.Server {
+func newServer(h http.Handler, t Timeouts, log *slog.Logger) *http.Server {
 	d := DefaultTimeouts
 	pick := func(v, def time.Duration) time.Duration {
 		if v > 0 {
@@ -113,13 +122,44 @@ func newServer(h http.Handler, t Timeouts) *http.Server {
 		maxHeader = d.MaxHeaderBytes
 	}
 	return &http.Server{
-		Handler:           h,
+		Handler:           headerLimit(maxHeader, h),
 		ReadHeaderTimeout: pick(t.ReadHeader, d.ReadHeader),
 		ReadTimeout:       pick(t.Read, d.Read),
 		WriteTimeout:      pick(t.Write, d.Write),
 		IdleTimeout:       pick(t.Idle, d.Idle),
-		MaxHeaderBytes:    maxHeader,
+		// The server's own cut is far above the limit: past it the
+		// server answers a bare 431 without running a handler, and
+		// headerLimit answers the rest with the request identity echoed.
+		MaxHeaderBytes: hardHeaderFactor * maxHeader,
+		// The server's own complaints as JSON lines of the stack's log.
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+}
+
+// hardHeaderFactor is how far above the header limit the server itself
+// stops reading headers.
+const hardHeaderFactor = 4
+
+// headerLimit answers 431 to a request whose request line and headers
+// are over limit bytes (counted as they travel), echoing its request
+// identity as every broker answer does; the server's bare 431 is left
+// for headers hardHeaderFactor times over.
+func headerLimit(limit int, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
+		for k, vs := range r.Header {
+			for _, v := range vs {
+				n += len(k) + len(v) + 4
+			}
+		}
+		if n > limit {
+			osb.EchoRequestIdentity(w, r)
+			w.Header().Set("Connection", "close")
+			osb.WriteError(w, http.StatusRequestHeaderFieldsTooLarge, "RequestHeaderFieldsTooLarge", "the request line and headers are %d bytes; at most %d are allowed", n, limit)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Stack is a running local stack.
@@ -141,9 +181,14 @@ type Stack struct {
 	// of every push and delete.
 	Hooks []string
 
-	stops  []func()
-	server *http.Server
-	errc   chan error
+	// PushURL is the push endpoint's base, token included: a push
+	// subscription delivers to PushURL + "/projects/P/topics/T".
+	PushURL string
+
+	stops      []func()
+	server     *http.Server
+	pushServer *http.Server
+	errc       chan error
 }
 
 // setCredentialDefault is setDefault unless key+suffix is set for one of
@@ -171,10 +216,14 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s = &Stack{errc: make(chan error, 2)}
+	s = &Stack{errc: make(chan error, 3)}
+	// Every failure below returns a nil stack: what was started is
+	// closed through this copy (Close on the nil result panicked, and
+	// the panic hid the error that made Start fail).
+	started := s
 	defer func() {
 		if err != nil {
-			s.Close()
+			started.Close()
 		}
 	}()
 	s.Project = setDefault("GOOGLE_CLOUD_PROJECT", DefaultProject)
@@ -224,6 +273,11 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	innerPort := inner.Addr().(*net.TCPAddr).Port
 	inner.Close()
 	os.Setenv("FUNCTION_TARGET", "Reconcile")
+	// What the framework prints raw on stderr (a body it cannot parse, a
+	// returned error) becomes JSON lines of this log.
+	if err := s.relayStderr(log); err != nil {
+		return nil, err
+	}
 	go func() { s.errc <- funcframework.StartHostPort("127.0.0.1", fmt.Sprint(innerPort)) }()
 	innerURL, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", innerPort))
 	if err := waitListening(ctx, innerURL.Host); err != nil {
@@ -247,11 +301,15 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	mux.HandleFunc("/registries", functions.Catalog)
 	mux.HandleFunc("/admin/", functions.Catalog) // operator endpoints and status page
 	mux.HandleFunc("/status", functions.Catalog)
-	// The push endpoint: the topic's path, as the framework expects it.
-	mux.Handle("/projects/", httputil.NewSingleHostReverseProxy(innerURL))
 	mux.HandleFunc("/", osb.NotFound)
-	s.server = newServer(mux, opts.Timeouts)
+	s.server = newServer(mux, opts.Timeouts, log)
 	go func() { s.errc <- s.server.Serve(ln) }()
+
+	// The push endpoint, on a loopback port of its own behind a token:
+	// the topic's path, as the framework expects it, below the token.
+	if err := s.servePush(opts, innerURL, log); err != nil {
+		return nil, err
+	}
 
 	// Both push to the reconcile function, which tells a reconcile
 	// message from a commit request (or a registry's report riding one)
@@ -321,7 +379,7 @@ func (s *Stack) pushSubscription(ctx context.Context, topic string, ordered bool
 	_, err = c.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
 		Name:                  subName,
 		Topic:                 topicName,
-		PushConfig:            &pubsubpb.PushConfig{PushEndpoint: s.URL + "/" + topicName},
+		PushConfig:            &pubsubpb.PushConfig{PushEndpoint: s.PushURL + "/" + topicName},
 		AckDeadlineSeconds:    60,
 		EnableMessageOrdering: ordered,
 		RetryPolicy: &pubsubpb.RetryPolicy{
@@ -457,12 +515,18 @@ func (s *Stack) Wait(ctx context.Context) error {
 	}
 }
 
-// Close stops everything Start started, newest first.
+// Close stops everything Start started, newest first. Closing a nil
+// stack (what a failed Start returns) does nothing.
 func (s *Stack) Close() {
-	if s.server != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		s.server.Shutdown(ctx)
-		cancel()
+	if s == nil {
+		return
+	}
+	for _, srv := range []*http.Server{s.server, s.pushServer} {
+		if srv != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			srv.Shutdown(ctx)
+			cancel()
+		}
 	}
 	for i := len(s.stops) - 1; i >= 0; i-- {
 		s.stops[i]()

@@ -1,11 +1,13 @@
 package bootstrap_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/invariant"
+	"github.com/specsync/specsync/pkg/logging"
 	"github.com/specsync/specsync/pkg/store"
 )
 
@@ -32,9 +35,24 @@ func FuzzBootstrapParams(f *testing.F) {
 	client := emulatortest.Firestore(f)
 	ops := bootstrap.NewOperations(store.New(client), 10*time.Minute, time.Hour)
 	pub := &countingPublisher{}
+	logs := &lockedBuffer{}
 	svc := &bootstrap.Service{Operations: ops, Publisher: pub, Registries: rigRegistries,
-		VerifyAdmin: func(*http.Request, string) bool { return true }, Logger: quiet}
+		VerifyAdmin: func(*http.Request, string) bool { return true }, Logger: logging.New(logs, "debug")}
 	h := svc.Handler()
+	// No answer and no log line holds the credential, and every log line
+	// is one JSON object.
+	checkLogs := func(t *testing.T, w *httptest.ResponseRecorder) {
+		t.Helper()
+		out := logs.String()
+		if strings.Contains(out, bootstrapCanary) || strings.Contains(w.Body.String(), bootstrapCanary) {
+			t.Fatal("the admin credential is in an answer or the log")
+		}
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			if l != "" && !json.Valid([]byte(l)) {
+				t.Fatalf("a log line is not JSON: %q", l)
+			}
+		}
+	}
 	f.Fuzz(func(t *testing.T, query, body, pollQuery string) {
 		before, _, err := invariant.Check(context.Background(), client, invariant.Options{})
 		if err != nil {
@@ -45,7 +63,7 @@ func FuzzBootstrapParams(f *testing.F) {
 		pub.mu.Unlock()
 		req := httptest.NewRequest(http.MethodPost, "/bootstrap", strings.NewReader(body))
 		req.URL.RawQuery = query
-		req.Header.Set("Authorization", "Bearer admin")
+		req.Header.Set("Authorization", "Bearer "+bootstrapCanary)
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
 		switch w.Code {
@@ -62,9 +80,10 @@ func FuzzBootstrapParams(f *testing.F) {
 		default:
 			t.Fatalf("POST /bootstrap?%s: %d %s", query, w.Code, w.Body.String())
 		}
+		checkLogs(t, w)
 		req = httptest.NewRequest(http.MethodGet, "/bootstrap/last_operation", nil)
 		req.URL.RawQuery = pollQuery
-		req.Header.Set("Authorization", "Bearer admin")
+		req.Header.Set("Authorization", "Bearer "+bootstrapCanary)
 		w = httptest.NewRecorder()
 		h.ServeHTTP(w, req)
 		switch w.Code {
@@ -74,7 +93,29 @@ func FuzzBootstrapParams(f *testing.F) {
 		default:
 			t.Fatalf("GET last_operation?%s: %d %s", pollQuery, w.Code, w.Body.String())
 		}
+		checkLogs(t, w)
 	})
+}
+
+// bootstrapCanary is the admin credential of the fuzzed requests.
+const bootstrapCanary = "bootstrap-fuzz-canary-0123456789"
+
+// lockedBuffer is a log the fuzz target reads.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func wantError(t *testing.T, w *httptest.ResponseRecorder) {

@@ -61,19 +61,26 @@ func (s *Service) logger() *slog.Logger {
 
 func (s *Service) start(w http.ResponseWriter, r *http.Request) {
 	dryRun := false
-	for k, v := range r.URL.Query() {
+	for k, v := range r.URL.Query() { // each given once (osb.Methods)
 		if k != "dry_run" {
 			osb.WriteError(w, http.StatusBadRequest, "BadRequest", "unknown query parameter %q (only dry_run is known)", k)
 			return
 		}
-		b, err := strconv.ParseBool(v[len(v)-1])
+		b, err := strconv.ParseBool(v[0])
 		if err != nil {
-			osb.WriteError(w, http.StatusBadRequest, "BadRequest", "dry_run=%q is not true or false", v[len(v)-1])
+			osb.WriteError(w, http.StatusBadRequest, "BadRequest", "dry_run=%q is not true or false", v[0])
 			return
 		}
 		dryRun = b
 	}
-	if hasBody(r) {
+	has, err := hasBody(r)
+	if err != nil {
+		// A body that did not arrive (the read deadline) or broke off is
+		// not an empty one: nothing starts.
+		osb.ReadBodyError(w, err, osb.DefaultMaxBodyBytes)
+		return
+	}
+	if has {
 		osb.WriteError(w, http.StatusBadRequest, "BadRequest", "POST /bootstrap takes no body")
 		return
 	}
@@ -109,9 +116,13 @@ func (s *Service) lastOperation(w http.ResponseWriter, r *http.Request) {
 		osb.WriteError(w, http.StatusBadRequest, "BadRequest", "the operation query parameter is required")
 		return
 	}
+	if err := osb.CheckID("operation", id); err != nil {
+		osb.WriteError(w, http.StatusBadRequest, "BadRequest", "%s", err)
+		return
+	}
 	op, err := s.Operations.Get(r.Context(), id)
 	if failure.Is(err, failure.NotFound) {
-		osb.WriteError(w, http.StatusNotFound, "NotFound", "%s", err)
+		osb.WriteError(w, http.StatusNotFound, "NotFound", "%s", osb.Describe(err))
 		return
 	}
 	if err != nil {
@@ -134,12 +145,20 @@ func (s *Service) lastOperation(w http.ResponseWriter, r *http.Request) {
 
 // hasBody reports whether a request carries a body: a positive
 // Content-Length, or, for a body of unknown length (chunked), a first
-// byte. An empty chunked body is no body.
-func hasBody(r *http.Request) bool {
+// byte. An empty chunked body is no body; one that could not be read
+// (the client stalled past the server's read deadline, or broke the
+// chunked encoding) is an error, never taken for no body.
+func hasBody(r *http.Request) (bool, error) {
 	if r.ContentLength >= 0 || r.Body == nil {
-		return r.ContentLength > 0
+		return r.ContentLength > 0, nil
 	}
 	var b [1]byte
-	n, _ := io.ReadFull(r.Body, b[:])
-	return n > 0
+	n, err := io.ReadFull(r.Body, b[:])
+	if n > 0 {
+		return true, nil
+	}
+	if err == io.EOF {
+		return false, nil
+	}
+	return false, err
 }

@@ -56,6 +56,10 @@ func (k Kind) String() string {
 type Error struct {
 	Kind Kind
 	Err  error
+	// Internal says the message holds a backend's own text (resource
+	// paths, status messages, client library errors): for the log,
+	// never for a client (see Describe).
+	Internal bool
 }
 
 func (e *Error) Error() string { return e.Err.Error() }
@@ -137,4 +141,60 @@ func Annotate(err error, format string, args ...any) error {
 		return nil
 	}
 	return &Error{Kind: KindOf(err), Err: fmt.Errorf(format+": %w", append(args, err)...)}
+}
+
+// AnnotateBackend is Annotate for a backend's error (a store's): unless
+// its chain already holds a classified error, which is worded by us for
+// whoever reads it, its text is the backend's and is marked Internal, so
+// that Describe never hands it to a client.
+func AnnotateBackend(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	ours := errors.As(err, &e)
+	return &Error{Kind: KindOf(err), Err: fmt.Errorf(format+": %w", append(args, err)...), Internal: !ours}
+}
+
+// Describe is what a client may be told of err: its message, unless any
+// error in its chain is Internal; then a sentence of its kind alone (the
+// whole error belongs in the log).
+func Describe(err error) string {
+	for e := err; e != nil; {
+		if fe, ok := e.(*Error); ok && fe.Internal {
+			return describeKind(KindOf(err))
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			e = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, x := range u.Unwrap() {
+				if Describe(x) != x.Error() {
+					return describeKind(KindOf(err))
+				}
+			}
+			e = nil
+		default:
+			e = nil
+		}
+	}
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func describeKind(k Kind) string {
+	switch k {
+	case Invalid:
+		return "the store refused a value of the request"
+	case NotFound:
+		return "not found"
+	case Conflict:
+		return "the request conflicts with what is stored"
+	case Precondition:
+		return "what is stored changed while the request ran"
+	default:
+		return "the store did not answer"
+	}
 }

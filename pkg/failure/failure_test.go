@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -47,5 +48,35 @@ func TestWrapKeepsChain(t *testing.T) {
 	}
 	if Wrap(Invalid, nil) != nil {
 		t.Fatal("Wrap(nil) must be nil")
+	}
+}
+
+// Describe hands a client our own words and never a backend's: an error
+// whose chain holds a backend's text (AnnotateBackend of an unclassified
+// error) is described by its kind alone, however it is wrapped after.
+func TestDescribe(t *testing.T) {
+	backend := status.Error(codes.InvalidArgument, "projects/p/databases/(default)/documents/instances/.. is not a document")
+	for _, c := range []struct {
+		name string
+		err  error
+		ours bool
+	}{
+		{"ours", New(Invalid, "service x is not in the catalog"), true},
+		{"ours annotated", AnnotateBackend(New(NotFound, "instance i does not exist"), "read instance %s", "i"), true},
+		{"backend", AnnotateBackend(backend, "read instance %s", ".."), false},
+		{"backend wrapped again", Wrap(Invalid, fmt.Errorf("x: %w", AnnotateBackend(backend, "read"))), false},
+		{"backend joined", errors.Join(New(Invalid, "a"), AnnotateBackend(backend, "b")), false},
+		{"client library", AnnotateBackend(errors.New("firestore: ID in DocumentRef contains invalid UTF-8"), "read"), false},
+	} {
+		got := Describe(c.err)
+		if c.ours != (got == c.err.Error()) {
+			t.Errorf("%s: Describe = %q", c.name, got)
+		}
+		if strings.Contains(got, "projects/") || strings.Contains(got, "firestore") {
+			t.Errorf("%s: %q holds the backend's text", c.name, got)
+		}
+	}
+	if KindOf(AnnotateBackend(backend, "read")) != Invalid {
+		t.Error("AnnotateBackend lost the kind")
 	}
 }

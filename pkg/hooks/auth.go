@@ -124,8 +124,13 @@ func readFile(path string) (string, error) {
 func (v *verifier) verify(r *http.Request, body []byte) error {
 	switch v.hook.Type {
 	case config.HookBearer:
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || token == "" {
+		// The scheme is case-insensitive and a second Authorization
+		// header is refused, never the first one taken (osb.Authorization).
+		scheme, token, err := osb.Authorization(r)
+		if err != nil {
+			return errUnauthorized{err.Error()}
+		}
+		if !strings.EqualFold(scheme, "Bearer") || token == "" {
 			return errUnauthorized{"the hook needs an Authorization: Bearer header with its secret"}
 		}
 		secret, usable := v.current()

@@ -98,7 +98,7 @@ func TestVerifierReadsItsSecretOnUse(t *testing.T) {
 	}{
 		{"Bearer " + first, true},
 		{"Bearer " + second, false},
-		{"bearer " + first, false},
+		{"bearer " + first, true}, // the scheme is case-insensitive (RFC 9110)
 		{"Basic " + first, false},
 		{first, false},
 		{"", false},

@@ -2,6 +2,7 @@ package invariant_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -454,6 +455,27 @@ func TestCheckerDetectsSeededViolations(t *testing.T) {
 		{name: "secret in a subcollection", rule: "secret", doc: "registries/team/history/h1",
 			seed: func(t *testing.T, w *world) string {
 				w.set(t, "registries/team/history/h1", map[string]any{"error": canary})
+				return ""
+			}},
+		// The Firestore client stores a json.RawMessage (a named []byte)
+		// as an array of integers: parameters kept by mistake look so.
+		{name: "secret in a json.RawMessage", rule: "secret", doc: "instances/raw",
+			seed: func(t *testing.T, w *world) string {
+				w.set(t, "instances/raw", struct {
+					Parameters json.RawMessage `firestore:"parameters"`
+				}{json.RawMessage(`{"password":"` + canary + `"}`)})
+				return ""
+			}},
+		{name: "secret base64-encoded", rule: "secret", doc: "operations/op-b",
+			seed: func(t *testing.T, w *world) string {
+				w.set(t, "operations/op-b", map[string]any{"state": api.Failed, "results": map[string]any{},
+					"auth": base64.StdEncoding.EncodeToString([]byte("user:" + canary))})
+				return ""
+			}},
+		{name: "secret in a JSON text with escapes", rule: "secret", doc: "meta/json",
+			seed: func(t *testing.T, w *world) string {
+				escaped := strings.ReplaceAll(strings.ReplaceAll(fmt.Sprintf("%q", canary), "-", `\u002d`), "s", `\u0073`)
+				w.set(t, "meta/json", map[string]any{"context_json": `{"token":` + escaped + `}`})
 				return ""
 			}},
 		{name: "document that does not decode", rule: "decode",

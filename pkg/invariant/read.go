@@ -101,7 +101,11 @@ func (s *State) readCollection(ctx context.Context, col *firestore.CollectionRef
 			s.decode(col.ID, snap)
 		case col.ID == store.BindingsCollection && col.Parent != nil && col.Parent.Parent != nil && col.Parent.Parent.ID == store.InstancesCollection:
 			var b store.Binding
-			if err := snap.DataTo(&b); err != nil {
+			err := snap.DataTo(&b)
+			if err == nil {
+				err = b.DecodeContext()
+			}
+			if err != nil {
 				s.decodeErrors = append(s.decodeErrors, Violation{Rule: "decode", Doc: relPath(snap.Ref), Detail: err.Error()})
 				continue
 			}
@@ -168,7 +172,11 @@ func (s *State) decode(collection string, snap *firestore.DocumentSnapshot) {
 		s.Specs[id] = r
 	case store.InstancesCollection:
 		var r store.Instance
-		if err := snap.DataTo(&r); err != nil {
+		err := snap.DataTo(&r)
+		if err == nil {
+			err = r.DecodeContext()
+		}
+		if err != nil {
 			bad(err)
 			return
 		}

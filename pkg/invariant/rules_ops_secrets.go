@@ -1,6 +1,8 @@
 package invariant
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"strings"
 
 	"cloud.google.com/go/firestore"
@@ -82,10 +84,51 @@ func (c *checker) secrets() {
 	}
 }
 
+// scan looks for the canaries in s in every form a value takes on its
+// way into a document: as it is, base64-encoded (a Basic credential, a
+// []byte that went through JSON), and as the strings of a JSON text (a
+// context kept as text, where a canary may be \u-escaped).
 func scan(s string, canaries []string, found map[string]bool) {
+	scanDepth(s, canaries, found, 0)
+}
+
+func scanDepth(s string, canaries []string, found map[string]bool, depth int) {
 	for _, k := range canaries {
 		if strings.Contains(s, k) {
 			found[k] = true
+		}
+	}
+	if depth > 2 || len(s) < 8 {
+		return
+	}
+	t := strings.TrimSpace(s)
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
+		if b, err := enc.DecodeString(t); err == nil {
+			scanDepth(string(b), canaries, found, depth+1)
+			break
+		}
+	}
+	if strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[") || strings.HasPrefix(t, `"`) {
+		var v any
+		if json.Unmarshal([]byte(t), &v) == nil {
+			walkJSON(v, func(x string) { scanDepth(x, canaries, found, depth+1) })
+		}
+	}
+}
+
+// walkJSON calls f with every string (keys too) of a decoded JSON value.
+func walkJSON(v any, f func(string)) {
+	switch x := v.(type) {
+	case string:
+		f(x)
+	case map[string]any:
+		for k, e := range x {
+			f(k)
+			walkJSON(e, f)
+		}
+	case []any:
+		for _, e := range x {
+			walkJSON(e, f)
 		}
 	}
 }
@@ -102,6 +145,12 @@ func scanValue(v any, canaries []string, found map[string]bool) {
 			scanValue(e, canaries, found)
 		}
 	case []any:
+		// The Firestore client stores a named []byte (json.RawMessage)
+		// as an array of integers: read one as the bytes it was.
+		if b, ok := asBytes(x); ok {
+			scan(string(b), canaries, found)
+			return
+		}
 		for _, e := range x {
 			scanValue(e, canaries, found)
 		}
@@ -110,6 +159,22 @@ func scanValue(v any, canaries []string, found map[string]bool) {
 			scan(x.Path, canaries, found)
 		}
 	}
+}
+
+// asBytes reads an array of integers from 0 to 255 as bytes.
+func asBytes(xs []any) ([]byte, bool) {
+	if len(xs) == 0 {
+		return nil, false
+	}
+	b := make([]byte, len(xs))
+	for i, e := range xs {
+		n, ok := e.(int64)
+		if !ok || n < 0 || n > 255 {
+			return nil, false
+		}
+		b[i] = byte(n)
+	}
+	return b, true
 }
 
 // mask names a canary without repeating it whole in a test log.

@@ -67,19 +67,28 @@ func specFilter(w http.ResponseWriter, r *http.Request, allowed ...string) (stor
 	}
 	for k := range q {
 		if !known[k] {
-			WriteError(w, http.StatusBadRequest, "BadRequest", "unknown query parameter %q", k)
+			WriteError(w, http.StatusBadRequest, "BadRequest", "unknown query parameter %s", quote(k))
 			return store.SpecFilter{}, false
 		}
 	}
 	f := store.SpecFilter{Registry: q.Get("registry"), State: api.SpecState(q.Get("state"))}
+	if f.Registry != "" {
+		if err := CheckRegistryName("registry", f.Registry); err != nil {
+			WriteError(w, http.StatusBadRequest, "BadRequest", "%s", err)
+			return f, false
+		}
+	}
+	if !checkIDs(w, "service_id", q.Get("service_id")) {
+		return f, false
+	}
 	if f.State != "" && f.State != api.SpecActive && f.State != api.SpecMarked {
-		WriteError(w, http.StatusBadRequest, "BadRequest", "state=%q is not active or marked", f.State)
+		WriteError(w, http.StatusBadRequest, "BadRequest", "state=%s is not active or marked", quote(string(f.State)))
 		return f, false
 	}
 	if m := q.Get("marked"); m != "" {
 		marked, err := strconv.ParseBool(m)
 		if err != nil {
-			WriteError(w, http.StatusBadRequest, "BadRequest", "marked=%q is not true or false", m)
+			WriteError(w, http.StatusBadRequest, "BadRequest", "marked=%s is not true or false", quote(m))
 			return f, false
 		}
 		if marked {
@@ -176,7 +185,7 @@ func (b *Broker) adminInstances(w http.ResponseWriter, r *http.Request) {
 func operationsLimit(w http.ResponseWriter, r *http.Request) (int, bool) {
 	for k := range r.URL.Query() {
 		if k != "limit" {
-			WriteError(w, http.StatusBadRequest, "BadRequest", "unknown query parameter %q (only limit is known)", k)
+			WriteError(w, http.StatusBadRequest, "BadRequest", "unknown query parameter %s (only limit is known)", quote(k))
 			return 0, false
 		}
 	}
@@ -184,7 +193,7 @@ func operationsLimit(w http.ResponseWriter, r *http.Request) (int, bool) {
 	if v := r.URL.Query().Get("limit"); v != "" {
 		var err error
 		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > maxOperations {
-			WriteError(w, http.StatusBadRequest, "BadRequest", "limit=%q is not a number from 1 to %d", v, maxOperations)
+			WriteError(w, http.StatusBadRequest, "BadRequest", "limit=%s is not a number from 1 to %d", quote(v), maxOperations)
 			return 0, false
 		}
 	}

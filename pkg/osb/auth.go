@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+
+	"github.com/specsync/specsync/pkg/failure"
 )
 
 // equal compares secrets in constant time (hashing first, so the length
@@ -34,9 +36,17 @@ func BasicAuth(username, password string, next http.Handler) http.Handler {
 // Cloud Scheduler sends. A 401 carries both challenges.
 func AdminAuth(verify func(r *http.Request, token string) bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok {
-			_, token, ok = r.BasicAuth()
+		scheme, cred, err := Authorization(r)
+		if err != nil {
+			WriteError(w, http.StatusBadRequest, "BadRequest", "%s", err)
+			return
+		}
+		token, ok := "", false
+		switch {
+		case strings.EqualFold(scheme, "Bearer"):
+			token, ok = cred, true
+		case strings.EqualFold(scheme, "Basic"):
+			_, token, ok = basicCredentials(cred)
 		}
 		if !ok || token == "" || !verify(r, token) {
 			w.Header().Add("WWW-Authenticate", `Basic realm="specsync-admin", charset="UTF-8"`)
@@ -48,6 +58,36 @@ func AdminAuth(verify func(r *http.Request, token string) bool, next http.Handle
 	})
 }
 
+// Authorization parses a request's Authorization header as RFC 9110
+// §11.4 has it: an auth scheme (compared case-insensitively by the
+// caller) and, after one or more spaces, its credentials. No header is
+// ("", "", nil). More than one is an error, never the first one taken
+// silently: a proxy that adds its own, or a client that sends two, gets
+// told rather than authenticated as whichever came first.
+func Authorization(r *http.Request) (scheme, credentials string, err error) {
+	vs := r.Header.Values("Authorization")
+	switch len(vs) {
+	case 0:
+		return "", "", nil
+	case 1:
+	default:
+		return "", "", failure.New(failure.Invalid, "the request has %d Authorization headers: send one", len(vs))
+	}
+	scheme, credentials, _ = strings.Cut(strings.TrimSpace(vs[0]), " ")
+	return scheme, strings.TrimLeft(credentials, " "), nil
+}
+
+// basicCredentials decodes the credentials of HTTP basic auth
+// (base64 of user:password).
+func basicCredentials(cred string) (user, password string, ok bool) {
+	raw, err := base64.StdEncoding.DecodeString(cred)
+	if err != nil {
+		return "", "", false
+	}
+	user, password, ok = strings.Cut(string(raw), ":")
+	return user, password, ok
+}
+
 // StaticToken accepts exactly one token.
 func StaticToken(want string) func(*http.Request, string) bool {
 	match := MatchPlain(want)
@@ -56,16 +96,38 @@ func StaticToken(want string) func(*http.Request, string) bool {
 
 var apiVersion = regexp.MustCompile(`^2\.\d+$`)
 
+// RequestIdentityHeader is OSB's request identity: a platform's id of
+// one request, for tracing it through both sides' logs.
+const RequestIdentityHeader = "X-Broker-API-Request-Identity"
+
 // RequestIdentity echoes X-Broker-API-Request-Identity, as OSB asks of
-// every response. It wraps the broker's other guards so that a refused
-// request (401, 412) can be traced like any other.
+// every response. It wraps everything else of the catalog function (the
+// body limit too), so that a refused request (401, 412, 413) can be
+// traced like any other.
 func RequestIdentity(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if id := r.Header.Get("X-Broker-API-Request-Identity"); id != "" {
-			w.Header().Set("X-Broker-API-Request-Identity", id)
-		}
+		EchoRequestIdentity(w, r)
 		next.ServeHTTP(w, r)
 	})
+}
+
+// EchoRequestIdentity sets the answer's request identity to the
+// request's, when it has one (the local stack's 431 uses it too).
+func EchoRequestIdentity(w http.ResponseWriter, r *http.Request) {
+	if id := r.Header.Get(RequestIdentityHeader); id != "" {
+		w.Header().Set(RequestIdentityHeader, id)
+	}
+}
+
+// requestIdentity is the log attribute of a request identity: the value
+// when it is at most maxIdentityBytes, else only its size (a 60 kB
+// header once made a 60 kB line of every write's log).
+func requestIdentity(id string) slog.Attr {
+	const key = "request_identity"
+	if len(id) > maxIdentityBytes {
+		return slog.Group(key, "error", "over 4 KiB, not logged", "bytes", len(id))
+	}
+	return slog.String(key, id)
 }
 
 // Version requires X-Broker-API-Version 2.x (412 otherwise). Any minor
@@ -121,8 +183,8 @@ func (b *Broker) logWrite(w http.ResponseWriter, r *http.Request, operation stri
 		attrs = append(attrs, "binding", id)
 	}
 	attrs = append(attrs, "status", sw.status)
-	if id := r.Header.Get("X-Broker-API-Request-Identity"); id != "" {
-		attrs = append(attrs, "request_identity", id)
+	if id := r.Header.Get(RequestIdentityHeader); id != "" {
+		attrs = append(attrs, requestIdentity(id))
 	}
 	if oi := r.Header.Get("X-Broker-API-Originating-Identity"); oi != "" {
 		attrs = append(attrs, originatingIdentity(oi))

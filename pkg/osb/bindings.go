@@ -73,7 +73,10 @@ func (b *Broker) bind(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, "BadRequest", "service_id and plan_id are required")
 		return
 	}
-	ctxMap, ok := decodeObject(w, req.Context, "context")
+	if !checkIDs(w, "service_id", req.ServiceID, "plan_id", req.PlanID) {
+		return
+	}
+	ctxMap, ok := contextObject(w, req.Context)
 	if !ok {
 		return
 	}
@@ -102,13 +105,13 @@ func (b *Broker) bind(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, store.ErrNoInstance):
 		// OSB defines no 404 for a bind: instance_id "MUST be the ID of a
 		// previously provisioned Service Instance".
-		WriteError(w, http.StatusBadRequest, "InstanceNotFound", "%s", err)
+		WriteError(w, http.StatusBadRequest, "InstanceNotFound", "%s", Describe(err))
 	case errors.Is(err, store.ErrNotBindable):
-		WriteError(w, http.StatusBadRequest, "NotBindable", "%s", err)
+		WriteError(w, http.StatusBadRequest, "NotBindable", "%s", Describe(err))
 	case errors.Is(err, store.ErrBindingLimit):
-		WriteError(w, http.StatusUnprocessableEntity, "BindingLimit", "%s; delete bindings it no longer needs", err)
+		WriteError(w, http.StatusUnprocessableEntity, "BindingLimit", "%s; delete bindings it no longer needs", Describe(err))
 	case failure.Is(err, failure.NotFound), failure.Is(err, failure.Invalid):
-		WriteError(w, http.StatusBadRequest, "BadRequest", "%s", err)
+		WriteError(w, http.StatusBadRequest, "BadRequest", "%s", Describe(err))
 	default:
 		WriteFailure(w, err)
 	}
@@ -140,6 +143,9 @@ func (b *Broker) unbind(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, "BadRequest", "service_id and plan_id query parameters are required")
 		return
 	}
+	if !checkIDs(w, "service_id", u.ServiceID, "plan_id", u.PlanID) {
+		return
+	}
 	_, err := b.store.DeleteBinding(r.Context(), u)
 	switch {
 	case err == nil:
@@ -147,7 +153,7 @@ func (b *Broker) unbind(w http.ResponseWriter, r *http.Request) {
 	case failure.Is(err, failure.NotFound):
 		WriteJSON(w, http.StatusGone, struct{}{})
 	case failure.Is(err, failure.Invalid):
-		WriteError(w, http.StatusBadRequest, "BadRequest", "%s", err)
+		WriteError(w, http.StatusBadRequest, "BadRequest", "%s", Describe(err))
 	default:
 		WriteFailure(w, err)
 	}

@@ -51,6 +51,9 @@ func (e *env) bindingDocs(instance string) map[string]store.Binding {
 		if err := s.DataTo(&b); err != nil {
 			e.t.Fatal(err)
 		}
+		if err := b.DecodeContext(); err != nil {
+			e.t.Fatal(err)
+		}
 		out[s.Ref.ID] = b
 	}
 	return out

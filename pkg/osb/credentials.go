@@ -131,7 +131,15 @@ func (f *fileCredential) match(got string) bool {
 // password check (MatchPlain, MatchSHA256).
 func BasicAuthFunc(username string, password func(string) bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		u, p, ok := r.BasicAuth()
+		scheme, cred, err := Authorization(r)
+		if err != nil {
+			WriteError(w, http.StatusBadRequest, "BadRequest", "%s", err)
+			return
+		}
+		u, p, ok := "", "", false
+		if strings.EqualFold(scheme, "Basic") {
+			u, p, ok = basicCredentials(cred)
+		}
 		// Both checks run whatever the first says: the time taken does not
 		// tell a wrong user from a wrong password.
 		userOK, passOK := equal(u, username), password(p)

@@ -9,9 +9,9 @@ package osb
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 
 	"github.com/specsync/specsync/pkg/api"
@@ -31,31 +31,46 @@ func WriteError(w http.ResponseWriter, status int, code, format string, args ...
 }
 
 // WriteFailure maps a classified error to a status code: the one place
-// handler errors become HTTP.
+// handler errors become HTTP. What a client is told is
+// failure.Describe's: our own refusals in full, a sentence of its kind
+// for anything whose text is the store's (Firestore's status text names
+// the project, database and document path); the whole error then goes
+// to the log.
 func WriteFailure(w http.ResponseWriter, err error) {
+	desc := Describe(err)
 	switch failure.KindOf(err) {
 	case failure.Invalid:
-		WriteError(w, http.StatusBadRequest, "BadRequest", "%s", err)
+		WriteError(w, http.StatusBadRequest, "BadRequest", "%s", desc)
 	case failure.NotFound:
-		WriteError(w, http.StatusNotFound, "NotFound", "%s", err)
+		WriteError(w, http.StatusNotFound, "NotFound", "%s", desc)
 	case failure.Conflict:
-		WriteError(w, http.StatusConflict, "Conflict", "%s", err)
+		WriteError(w, http.StatusConflict, "Conflict", "%s", desc)
 	case failure.Precondition:
-		WriteError(w, http.StatusUnprocessableEntity, "ConcurrencyError", "%s", err)
+		WriteError(w, http.StatusUnprocessableEntity, "ConcurrencyError", "%s", desc)
 	default:
-		// Store errors carry ids and backend status text, never a secret.
-		WriteError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the broker's store is unavailable, try again: %s", err)
+		WriteError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "the broker's store is unavailable, try again: %s", desc)
 	}
+}
+
+// Describe is what a client is told of err (failure.Describe); when that
+// is not the whole error, the whole error is logged.
+func Describe(err error) string {
+	desc := failure.Describe(err)
+	if desc != err.Error() {
+		slog.Default().Warn("a store error answered without its text", "kind", failure.KindOf(err).String(), "error", err.Error())
+	}
+	return desc
 }
 
 // NotFound is the handler for paths no route matches.
 func NotFound(w http.ResponseWriter, r *http.Request) {
-	WriteError(w, http.StatusNotFound, "NotFound", "no such endpoint: %s %s", r.Method, r.URL.Path)
+	WriteError(w, http.StatusNotFound, "NotFound", "no such endpoint: %s %s", quote(r.Method), quote(r.URL.Path))
 }
 
 // Methods wraps per-method handlers of one path: another method is a 405
 // with an Allow header and an OSB error body (the standard mux's 405 is
-// plain text).
+// plain text), and a query string that does not parse or repeats a
+// parameter is a 400 (checkQuery).
 func Methods(handlers map[string]http.HandlerFunc) http.Handler {
 	allow := ""
 	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodPost, http.MethodPatch, http.MethodDelete} {
@@ -73,7 +88,13 @@ func Methods(handlers map[string]http.HandlerFunc) http.Handler {
 		}
 		if !ok {
 			w.Header().Set("Allow", allow)
-			WriteError(w, http.StatusMethodNotAllowed, "MethodNotAllowed", "%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, allow)
+			WriteError(w, http.StatusMethodNotAllowed, "MethodNotAllowed", "%s is not allowed on %s; allowed: %s", quote(r.Method), quote(r.URL.Path), allow)
+			return
+		}
+		// One query contract for every route (SingleQuery's), checked
+		// once the request is authenticated.
+		if err := checkQuery(r.URL.RawQuery); err != nil {
+			WriteError(w, http.StatusBadRequest, "BadRequest", "%s", err)
 			return
 		}
 		h(w, r)
@@ -119,14 +140,9 @@ func DecodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) bool
 	}
 	// The whole body first, then the JSON: a decoder stops at the first
 	// bad byte, which would make 4 MiB of garbage a 400 instead of a 413.
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	body, err := readAll(w, r, limit)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			tooLarge(w, limit)
-			return false
-		}
-		WriteError(w, http.StatusBadRequest, "BadRequest", "request body could not be read: %v", err)
+		ReadBodyError(w, err, limit)
 		return false
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))

@@ -55,7 +55,7 @@ func NewBroker(st *store.Store, cfg Config) *Broker {
 func (b *Broker) Handler() http.Handler {
 	mux := http.NewServeMux()
 	broker := func(h http.Handler) http.Handler {
-		return RequestIdentity(BasicAuthFunc(b.cfg.Username, b.cfg.passwordCheck(), Version(h)))
+		return BasicAuthFunc(b.cfg.Username, b.cfg.passwordCheck(), Version(h))
 	}
 	mux.Handle("/v2/catalog", broker(Methods(map[string]http.HandlerFunc{http.MethodGet: b.getCatalog})))
 	mux.Handle("/v2/catalog/changes", broker(Methods(map[string]http.HandlerFunc{http.MethodGet: b.getChanges})))
@@ -78,7 +78,9 @@ func (b *Broker) Handler() http.Handler {
 	mux.Handle("/registries", AdminAuth(verify, Methods(map[string]http.HandlerFunc{http.MethodGet: b.getRegistries})))
 	b.adminRoutes(mux, verify) // admin.go: /admin/*, /status
 	mux.HandleFunc("/", NotFound)
-	return LimitBody(b.cfg.MaxBodyBytes, mux)
+	// The request identity outside everything, so that every answer
+	// echoes it: a 413 of LimitBody's too.
+	return RequestIdentity(LimitBody(b.cfg.MaxBodyBytes, mux))
 }
 
 func (b *Broker) getCatalog(w http.ResponseWriter, r *http.Request) {

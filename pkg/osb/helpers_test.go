@@ -372,6 +372,9 @@ func (e *env) instanceDocs() map[string]store.Instance {
 		if err := s.DataTo(&inst); err != nil {
 			e.t.Fatal(err)
 		}
+		if err := inst.DecodeContext(); err != nil {
+			e.t.Fatal(err)
+		}
 		out[s.Ref.ID] = inst
 	}
 	return out

@@ -20,16 +20,12 @@ import (
 
 var ociPlatform = regexp.MustCompile(`^[a-z0-9]+/[a-z0-9_]+(/[a-z0-9]+)?$`)
 
-// resourceID is what an instance or binding id may be: OSB recommends the
-// RFC 3986 unreserved characters; ids name Firestore documents.
-var resourceID = regexp.MustCompile(`^[A-Za-z0-9._~-]{1,255}$`)
-
 // pathID reads the path value name (what: "instance", "binding"), writing
-// a 400 when it is not a valid id.
+// a 400 when it is not a valid id (CheckID).
 func pathID(w http.ResponseWriter, r *http.Request, name, what string) (string, bool) {
 	id := r.PathValue(name)
-	if !resourceID.MatchString(id) {
-		WriteError(w, http.StatusBadRequest, "BadRequest", "%s id %q must be 1-255 letters, digits or . _ ~ -", what, id)
+	if err := CheckID(what+" id", id); err != nil {
+		WriteError(w, http.StatusBadRequest, "BadRequest", "%s", Describe(err))
 		return "", false
 	}
 	return id, true
@@ -62,14 +58,12 @@ func (m *maintenanceInfo) version(w http.ResponseWriter) (string, bool) {
 func present(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
 
 // decodeObject decodes a field that must be a JSON object (OSB's context,
-// parameters), writing a 400 otherwise; an absent or null field is nil.
+// parameters) within the input contract's limits (jsonObject), writing a
+// 400 otherwise; an absent or null field is nil.
 func decodeObject(w http.ResponseWriter, raw json.RawMessage, field string) (map[string]any, bool) {
-	if !present(raw) {
-		return nil, true
-	}
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		WriteError(w, http.StatusBadRequest, "BadRequest", "%s must be a JSON object", field)
+	m, err := jsonObject(raw, field)
+	if err != nil {
+		WriteError(w, http.StatusBadRequest, "BadRequest", "%s", Describe(err))
 		return nil, false
 	}
 	return m, true
@@ -78,18 +72,34 @@ func decodeObject(w http.ResponseWriter, raw json.RawMessage, field string) (map
 // decodeContext decodes OSB's context and specsync's extension
 // context.oci_platform. OSB's context.platform names the platform kind
 // (kubernetes, cloudfoundry); the OCI platform an instance runs on is
-// os/arch[/variant].
+// os/arch[/variant]. Any JSON object is a context (the store keeps it as
+// JSON text, so Firestore's own rules on maps never refuse one), within
+// MaxContextBytes as stored.
 func decodeContext(w http.ResponseWriter, raw json.RawMessage) (map[string]any, string, bool) {
-	ctx, ok := decodeObject(w, raw, "context")
+	ctx, ok := contextObject(w, raw)
 	if !ok {
 		return nil, "", false
 	}
 	platform, _ := ctx["oci_platform"].(string)
 	if platform != "" && !ociPlatform.MatchString(platform) {
-		WriteError(w, http.StatusBadRequest, "BadRequest", "context.oci_platform %q is not os/arch[/variant]", platform)
+		WriteError(w, http.StatusBadRequest, "BadRequest", "context.oci_platform %s is not os/arch[/variant]", quote(platform))
 		return nil, "", false
 	}
 	return ctx, platform, true
+}
+
+// contextObject decodes a context (of an instance or a binding): any JSON
+// object within the contract's depth and MaxContextBytes as stored.
+func contextObject(w http.ResponseWriter, raw json.RawMessage) (map[string]any, bool) {
+	ctx, ok := decodeObject(w, raw, "context")
+	if !ok {
+		return nil, false
+	}
+	if n := store.ContextSize(ctx); n > MaxContextBytes {
+		WriteError(w, http.StatusBadRequest, "BadRequest", "context is %d bytes as JSON; at most %d are allowed", n, MaxContextBytes)
+		return nil, false
+	}
+	return ctx, true
 }
 
 // provisionRequest is the part of OSB's provision body specsync records.
@@ -133,6 +143,9 @@ func (b *Broker) provision(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, "BadRequest", "service_id and plan_id are required")
 		return
 	}
+	if !checkIDs(w, "service_id", req.ServiceID, "plan_id", req.PlanID) {
+		return
+	}
 	ctxMap, platform, ok := decodeContext(w, req.Context)
 	if !ok {
 		return
@@ -152,7 +165,7 @@ func (b *Broker) provision(w http.ResponseWriter, r *http.Request) {
 	res, err := b.store.CreateInstance(r.Context(), inst)
 	switch {
 	case errors.Is(err, store.ErrMaintenanceInfo):
-		WriteError(w, http.StatusUnprocessableEntity, "MaintenanceInfoConflict", "%s; read the catalog again", err)
+		WriteError(w, http.StatusUnprocessableEntity, "MaintenanceInfoConflict", "%s; read the catalog again", Describe(err))
 	case err == nil && res.Existed:
 		WriteJSON(w, http.StatusOK, struct{}{})
 	case err == nil:
@@ -161,7 +174,7 @@ func (b *Broker) provision(w http.ResponseWriter, r *http.Request) {
 		// OSB: a service or plan the catalog does not offer (unknown, or
 		// marked for deletion) is a bad request. Contention (Precondition)
 		// falls through to a retryable 422.
-		WriteError(w, http.StatusBadRequest, "BadRequest", "%s", err)
+		WriteError(w, http.StatusBadRequest, "BadRequest", "%s", Describe(err))
 	default:
 		WriteFailure(w, err)
 	}
@@ -214,7 +227,7 @@ type updateRequest struct {
 // repeatable says whether the same request may succeed later.
 func updateError(w http.ResponseWriter, status int, code string, repeatable bool, err error) {
 	usable := true
-	WriteJSON(w, status, api.ErrorBody{Error: code, Description: err.Error(), InstanceUsable: &usable, UpdateRepeatable: &repeatable})
+	WriteJSON(w, status, api.ErrorBody{Error: code, Description: Describe(err), InstanceUsable: &usable, UpdateRepeatable: &repeatable})
 }
 
 // update is OSB's update: a plan change, new parameters, a
@@ -233,8 +246,14 @@ func (b *Broker) update(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, "BadRequest", "service_id is required")
 		return
 	}
+	if !checkIDs(w, "service_id", req.ServiceID, "plan_id", req.PlanID) {
+		return
+	}
 	u := store.InstanceUpdate{ID: id, ServiceID: req.ServiceID, PlanID: req.PlanID}
 	if pv := req.PreviousValues; pv != nil {
+		if !checkIDs(w, "previous_values.service_id", pv.ServiceID, "previous_values.plan_id", pv.PlanID) {
+			return
+		}
 		if pv.ServiceID != "" && pv.ServiceID != req.ServiceID {
 			WriteError(w, http.StatusBadRequest, "BadRequest", "previous_values.service_id %s is not service_id %s: an instance never changes service", pv.ServiceID, req.ServiceID)
 			return
@@ -266,7 +285,7 @@ func (b *Broker) update(w http.ResponseWriter, r *http.Request) {
 		// is no instance for instance_usable to describe, so it is left
 		// out; update_repeatable still says a repeat fails alike.
 		repeatable := false
-		WriteJSON(w, http.StatusBadRequest, api.ErrorBody{Error: "InstanceNotFound", Description: err.Error(), UpdateRepeatable: &repeatable})
+		WriteJSON(w, http.StatusBadRequest, api.ErrorBody{Error: "InstanceNotFound", Description: Describe(err), UpdateRepeatable: &repeatable})
 	case errors.Is(err, store.ErrMaintenanceInfo):
 		updateError(w, http.StatusUnprocessableEntity, "MaintenanceInfoConflict", false, err)
 	case errors.Is(err, store.ErrPlanNotUpdateable):
@@ -301,6 +320,9 @@ func (b *Broker) deprovision(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, "BadRequest", "service_id and plan_id query parameters are required")
 		return
 	}
+	if !checkIDs(w, "service_id", serviceID, "plan_id", planID) {
+		return
+	}
 	// The ids are checked in the deprovision's transaction, so a plan
 	// change cannot slip in between the check and the delete.
 	inst, err := b.store.Deprovision(r.Context(), store.Deprovision{ID: id, ServiceID: serviceID, PlanID: planID})
@@ -308,7 +330,7 @@ func (b *Broker) deprovision(w http.ResponseWriter, r *http.Request) {
 	case failure.Is(err, failure.NotFound):
 		WriteJSON(w, http.StatusGone, struct{}{})
 	case failure.Is(err, failure.Invalid):
-		WriteError(w, http.StatusBadRequest, "BadRequest", "%s", err)
+		WriteError(w, http.StatusBadRequest, "BadRequest", "%s", Describe(err))
 	case err != nil:
 		WriteFailure(w, err)
 	default:
@@ -325,7 +347,7 @@ func (b *Broker) deprovision(w http.ResponseWriter, r *http.Request) {
 // broker never returns one, so whatever the platform holds is not ours.
 func noOperation(w http.ResponseWriter, r *http.Request) bool {
 	if _, ok := r.URL.Query()["operation"]; ok {
-		WriteError(w, http.StatusBadRequest, "BadRequest", "unknown operation %q: this broker completes every request before it answers and never returns an operation; poll without one", r.URL.Query().Get("operation"))
+		WriteError(w, http.StatusBadRequest, "BadRequest", "unknown operation %s: this broker completes every request before it answers and never returns an operation; poll without one", quote(r.URL.Query().Get("operation")))
 		return true
 	}
 	return false
@@ -361,6 +383,10 @@ func (b *Broker) instanceLastOperation(w http.ResponseWriter, r *http.Request) {
 	if !ok || noOperation(w, r) {
 		return
 	}
+	q := r.URL.Query()
+	if !checkIDs(w, "service_id", q.Get("service_id"), "plan_id", q.Get("plan_id")) {
+		return
+	}
 	inst, err := b.store.GetInstance(r.Context(), id)
 	if failure.Is(err, failure.NotFound) {
 		b.deleted(w, r, id, "", "instance "+id)
@@ -370,7 +396,6 @@ func (b *Broker) instanceLastOperation(w http.ResponseWriter, r *http.Request) {
 		WriteFailure(w, err)
 		return
 	}
-	q := r.URL.Query()
 	if s := q.Get("service_id"); s != "" && s != inst.SpecID {
 		WriteError(w, http.StatusBadRequest, "BadRequest", "instance %s is of service %s, not %s", id, inst.SpecID, s)
 		return

@@ -39,10 +39,15 @@ type Binding struct {
 	PlanID string `firestore:"plan_id" json:"plan_id"`
 	// AppGUID and Route are OSB's bind_resource (app_guid also from the
 	// deprecated top-level field).
-	AppGUID   string         `firestore:"app_guid,omitempty" json:"app_guid,omitempty"`
-	Route     string         `firestore:"route,omitempty" json:"route,omitempty"`
-	Context   map[string]any `firestore:"context,omitempty" json:"context,omitempty"`
-	CreatedAt time.Time      `firestore:"created_at" json:"created_at"`
+	AppGUID string `firestore:"app_guid,omitempty" json:"app_guid,omitempty"`
+	Route   string `firestore:"route,omitempty" json:"route,omitempty"`
+	// Context is the OSB context as the request gave it; stored as
+	// ContextJSON (context.go), read from LegacyContext on records
+	// written before that.
+	Context       map[string]any `firestore:"-" json:"context,omitempty"`
+	ContextJSON   string         `firestore:"context_json,omitempty" json:"-"`
+	LegacyContext map[string]any `firestore:"context,omitempty" json:"-"`
+	CreatedAt     time.Time      `firestore:"created_at" json:"created_at"`
 	// ParametersDigest is the digest of the bind's parameters, as an
 	// instance's (see Instance.ParametersDigest): "" on records from
 	// before it was kept.
@@ -100,6 +105,9 @@ func (s *Store) CreateBinding(ctx context.Context, b Binding) (CreateBindingResu
 		return CreateBindingResult{}, classify(err, "digest the parameters of binding %s", b.ID)
 	}
 	b.ParametersDigest = digest
+	if err := b.encodeContext(); err != nil {
+		return CreateBindingResult{}, failure.Wrap(failure.Invalid, err)
+	}
 	instRef := s.instances().Doc(b.InstanceID)
 	ref := s.bindingRef(b.InstanceID, b.ID)
 	var res CreateBindingResult
@@ -182,6 +190,9 @@ func (s *Store) GetBinding(ctx context.Context, instanceID, bindingID string) (*
 	}
 	var b Binding
 	if err := snap.DataTo(&b); err != nil {
+		return nil, classify(err, "decode binding %s of instance %s", bindingID, instanceID)
+	}
+	if err := b.DecodeContext(); err != nil {
 		return nil, classify(err, "decode binding %s of instance %s", bindingID, instanceID)
 	}
 	return &b, nil

@@ -24,8 +24,13 @@ type Instance struct {
 	PlanID string `firestore:"plan_id" json:"plan_id"`
 	// Platform is the OCI platform (os/arch[/variant]) the instance runs
 	// on, when the provision request said so.
-	Platform string         `firestore:"platform,omitempty" json:"platform,omitempty"`
-	Context  map[string]any `firestore:"context,omitempty" json:"context,omitempty"`
+	Platform string `firestore:"platform,omitempty" json:"platform,omitempty"`
+	// Context is the OSB context as the request gave it; stored as
+	// ContextJSON (context.go), read from LegacyContext on records
+	// written before that.
+	Context       map[string]any `firestore:"-" json:"context,omitempty"`
+	ContextJSON   string         `firestore:"context_json,omitempty" json:"-"`
+	LegacyContext map[string]any `firestore:"context,omitempty" json:"-"`
 	// MaintenanceVersion is the OSB maintenance_info version of the spec
 	// version the instance is on: the current one when it was provisioned
 	// (a provision naming another is refused), the current one again after
@@ -115,6 +120,9 @@ func (s *Store) CreateInstance(ctx context.Context, inst Instance) (CreateInstan
 		return CreateInstanceResult{}, classify(err, "digest the parameters of instance %s", inst.ID)
 	}
 	inst.ParametersDigest = digest
+	if err := inst.encodeContext(); err != nil {
+		return CreateInstanceResult{}, failure.Wrap(failure.Invalid, err)
+	}
 	specRef := s.specs().Doc(inst.SpecID)
 	instRef := s.instances().Doc(inst.ID)
 	var res CreateInstanceResult
@@ -133,6 +141,9 @@ func (s *Store) CreateInstance(ctx context.Context, inst Instance) (CreateInstan
 		if err == nil {
 			var cur Instance
 			if err := instSnap.DataTo(&cur); err != nil {
+				return err
+			}
+			if err := cur.DecodeContext(); err != nil {
 				return err
 			}
 			if cur.SpecID != inst.SpecID || cur.PlanID != inst.PlanID {
@@ -231,6 +242,9 @@ func (s *Store) GetInstance(ctx context.Context, id string) (*Instance, error) {
 	if err := snap.DataTo(&inst); err != nil {
 		return nil, classify(err, "decode instance %s", id)
 	}
+	if err := inst.DecodeContext(); err != nil {
+		return nil, classify(err, "decode instance %s", id)
+	}
 	return &inst, nil
 }
 
@@ -274,6 +288,9 @@ func (s *Store) Deprovision(ctx context.Context, d Deprovision) (*Instance, erro
 			return err
 		}
 		if err := snap.DataTo(&inst); err != nil {
+			return err
+		}
+		if err := inst.DecodeContext(); err != nil {
 			return err
 		}
 		if (d.ServiceID != "" && d.ServiceID != inst.SpecID) || (d.PlanID != "" && d.PlanID != inst.PlanID) {
@@ -419,6 +436,9 @@ func (s *Store) UpdateInstance(ctx context.Context, u InstanceUpdate) (UpdateIns
 			return nil
 		}
 		next.UpdatedAt = s.now().UTC()
+		if err := next.encodeContext(); err != nil {
+			return failure.Wrap(failure.Invalid, err)
+		}
 		res = UpdateInstanceResult{Instance: next, Changed: true}
 		if err := tx.Set(instRef, next); err != nil {
 			return err
@@ -504,5 +524,11 @@ func supports(s *spec.Spec, platform string) bool {
 // order.
 func (s *Store) SpecInstances(ctx context.Context, specID string, limit int) ([]Instance, error) {
 	q := s.instances().Where("spec_id", "==", specID).Limit(limit)
-	return queryAll[Instance](ctx, s, q, "instances of spec "+specID)
+	insts, err := queryAll[Instance](ctx, s, q, "instances of spec "+specID)
+	for i := range insts {
+		if err == nil {
+			err = classify(insts[i].DecodeContext(), "decode instances of spec %s", specID)
+		}
+	}
+	return insts, err
 }

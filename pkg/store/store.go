@@ -28,6 +28,7 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"cloud.google.com/go/firestore"
 	"google.golang.org/grpc/codes"
@@ -127,7 +128,21 @@ func (s *Store) registries() *firestore.CollectionRef {
 }
 
 // classify maps a Firestore error into the failure vocabulary with context.
-var classify = failure.Annotate
+// What Firestore itself says (its status text names the project, the
+// database and the document path) is marked internal: logged, never
+// answered (failure.Describe). A name in the context that is not UTF-8
+// is the caller's mistake whatever the client library made of it (it
+// refuses such a document id before sending anything, with an error of
+// no kind): failure.Invalid, never a retryable failure.
+func classify(err error, format string, args ...any) error {
+	err = failure.AnnotateBackend(err, format, args...)
+	for _, a := range args {
+		if s, ok := a.(string); ok && !utf8.ValidString(s) && failure.KindOf(err) == failure.Unknown {
+			return failure.Wrap(failure.Invalid, err)
+		}
+	}
+	return err
+}
 
 func isNotFound(err error) bool { return status.Code(err) == codes.NotFound }
 
@@ -192,6 +207,9 @@ func txGet[T any](s *Store, tx *firestore.Transaction, ref *firestore.DocumentRe
 	}
 	var v T
 	if err := snap.DataTo(&v); err != nil {
+		return nil, err
+	}
+	if err := finish(&v); err != nil {
 		return nil, err
 	}
 	return &v, nil

@@ -180,6 +180,9 @@ var rows = []row{
 	{"concurrency", "a deprovision while the instance still has bindings (OSB leaves it to the broker); a binding of an instance whose spec is marked",
 		"the instance goes with its bindings in one transaction (writes of a bind order against it on the instance document); their last_operation then answers 410; bindings never pin: the spec is kept for its instance alone and deleted once it is gone",
 		[]string{`^TestDeprovisionWithBindings$`, `^TestDeprovisionTakesBindingsAlong$`, `^TestBindingsDoNotPinSpecs$`}},
+	{"concurrency", "a provision of a spec marked for deletion, straight at the store (not through HTTP)",
+		"CreateInstance refuses it (invalid, not retryable), writes no instance and counts nothing; once the spec is unmarked the same provision is recorded",
+		[]string{`^TestCreateInstanceRefusesAMarkedSpec$`}},
 	{"concurrency", "100 registries of 100 specs reconciled at once, commit requests through the ordered push subscription",
 		"no reconcile run touches meta/catalog (every transaction watched on the wire: 0); the committer's meta/catalog transactions are never aborted, one commit at a time; the feed ends dense at revision 10,000",
 		[]string{`^TestHundredRegistriesAtOnceNeverContendOnTheCatalog$`}},
@@ -200,6 +203,9 @@ var rows = []row{
 	{"http", "fuzzed bodies, methods, paths, queries, headers (seed corpora)",
 		"never 5xx; every refusal an OSB error body; a refused bootstrap creates nothing; no answer holds the broker password; data consistent",
 		[]string{`^FuzzDecodeBody$`, `^FuzzBrokerRequest$`, `^FuzzBootstrapParams$`, `^FuzzParse`}},
+	{"http", "fuzzed inputs per route family on the emulators (instances: ids, service and plan ids, context, parameters, query; bindings: the same and bind_resource; the change feed over a history pruned in part; admin: path, method, query, Authorization; bootstrap), seed corpora in testdata",
+		"never 5xx; every refusal an OSB error body without store text; no broker password, admin token or parameters canary in an answer, a header or the log; every log line JSON; a recorded context reads back as sent; a feed page starts at since+1, a pruned since is 410; admin endpoints write nothing; the invariant checker passes after every input",
+		[]string{`^FuzzInstances$`, `^FuzzBindings$`, `^FuzzChangeFeed$`, `^FuzzAdmin$`, `^FuzzBootstrapParams$`}},
 	{"http", "bad requests, oversized bodies, wrong credentials; bad updates, binds and unbinds",
 		"400/409/410/413/422/401 with OSB bodies (OSB's status for each; a refused update says update_repeatable, and instance_usable when there is an instance); no 4xx writes anything; a wrong credential learns nothing (auth before the version check)",
 		[]string{`^TestBadRequestsWriteNothing$`, `^TestBadUpdatesWriteNothing$`, `^TestBadBindingRequestsWriteNothing$`, `^TestProvisionBodyNearLimit$`, `^TestBrokerAuth$`, `^TestE2EBadInput$`}},
@@ -209,12 +215,36 @@ var rows = []row{
 	{"http", "slow clients: headers that never end, a body that never arrives in full; oversized headers",
 		"the local server cuts them off (read-header and read timeouts) and answers 431 to oversized headers without running a handler",
 		[]string{`^TestSlowClientsAreCutOff$`}},
+	{"http", "malformed ids on every route, in every place an id goes (., .., __x__, invalid UTF-8, a/b/c, 256 characters, NUL, newline), as path, query and body values; the same names straight at the store",
+		"a 4xx OSB error naming the field before any store call, with no Firestore text (no project, database or document path, no gRPC status); nothing written; the store classifies such names as the caller's mistake (never retryable), and describes a backend's error by its kind alone",
+		[]string{`^TestMalformedIDsEveryRoute$`, `^TestCheckID$`, `^TestStoreErrorsOfBadNames$`, `^TestDescribe$`, `^TestBootstrapInputContract$`}},
+	{"http", "contexts Firestore's maps refuse (an array in an array, keys \"\" and __name__, 32 levels) and past the contract (33 and 400 levels, over 32 KiB); records written with the old map",
+		"recorded as canonical JSON text, answered 201/200/409 as any context, shown as sent; past the limits a 400 naming the field and the limit (400 levels was a 503); old records read, compared, and moved to text by their next update",
+		[]string{`^TestAnyContextOSBAllows$`, `^TestLegacyContextRecords$`}},
+	{"http", "a query parameter given twice (since, limit, wait, plan_id, dry_run=true&dry_run=false); a query that does not parse; a body that stalls (chunked, past the read deadline)",
+		"400 naming the query, nothing started or deleted; 408 for the stalled body, never taken for an empty one (POST /bootstrap went on with a cancelled request)",
+		[]string{`^TestRepeatedQueryParameters$`, `^TestStalledBodyIs408$`, `^TestBootstrapInputContract$`}},
+	{"http", "Authorization in another case (bearer, BASIC, extra spaces); two Authorization headers (good then bad, bad then good, the same twice) on broker, admin and webhook endpoints",
+		"the scheme is case-insensitive (RFC 9110); two headers are a 400 (a webhook's 401) whichever holds the credential, never the first taken silently",
+		[]string{`^TestAuthorizationParsing$`, `^TestHookAuthorizationParsing$`}},
+	{"http", "a request identity on refusals before routing (413 declared and chunked, 404, 401, 400) and on headers over the local server's limit; a 5 KiB identity on a write",
+		"echoed on every answer, 413 and 431 included; logged up to 4 KiB, a longer one as its size only",
+		[]string{`^TestRequestIdentityEchoedAndCapped$`, `^TestOversizedHeadersEchoRequestIdentity$`, `^TestBrokerEchoesRequestIdentity$`}},
+	{"http", "a newline-laden body (two forged EMERGENCY lines, plain text) to every endpoint of the local stack, in ids, queries, a context, an originating identity and Pub/Sub messages; the push path on the broker's port; the push endpoint without its token, with a wrong one, with a body that is not a push, a CloudEvent",
+		"every log line is one JSON object and none has the sender's severity or message; the push path is a 404 on the broker's port; the push endpoint (its own loopback port) refuses what the Pub/Sub emulator would not send, logging reason and size, never the body; what the functions framework prints raw becomes JSON lines (each line read however long, kept up to 4 KiB)",
+		[]string{`^TestE2ENoForgedLogLine$`, `^TestRelayLines$`, `^TestE2EEvents$`}},
+	{"http", "the local stack cannot start (a bad listen address)",
+		"Start returns the error and a nil stack, and closing that does nothing (its deferred Close dereferenced the nil stack, and the panic hid the error)",
+		[]string{`^TestStartFailureReturnsTheError$`}},
 	{"secrets", "canary secrets in registry credentials and broker settings",
 		"secrets never travel: no canary in any Firestore document (every collection, field names, ids), message, log or response",
 		[]string{`^TestE2ESecretCanary$`, `^TestCheckerDetectsSeededViolations/secret`}},
 	{"secrets", "canary Docker Hub and GitHub tokens (from a file and the environment), the access and pull tokens they are traded for, APIs that echo the credentials they were sent in their errors",
 		"no canary, traded token or Basic encoding in any Firestore document, message, log or response; the refusal is recorded with the echo redacted; a rotated secret is read at the next fetch",
 		[]string{`^TestE2ESecretCanaryHubs$`, `^TestDockerHubErrorsHoldNoSecret$`, `^Test(DockerHubPrivateNamespace|GHCRPrivatePackagesWithAToken)$`}},
+	{"secrets", "a canary in every form a value takes in Firestore: a json.RawMessage the client stores as an array of integers, base64 (a Basic credential), a JSON text with \\u escapes (a context kept as text)",
+		"the invariant checker's secret rule reads each form and reports the document, never repeating the canary",
+		[]string{`^TestCheckerDetectsSeededViolations/secret_(in_a_json.RawMessage|base64-encoded|in_a_JSON_text_with_escapes)$`}},
 	// The catalog cache.
 	{"catalog", "changes a warm instance needs are gone (pruned by TTL) or written by older code (no spec_created_at)",
 		"the refresh renders in full instead; the body equals a full render; later refreshes apply changes again",
@@ -228,6 +258,9 @@ var rows = []row{
 	{"catalog", "the change feed's revision listener: its stream cut and new listens refused (PermissionDenied), or cut and reopened by the client library into a listen that never answers (deaf); the revision going back (another database) under waiting long polls",
 		"waiting long polls never fail nor hang: they get the change through the cached revision within the window; one warning however many waiters and retries; the listener is started again with backoff and heard again; a revision gone back is 410 Gone at once",
 		[]string{`^TestListenerFailureFallsBackToTheWindow$`, `^TestDeafListenerFallsBackToTheWindow$`, `^TestLongPollRevisionGoesBack$`}},
+	{"catalog", "only part of the feed's history pruned (revisions 1 and 2 expired and deleted, 3 to 5 kept), with and without limit",
+		"a watcher at 0 or 1 gets 410 Gone at the current revision, never a page that starts past since+1; a watcher at 2 or later reads on from since+1",
+		[]string{`^TestFeedGoneWhenThePrefixIsPruned$`}},
 	// Load.
 	{"load", "200 concurrent catalog clients for 30 s, 100 services (loopback)",
 		"zero errors; p50/p99/rps and Firestore reads per request reported below",
@@ -417,6 +450,9 @@ func main() {
 		fmt.Fprintf(&b, "counted, not timed: a warm instance re-reads the catalog revision once per\n")
 		fmt.Fprintf(&b, "refresh window (5 s), whatever the request rate.\n")
 	}
+	if m, err := os.ReadFile("docs/MUTANTS.md"); err == nil {
+		fmt.Fprintf(&b, "\n## Mutants (last run)\n\n%s See [MUTANTS.md](MUTANTS.md): one small bug planted per promise, in a copy\nof the repository, with the tests that must catch it (`make mutants`).\n", mutantsSummary(m))
+	}
 	if extra, err := os.ReadFile("docs/reliability-notes.md"); err == nil {
 		fmt.Fprintf(&b, "\n%s", extra)
 	}
@@ -427,6 +463,17 @@ func main() {
 	if failed > 0 {
 		os.Exit(1)
 	}
+}
+
+// mutantsSummary is the "Last run: ..." line of docs/MUTANTS.md, which
+// scripts/mutants writes.
+func mutantsSummary(doc []byte) string {
+	for _, l := range strings.Split(string(doc), "\n") {
+		if strings.HasPrefix(l, "Last run: ") {
+			return l
+		}
+	}
+	return "MUTANTS.md has no last run."
 }
 
 // testFunc is a test or fuzz function of the repository.
