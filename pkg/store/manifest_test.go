@@ -30,9 +30,9 @@ func manifestEntries(n int) []ManifestEntry {
 }
 
 func manifestOf(entries []ManifestEntry) Manifest {
-	m := Manifest{Entries: entries, Listing: map[string]string{}}
+	m := Manifest{Entries: entries, Listing: map[string]ListingPart{}}
 	for i, e := range entries {
-		m.Listing[e.Entry] = fmt.Sprintf("%022d", i)
+		m.Listing[e.Entry] = ListingPart{Digest: fmt.Sprintf("%022d", i)}
 	}
 	return m
 }
