@@ -224,6 +224,12 @@ func makePlan(listing []Candidate, stored []Stored, policy Policy, scope *Scope)
 		case store.Created:
 			p.Create = append(p.Create, c)
 		case store.Updated:
+			// (A hinted entry has no spec to check: it is never an
+			// update, and hintsHeld refuses the plan if it is one.)
+			if c.Hinted {
+				p.Update = append(p.Update, c)
+				continue
+			}
 			if blockers := strands(s, c.Spec); len(blockers) > 0 {
 				p.HoldBack = append(p.HoldBack, HeldBack{Candidate: c, Blockers: blockers})
 				continue
