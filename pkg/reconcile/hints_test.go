@@ -7,9 +7,16 @@ import (
 	"maps"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"cloud.google.com/go/firestore"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
+
+	"github.com/specsync/specsync/emulator/emulatortest"
+	"github.com/specsync/specsync/pkg/failure"
 
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/reconcile"
@@ -305,5 +312,53 @@ func oldManifest(t *testing.T, e *env, name string) {
 	}
 	if _, err := e.client.Collection(store.RegistriesCollection).Doc(name).Update(ctx, []firestore.Update{{Path: "listing_digest", Value: "sum128:00000000000000000000000000000001"}}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The store failing while the run answers the source's question for
+// hints (its manifest read) is the run's failure, not the registry's
+// (never recorded as a failed fetch): the fetch stops before reading
+// anything upstream, the run ends in a retryable error, no spec is
+// written, and the next run does the work.
+func TestStoreFailingToAnswerForHintsFailsTheRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	up := newUpstream(t)
+	for _, n := range []string{"a", "b", "c"} {
+		up.push(t, n, specYAML(n))
+	}
+	e.run(up.source(t, "team"))
+	before := e.specs("team")
+
+	// Refuse every document read from the second on (a code the client
+	// does not retry): the status is the first, the manifest the second.
+	var reads, failAt atomic.Int32
+	failing := emulatortest.FirestoreVia(t, e.project, "", nil, grpc.WithStreamInterceptor(
+		func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			if strings.HasSuffix(method, "/BatchGetDocuments") {
+				if n := reads.Add(1); failAt.Load() > 0 && n >= failAt.Load() {
+					return nil, grpcstatus.Error(codes.PermissionDenied, "injected: the store refuses")
+				}
+			}
+			return streamer(ctx, desc, cc, method, opts...)
+		}))
+	runner := &reconcile.Runner{Store: store.New(failing), Logger: e.runner.Logger}
+	up.push(t, "b", changedSpec("b"))
+	failAt.Store(reads.Load() + 2)
+	run, err := runner.Reconcile(context.Background(), up.source(t, "team"))
+	if err == nil || !failure.Retryable(err) || run.Result != api.ResultError {
+		t.Fatalf("run: %s %q: %v; want a retryable error", run.Result, run.Error, err)
+	}
+	if c := up.counts(); c[reqGetManifest] != 0 || c[reqGetBlob] != 0 {
+		t.Errorf("the fetch read upstream after the store failed: %s", formatCounts(c))
+	}
+	failAt.Store(0)
+	for name, r := range e.specs("team") {
+		if !r.UpdatedAt.Equal(before[name].UpdatedAt) {
+			t.Errorf("spec %s was written", name)
+		}
+	}
+	if healed := e.run(up.source(t, "team")); healed.Counts.Updated != 1 {
+		t.Fatalf("the next run: %+v", healed.Counts)
 	}
 }
