@@ -340,7 +340,8 @@ func (o *OCI) entries(ctx context.Context, c *conn) ([]string, error) {
 // listing be found unchanged (opts.PreviousDigest).
 //
 // It looks every tag up first (a HEAD each). An entry's part of the
-// listing digest is a digest of its name and upstream digest (Upstream),
+// listing digest is a digest of its name, ref and upstream digest
+// (Upstream),
 // so those lookups alone tell a listing that is the previous one: then
 // nothing is read, and the listing is NotModified. Otherwise each
 // manifest is taken from the cache, or given back from the run's hint
@@ -359,9 +360,6 @@ func (o *OCI) fetchEntries(ctx context.Context, c *conn, selected []string, comp
 			seen[r.digest] = true
 		}
 	}
-	if complete {
-		defer o.prune(seen)
-	}
 	if complete && opts.PreviousDigest != "" {
 		var looked []Entry
 		for i, r := range outcomes {
@@ -373,6 +371,7 @@ func (o *OCI) fetchEntries(ctx context.Context, c *conn, selected []string, comp
 			}
 		}
 		if d := ListingDigest(looked); d == opts.PreviousDigest {
+			o.prune(seen)
 			return &Listing{Entries: []Entry{}, Digest: d, NotModified: true}, nil
 		}
 	}
@@ -398,6 +397,9 @@ func (o *OCI) fetchEntries(ctx context.Context, c *conn, selected []string, comp
 	byName := func(a, b Entry) int { return strings.Compare(a.Name, b.Name) }
 	slices.SortStableFunc(entries, byName)
 	slices.SortStableFunc(quiet, byName)
+	if complete {
+		o.prune(seen)
+	}
 	return &Listing{Entries: entries, Quiet: quiet, Digest: ListingDigest(slices.Concat(entries, quiet))}, nil
 }
 

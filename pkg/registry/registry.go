@@ -54,8 +54,9 @@ type Listing struct {
 	// ETag is the validator an HTTP source returned, to send next time.
 	ETag string
 	// NotModified is set when the source proved the listing is unchanged
-	// since the validator it was given (HTTP 304); Entries is then empty and
-	// Digest is the previous one.
+	// since the validator it was given (HTTP 304; an OCI registry whose
+	// tags name the upstream digests that sum to PreviousDigest); Entries
+	// is then empty and Digest is the previous one.
 	NotModified bool
 	// Refused, on a listing of named entries (EntryFetcher), are the names
 	// the source does not select (its repository list, allow or deny):
