@@ -45,7 +45,11 @@
 //	                  entry for every spec the registry owns, with its entry,
 //	                  digest and state, clean only if the spec is active
 //	                  without entry error or hold; none for another's spec
-//	                  (a marked entry may outlive its deleted spec)
+//	                  (a marked entry may outlive its deleted spec); an
+//	                  entry a run would hand a source as a hint (its
+//	                  upstream digest and spec name kept, one spec of its
+//	                  entry active and clean) names that spec, stored
+//	                  active and clean under that name
 //	feed-dense        committed change revisions are distinct and dense
 //	                  (a pruned prefix aside) up to meta/catalog's revision
 //	feed-pending      a pending change carries pending_at (what the

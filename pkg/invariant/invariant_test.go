@@ -398,6 +398,30 @@ func TestCheckerDetectsSeededViolations(t *testing.T) {
 				w.update(t, "manifests/team.0", firestore.Update{Path: "run", Value: "someone-else"})
 				return ""
 			}},
+		{name: "trusted manifest hints a spec under another name", rule: "manifest", doc: "registries/team",
+			seed: func(t *testing.T, w *world) string {
+				r := w.spec(t, "redis")
+				snap, err := w.client.Doc("manifests/team.0").Get(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				var sh store.ManifestShard
+				if err := snap.DataTo(&sh); err != nil {
+					t.Fatal(err)
+				}
+				m, err := sh.Decode()
+				if err != nil {
+					t.Fatal(err)
+				}
+				p := m.Listing[r.Entry]
+				if p.Digest == "" {
+					t.Fatalf("no listing part of %s in %+v", r.Entry, m.Listing)
+				}
+				p.Upstream, p.Spec = "oci1@sha256:"+strings.Repeat("0", 64), "not-"+r.Name
+				m.Listing[r.Entry] = p
+				w.update(t, "manifests/team.0", firestore.Update{Path: "listing", Value: []byte(mustJSON(t, m.Listing))})
+				return ""
+			}},
 		{name: "operation succeeded before its commit", rule: "operation",
 			seed: func(t *testing.T, w *world) string {
 				w.update(t, "operations/"+w.op, firestore.Update{Path: "catalog_revision", Value: firestore.Delete})

@@ -165,6 +165,7 @@ func (c *checker) manifests() {
 		doc := store.RegistriesCollection + "/" + name
 		h := st.Manifest
 		entries := map[string]store.ManifestEntry{}
+		listing := map[string]store.ListingPart{}
 		whole := true
 		byEntry := h.Layout == api.ManifestByEntry
 		for i := range h.Shards {
@@ -192,7 +193,8 @@ func (c *checker) manifests() {
 					c.add("manifest", store.ManifestsCollection+"/"+id, "spec %s of entry %q is in shard %d, not in the entry's shard %d", e.SpecID, e.Entry, i, store.ManifestShardOf(e.Entry, h.Shards))
 				}
 			}
-			for entry := range m.Listing {
+			for entry, p := range m.Listing {
+				listing[entry] = p
 				if byEntry && store.ManifestShardOf(entry, h.Shards) != i {
 					c.add("manifest", store.ManifestsCollection+"/"+id, "the listing digest of entry %q is in shard %d, not in the entry's shard %d", entry, i, store.ManifestShardOf(entry, h.Shards))
 				}
@@ -230,6 +232,37 @@ func (c *checker) manifests() {
 			if e := entries[id]; e.State != api.SpecMarked {
 				c.add("manifest", doc, "spec %s is in the manifest %s, but %s", id, e.State, describeOwner(r, stored))
 			}
+		}
+		c.hints(doc, entries, listing)
+	}
+}
+
+// hints checks what a run would hand a source as hints (an entry of the
+// listing kept with its upstream digest and a spec's name, whose entry
+// has one spec active and clean in the manifest): that spec must be
+// stored as the hint says, the registry's, active and clean, under that
+// name, so that the entry given back unread is exactly what reading it
+// would give. (Its entry and digest are the manifest's, checked above.)
+func (c *checker) hints(doc string, entries map[string]store.ManifestEntry, listing map[string]store.ListingPart) {
+	clean := map[string][]string{}
+	for id, e := range entries {
+		if e.Clean && e.State == api.SpecActive {
+			clean[e.Entry] = append(clean[e.Entry], id)
+		}
+	}
+	for _, entry := range sortedKeys(listing) {
+		p := listing[entry]
+		if p.Upstream == "" || p.Spec == "" || len(clean[entry]) != 1 {
+			continue
+		}
+		id := clean[entry][0]
+		r, stored := c.s.Specs[id]
+		switch {
+		case !stored:
+			c.add("manifest", doc, "entry %q is hinted as spec %s (%q), which is not stored", entry, id, p.Spec)
+		case r.Name != p.Spec || !r.Clean() || r.State != api.SpecActive:
+			c.add("manifest", doc, "entry %q is hinted as spec %s named %q, active and clean; the store has %q, %s, entry error %q, held back %v",
+				entry, id, p.Spec, r.Name, r.State, r.EntryError, r.HeldBack != nil)
 		}
 	}
 }

@@ -11,18 +11,24 @@ import (
 
 // Candidates turns listing entries into planning candidates: a private
 // copy of each spec (sources may cache theirs) with ids assigned for the
-// registry and its digest computed.
+// registry and its digest computed. An entry given back from the run's
+// hint is the spec the hint names, as the run that recorded it planned
+// it.
 func Candidates(registryName string, entries []registry.Entry) []Candidate {
 	out := make([]Candidate, 0, len(entries))
 	for _, e := range entries {
 		c := Candidate{Entry: e.Name, Ref: e.Ref, Err: e.Err}
-		if e.Err == nil && e.Spec != nil {
+		switch {
+		case e.Err != nil:
+		case e.Hint != nil:
+			c.ID, c.Name, c.Digest, c.Hinted = e.Hint.SpecID, e.Hint.SpecName, e.Hint.SpecDigest, true
+		case e.Spec != nil:
 			s, err := cloneSpec(e.Spec)
 			if err != nil {
 				c.Err = err
 			} else {
 				spec.AssignIDs(s, registryName)
-				c.Spec, c.ID, c.Digest = s, s.ID, spec.Digest(s)
+				c.Spec, c.ID, c.Name, c.Digest = s, s.ID, s.Name, spec.Digest(s)
 			}
 		}
 		out = append(out, c)

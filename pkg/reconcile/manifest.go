@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/registry"
@@ -29,11 +30,14 @@ type knowledge struct {
 	// gone counts the manifest's entries whose spec was not there (or is
 	// another registry's now): the manifest is worth rewriting.
 	gone int
-	// listing is what the manifest says each entry of the listing it
-	// describes added to the listing digest; stale says the manifest is
-	// worth rewriting anyway (an older layout).
-	listing map[string]string
+	// listing is what the manifest says of each entry of the listing it
+	// describes (what it added to the listing digest, its upstream digest
+	// where it may be a hint); stale says the manifest is worth rewriting
+	// anyway (an older layout).
+	listing map[string]store.ListingPart
 	stale   bool
+	// candidates are the listing's entries as planned.
+	candidates []Candidate
 }
 
 // known reads what the run needs of the stored specs. When the status'
@@ -43,19 +47,19 @@ type knowledge struct {
 // went away or broke, the unclean ones and the marked ones, so a run with
 // k changed entries reads k specs, not the registry's size. Otherwise it
 // reads every spec the registry owns (as a dry run, which reads no
-// status, always does).
-func (r *Runner) known(ctx context.Context, st *store.Store, reg Registry, status *store.RegistryStatus, candidates []Candidate) (knowledge, error) {
-	k := knowledge{full: map[string]store.SpecRecord{}}
-	if status != nil && status.ManifestTrusted() {
-		m, err := st.ReadManifest(ctx, reg.Name, status.Manifest)
-		if err != nil {
-			return k, err
-		}
-		if m != nil {
-			k.fromManifest = true
-			k.listing, k.stale = m.Listing, status.Manifest.Layout != api.ManifestByEntry
-			k.stored = partialRecords(m.Entries)
-		}
+// status, always does). The manifest is the one the source's hints came
+// from, if it asked for them (trustedManifest reads it once).
+func (r *run) known(ctx context.Context, candidates []Candidate) (knowledge, error) {
+	st, reg := r.st, r.reg
+	k := knowledge{full: map[string]store.SpecRecord{}, candidates: candidates}
+	m, err := r.trustedManifest(ctx, r.status)
+	if err != nil {
+		return k, err
+	}
+	if m != nil {
+		k.fromManifest = true
+		k.listing, k.stale = m.Listing, r.status.Manifest.Layout != api.ManifestByEntry
+		k.stored = partialRecords(m.Entries)
 	}
 	if !k.fromManifest {
 		records, err := st.OwnedSpecs(ctx, reg.Name)
@@ -68,20 +72,102 @@ func (r *Runner) known(ctx context.Context, st *store.Store, reg Registry, statu
 		k.stored, k.read = storedFrom(records), len(records)
 	}
 	k.plan = MakePlan(candidates, k.stored, reg.Policy)
-	if len(k.plan.Read) == 0 {
-		return k, nil
-	}
-	records, err := st.RegistrySpecs(ctx, reg.Name, k.plan.Read)
-	if err != nil {
-		return k, err
-	}
-	k.read += len(k.plan.Read)
-	k.readIn(records, k.plan.Read)
-	k.plan = MakePlan(candidates, k.stored, reg.Policy)
 	if len(k.plan.Read) > 0 {
-		return k, fmt.Errorf("the plan still needs specs %v after reading them", k.plan.Read)
+		records, err := st.RegistrySpecs(ctx, reg.Name, k.plan.Read)
+		if err != nil {
+			return k, err
+		}
+		k.read += len(k.plan.Read)
+		k.readIn(records, k.plan.Read)
+		k.plan = MakePlan(candidates, k.stored, reg.Policy)
+		if len(k.plan.Read) > 0 {
+			return k, fmt.Errorf("the plan still needs specs %v after reading them", k.plan.Read)
+		}
 	}
-	return k, nil
+	return k, hintsHeld(k.plan)
+}
+
+// hintsHeld checks that the plan writes no entry given back from a hint:
+// a hint is the spec a trusted manifest says is stored, active and clean,
+// so its entry can only be unchanged (or an entry error, when an entry
+// before it offers its id or name). The source did not read it, so there
+// is nothing else to write.
+func hintsHeld(p Plan) error {
+	for _, c := range slices.Concat(p.Create, p.Update, p.Unmark, p.Repair) {
+		if c.Hinted {
+			return fmt.Errorf("the plan would write entry %s from a hint, unread (the manifest the hint came from does not describe the store)", c.Entry)
+		}
+	}
+	for _, h := range p.HoldBack {
+		if h.Candidate.Hinted {
+			return fmt.Errorf("the plan would hold entry %s back from a hint, unread", h.Candidate.Entry)
+		}
+	}
+	return nil
+}
+
+// manifestRead is a manifest a run read for one status.
+type manifestRead struct {
+	status *store.RegistryStatus
+	m      *store.Manifest
+	err    error
+}
+
+// trustedManifest is the manifest the status names, if the run trusts it
+// (RegistryStatus.ManifestTrusted), read at most once for that status:
+// the source's hints (the run's answer to FetchOptions.Hints) and the
+// step that knows the stored specs share it, so handing out hints costs
+// no read more. nil without one (a dry run reads no status).
+func (r *run) trustedManifest(ctx context.Context, status *store.RegistryStatus) (*store.Manifest, error) {
+	if status == nil || !status.ManifestTrusted() {
+		return nil, nil
+	}
+	if r.manifest == nil || r.manifest.status != status {
+		m, err := r.st.ReadManifest(ctx, r.reg.Name, status.Manifest)
+		r.manifest = &manifestRead{status: status, m: m, err: err}
+	}
+	return r.manifest.m, r.manifest.err
+}
+
+// hints is the run's answer to the source's question
+// (registry.FetchOptions.Hints) in a full run: the hints of the manifest
+// it trusts.
+func (r *run) hints(status *store.RegistryStatus) func(context.Context) (map[string]registry.Hint, error) {
+	return func(ctx context.Context) (map[string]registry.Hint, error) {
+		m, err := r.trustedManifest(ctx, status)
+		if err != nil || m == nil {
+			return nil, err
+		}
+		return hintsFrom(*m), nil
+	}
+}
+
+// hintsFrom are the hints a trusted manifest (or the shards of one) gives:
+// for each entry of its listing kept with its upstream digest, what it
+// gave then: nothing, or the one spec of its entry that is active and
+// clean (its id and digest from the manifest's entry, its name from the
+// listing's). An entry with another spec active and clean (a guard kept
+// one its entry no longer offered) gets none: which one it gave is not
+// certain. Every other entry is read.
+func hintsFrom(m store.Manifest) map[string]registry.Hint {
+	clean := map[string][]store.ManifestEntry{}
+	for _, e := range m.Entries {
+		if e.Clean && e.State == api.SpecActive {
+			clean[e.Entry] = append(clean[e.Entry], e)
+		}
+	}
+	out := map[string]registry.Hint{}
+	for entry, p := range m.Listing {
+		switch {
+		case p.Upstream == "":
+		case p.Spec == "":
+			out[entry] = registry.Hint{Upstream: p.Upstream}
+		case len(clean[entry]) == 1:
+			s := clean[entry][0]
+			out[entry] = registry.Hint{Upstream: p.Upstream, SpecID: s.SpecID, SpecName: p.Spec, SpecDigest: s.Digest}
+		}
+	}
+	return out
 }
 
 // partialRecords are what the manifest says of each spec, as planning
@@ -122,17 +208,49 @@ func (k *knowledge) readIn(records []store.SpecRecord, asked []string) {
 	k.stored = stored
 }
 
-// listingDigests is what each entry of a listing adds to its digest, by
-// entry name (the entries of one name together): what a manifest keeps
-// so that a run of a few entries can work the digest out again.
-func listingDigests(entries []registry.Entry) map[string]string {
+// listingParts is what the manifest keeps of each entry of a listing, by
+// entry name (the entries of one name together, the quiet ones too): what
+// it added to the listing digest, which lets a run of a few entries work
+// the digest out again, and, for an entry a later run may hand back as a
+// hint, the upstream digest it was read at and its spec's name. That is
+// an entry read at an upstream digest that gave nothing, or whose spec
+// the run leaves stored with the content offered, active and clean, the
+// one such spec of its entry (after: the manifest as the run leaves it).
+// Any doubt leaves the upstream digest out, and the entry is read again.
+func listingParts(l *registry.Listing, candidates []Candidate, after manifest) map[string]store.ListingPart {
 	byName := map[string][]registry.Entry{}
-	for _, e := range entries {
+	for _, e := range slices.Concat(l.Entries, l.Quiet) {
 		byName[e.Name] = append(byName[e.Name], e)
 	}
-	out := make(map[string]string, len(byName))
+	quiet := map[string]bool{}
+	for _, e := range l.Quiet {
+		quiet[e.Name] = true
+	}
+	offered := map[string]Candidate{}
+	for _, c := range candidates {
+		offered[c.Entry] = c
+	}
+	clean := map[string]int{}
+	for _, e := range after {
+		if e.Clean && e.State == api.SpecActive {
+			clean[e.Entry]++
+		}
+	}
+	out := make(map[string]store.ListingPart, len(byName))
 	for name, es := range byName {
-		out[name] = registry.EntriesDigest(es)
+		p := store.ListingPart{Digest: registry.EntriesDigest(es)}
+		if len(es) == 1 && es[0].Upstream != "" {
+			c, isOffered := offered[name]
+			s, stored := after[c.ID]
+			switch {
+			case quiet[name]:
+				p.Upstream = es[0].Upstream
+			case isOffered && c.offers() && clean[name] == 1 && stored &&
+				s.Clean && s.State == api.SpecActive && s.Entry == name && s.Digest == c.Digest:
+				p.Upstream, p.Spec = es[0].Upstream, c.Name
+			}
+		}
+		out[name] = p
 	}
 	return out
 }

@@ -28,7 +28,16 @@ type Candidate struct {
 	Spec   *spec.Spec
 	Digest string
 	Err    error
+	// Name is the spec's name (Spec.Name, or the hint's).
+	Name string
+	// Hinted says the source gave the entry back from the run's hint,
+	// unread (registry.Entry.Hint): Spec is nil, ID, Name and Digest are
+	// the spec the hint names, and a plan may only find it unchanged.
+	Hinted bool
 }
+
+// offers reports whether the candidate offers a spec (read, or hinted).
+func (c Candidate) offers() bool { return c.Err == nil && (c.Spec != nil || c.Hinted) }
 
 // Stored is what planning needs to know about a spec the store holds for
 // the registry.
@@ -187,7 +196,7 @@ func makePlan(listing []Candidate, stored []Stored, policy Policy, scope *Scope)
 	offered := map[string]string{}     // spec id -> entry that offers it
 	failedEntries := map[string]bool{} // entries present but broken protect their stored specs
 	for _, c := range entries {
-		if c.Err != nil || c.Spec == nil {
+		if !c.offers() {
 			msg := "entry has no spec"
 			if c.Err != nil {
 				msg = c.Err.Error()
@@ -215,6 +224,12 @@ func makePlan(listing []Candidate, stored []Stored, policy Policy, scope *Scope)
 		case store.Created:
 			p.Create = append(p.Create, c)
 		case store.Updated:
+			// (A hinted entry has no spec to check: it is never an
+			// update, and hintsHeld refuses the plan if it is one.)
+			if c.Hinted {
+				p.Update = append(p.Update, c)
+				continue
+			}
 			if blockers := strands(s, c.Spec); len(blockers) > 0 {
 				p.HoldBack = append(p.HoldBack, HeldBack{Candidate: c, Blockers: blockers})
 				continue
@@ -293,7 +308,7 @@ func needFull(listing []Candidate, stored []Stored) []string {
 	}
 	unchanged := map[string]bool{}
 	for _, c := range vetted(listing) {
-		if c.Err != nil || c.Spec == nil {
+		if !c.offers() {
 			continue // a broken entry's specs need reading
 		}
 		if s, ok := partial[c.ID]; ok && s.Clean && s.State == api.SpecActive && s.Digest == c.Digest && s.Entry == c.Entry {
@@ -319,15 +334,15 @@ func vetted(listing []Candidate) []Candidate {
 	ids := map[string]string{}   // spec id -> entry that offers it
 	names := map[string]string{} // spec name -> entry
 	for i, c := range entries {
-		if c.Err != nil || c.Spec == nil {
+		if !c.offers() {
 			continue
 		}
 		if prev, dup := ids[c.ID]; dup {
 			entries[i].Err = fmt.Errorf("spec id %s is already offered by entry %q of this registry", c.ID, prev)
-		} else if prev, dup := names[c.Spec.Name]; dup {
-			entries[i].Err = fmt.Errorf("spec name %q is already offered by entry %q of this registry", c.Spec.Name, prev)
+		} else if prev, dup := names[c.Name]; dup {
+			entries[i].Err = fmt.Errorf("spec name %q is already offered by entry %q of this registry", c.Name, prev)
 		} else {
-			ids[c.ID], names[c.Spec.Name] = c.Entry, c.Entry
+			ids[c.ID], names[c.Name] = c.Entry, c.Entry
 		}
 	}
 	return entries
@@ -337,13 +352,13 @@ func vetted(listing []Candidate) []Candidate {
 // scope holds into entry errors.
 func taken(entries []Candidate, scope *Scope) []Candidate {
 	for i, c := range entries {
-		if c.Err != nil || c.Spec == nil {
+		if !c.offers() {
 			continue
 		}
 		if other, ok := scope.TakenIDs[c.ID]; ok && other != c.Entry {
 			entries[i].Err = fmt.Errorf("spec id %s is already offered by entry %q of this registry (the next full run decides which entry keeps it)", c.ID, other)
-		} else if other, ok := scope.TakenNames[c.Spec.Name]; ok && other != c.Entry {
-			entries[i].Err = fmt.Errorf("spec name %q is already offered by entry %q of this registry (the next full run decides which entry keeps it)", c.Spec.Name, other)
+		} else if other, ok := scope.TakenNames[c.Name]; ok && other != c.Entry {
+			entries[i].Err = fmt.Errorf("spec name %q is already offered by entry %q of this registry (the next full run decides which entry keeps it)", c.Name, other)
 		}
 	}
 	return entries

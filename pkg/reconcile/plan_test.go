@@ -11,7 +11,7 @@ import (
 )
 
 func cand(entry, id, digest string) Candidate {
-	return Candidate{Entry: entry, Ref: "ref/" + entry, ID: id, Digest: digest, Spec: &spec.Spec{Name: entry, ID: id}}
+	return Candidate{Entry: entry, Ref: "ref/" + entry, ID: id, Digest: digest, Name: entry, Spec: &spec.Spec{Name: entry, ID: id}}
 }
 
 func bad(entry, msg string) Candidate {
@@ -131,7 +131,7 @@ func TestMakePlan(t *testing.T) {
 			listing: []Candidate{cand("b", "X", "d2"), cand("a", "X", "d1")},
 			want:    summary{Create: []string{"X"}, Errors: []string{`b: spec id X is already offered by entry "a" of this registry`}}},
 		{name: "duplicate name within one listing is an entry error",
-			listing: []Candidate{cand("a", "A", "d1"), {Entry: "b", ID: "B", Digest: "d", Spec: &spec.Spec{Name: "a"}}},
+			listing: []Candidate{cand("a", "A", "d1"), {Entry: "b", ID: "B", Digest: "d", Name: "a", Spec: &spec.Spec{Name: "a"}}},
 			want:    summary{Create: []string{"A"}, Errors: []string{`b: spec name "a" is already offered by entry "a" of this registry`}}},
 		{name: "empty listing while specs are stored: guarded, nothing marked or deleted",
 			stored: []Stored{active("A", "a", "d1"), marked("M", "m", 0)},

@@ -122,16 +122,18 @@ func (r *run) record(ctx context.Context, err error) (store.Run, error) {
 	// unless it wrote no spec and started from a manifest that still
 	// describes the store and its listing.
 	var rerr error
-	var listing map[string]string
+	var listing map[string]store.ListingPart
+	var after manifest
 	if full {
-		listing = listingDigests(r.listing.Entries)
+		after = manifestAfter(r.k, r.done)
+		listing = listingParts(r.listing, r.k.candidates, after)
 	}
 	if full && (r.began || !r.k.fromManifest || r.k.gone > 0 || r.k.stale || !maps.Equal(listing, r.k.listing)) {
 		// (It adds what recording costs to the run's counts.)
 		var written bool
 		written, rerr = r.st.RecordRunWithManifest(ctx, r.reg.Name, &rec, success, digest, etag, marked,
 			store.Seen{LastRun: r.status.LastRun.ID, Writer: r.status.Writer, Began: r.began},
-			store.Manifest{Entries: manifestAfter(r.k, r.done).entries(), Listing: listing})
+			store.Manifest{Entries: after.entries(), Listing: listing})
 		if rerr == nil && !written {
 			r.log.Warn("another run of the registry ran meanwhile: no manifest recorded, the next run reads every spec")
 		}

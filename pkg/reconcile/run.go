@@ -90,7 +90,9 @@ type run struct {
 	// still be pending.
 	recovering bool
 	k          knowledge // the stored specs and the plan over them
-	done       outcomes
+	// manifest is the trusted manifest as read (trustedManifest).
+	manifest *manifestRead
+	done     outcomes
 	// t is a targeted run's own (nil for a full run, and once a targeted
 	// run turned into a full one: Backstop).
 	t *targeting
@@ -137,7 +139,20 @@ func (r *run) fetch(ctx context.Context) (bool, error) {
 	if !r.dry && baseline(r.status) {
 		opts = registry.FetchOptions{ETag: r.status.ETag, PreviousDigest: r.status.ListingDigest}
 	}
+	// What the run recorded of each entry, if the source asks: only
+	// when it would read an entry, so an unchanged listing costs no read.
+	if !r.dry && !r.noHints {
+		opts.Hints = r.hints(r.status)
+	}
+	if r.noHints {
+		opts.PreviousDigest = ""
+	}
 	listing, err := r.reg.Source.Fetch(ctx, opts)
+	if r.manifest != nil && r.manifest.err != nil {
+		// The store failed answering the source: the run's failure, not
+		// the registry's.
+		return false, r.manifest.err
+	}
 	if err != nil {
 		r.ended, r.rec.Error = api.ResultFetchFailed, err.Error()
 		return true, nil
@@ -285,7 +300,7 @@ func (r *run) recoverLastRun(ctx context.Context) (bool, error) {
 // when it can be trusted, then in full only the specs the plan needs) and
 // plans the run.
 func (r *run) know(ctx context.Context) (bool, error) {
-	k, err := r.known(ctx, r.st, r.reg, r.status, Candidates(r.reg.Name, r.listing.Entries))
+	k, err := r.known(ctx, Candidates(r.reg.Name, r.listing.Entries))
 	if err != nil {
 		return false, err
 	}

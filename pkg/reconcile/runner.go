@@ -41,6 +41,11 @@ type Runner struct {
 	// Now and NewRunID are replaceable for tests.
 	Now      func() time.Time
 	NewRunID func() string
+	// noHints makes runs hand sources neither hints nor the previous
+	// listing digest (WithoutHints, tests only): a source then reads
+	// every entry its cache does not know, as before the manifest kept
+	// upstream digests, so a benchmark can compare both in one process.
+	noHints bool
 }
 
 // CommitRequester asks the committer to number the pending changes

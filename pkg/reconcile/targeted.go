@@ -187,7 +187,22 @@ func (r *run) backstop(ctx context.Context, why string) (bool, error) {
 // the store is read: recorded, not an error, nothing marked. Names the
 // source refused leave the scope: nothing is concluded of them.
 func (r *run) fetchEntries(ctx context.Context) (bool, error) {
-	listing, err := r.t.fetcher.FetchEntries(ctx, r.t.names, registry.FetchOptions{})
+	var opts registry.FetchOptions
+	if !r.noHints {
+		// The shards it read: no read more.
+		opts.Hints = func(context.Context) (map[string]registry.Hint, error) {
+			var m store.Manifest
+			for _, p := range r.t.parts {
+				m.Entries = append(m.Entries, p.Entries...)
+			}
+			m.Listing = map[string]store.ListingPart{}
+			for _, p := range r.t.parts {
+				maps.Copy(m.Listing, p.Listing)
+			}
+			return hintsFrom(m), nil
+		}
+	}
+	listing, err := r.t.fetcher.FetchEntries(ctx, r.t.names, opts)
 	if err != nil {
 		r.ended, r.rec.Error = api.ResultFetchFailed, err.Error()
 		return true, nil
@@ -202,6 +217,7 @@ func (r *run) fetchEntries(ctx context.Context) (bool, error) {
 	// this run's.
 	l := *listing
 	l.Entries = slices.DeleteFunc(slices.Clone(listing.Entries), func(e registry.Entry) bool { return !named[e.Name] })
+	l.Quiet = slices.DeleteFunc(slices.Clone(listing.Quiet), func(e registry.Entry) bool { return !named[e.Name] })
 	r.listing = &l
 	return false, nil
 }
@@ -233,7 +249,7 @@ func (r *run) knowEntries(ctx context.Context) (bool, error) {
 	}
 	read := slices.Clone(first.Read)
 	for _, c := range candidates {
-		if c.Err == nil && c.Spec != nil && !slices.Contains(read, c.ID) {
+		if c.offers() && !slices.Contains(read, c.ID) {
 			if _, ok := known[c.ID]; !ok {
 				read = append(read, c.ID)
 			}
@@ -264,34 +280,34 @@ func (r *run) knowEntries(ctx context.Context) (bool, error) {
 	k.stored = append(k.stored, storedFrom(extra)...)
 
 	for _, c := range candidates {
-		if c.Err != nil || c.Spec == nil {
+		if !c.offers() {
 			continue
 		}
 		if s, ok := known[c.ID]; ok && s.Partial && s.Clean && s.State == api.SpecActive && s.Digest == c.Digest && s.Entry == c.Entry {
 			continue // unchanged: its name is what it was
 		}
-		if rec, ok := k.full[c.ID]; ok && named[rec.Entry] && rec.Name == c.Spec.Name {
+		if rec, ok := k.full[c.ID]; ok && named[rec.Entry] && rec.Name == c.Name {
 			continue // its own spec, under the same name
 		}
-		same, err := r.st.RegistrySpecsNamed(ctx, r.reg.Name, c.Spec.Name)
+		same, err := r.st.RegistrySpecsNamed(ctx, r.reg.Name, c.Name)
 		if err != nil {
 			return false, err
 		}
 		k.read += max(len(same), 1)
 		for _, rec := range same {
 			if !named[rec.Entry] && rec.State == api.SpecActive && rec.ID != c.ID {
-				scope.TakenNames[c.Spec.Name] = rec.Entry
+				scope.TakenNames[c.Name] = rec.Entry
 			}
 		}
 	}
 	for _, c := range candidates {
-		if c.Err != nil || c.Spec == nil {
+		if !c.offers() {
 			continue
 		}
 		if e, ok := scope.TakenIDs[c.ID]; ok && e != c.Entry {
 			r.t.contested = true
 		}
-		if e, ok := scope.TakenNames[c.Spec.Name]; ok && e != c.Entry {
+		if e, ok := scope.TakenNames[c.Name]; ok && e != c.Entry {
 			r.t.contested = true
 		}
 	}
@@ -299,6 +315,10 @@ func (r *run) knowEntries(ctx context.Context) (bool, error) {
 	if len(k.plan.Read) > 0 {
 		return false, fmt.Errorf("the plan still needs specs %v after reading them", k.plan.Read)
 	}
+	if err := hintsHeld(k.plan); err != nil {
+		return false, err
+	}
+	k.candidates = candidates
 	r.k = k
 	return false, nil
 }
@@ -351,7 +371,7 @@ func (r *run) recordTargeted(ctx context.Context, rec store.Run, err error) (sto
 // partsAfter are the manifest shards the run changed, each whole as the
 // run leaves it: the entries of other names as read, the named entries'
 // specs as the run left them (manifestAfter), and the named entries'
-// listing digests as fetched. It reports false when a spec of the named
+// listing parts as fetched (listingParts). It reports false when a spec of the named
 // entries belongs in a shard the run did not read (it cannot: the
 // entries' own shards were read).
 func (r *run) partsAfter() (map[int]store.Manifest, bool) {
@@ -359,7 +379,7 @@ func (r *run) partsAfter() (map[int]store.Manifest, bool) {
 	shards := r.status.Manifest.Shards
 	next := map[int]store.Manifest{}
 	for i, p := range r.t.parts {
-		m := store.Manifest{Listing: map[string]string{}}
+		m := store.Manifest{Listing: map[string]store.ListingPart{}}
 		for _, e := range p.Entries {
 			if !named[e.Entry] {
 				m.Entries = append(m.Entries, e)
@@ -372,7 +392,8 @@ func (r *run) partsAfter() (map[int]store.Manifest, bool) {
 		}
 		next[i] = m
 	}
-	for _, e := range manifestAfter(r.k, r.done).entries() {
+	after := manifestAfter(r.k, r.done)
+	for _, e := range after.entries() {
 		i := store.ManifestShardOf(e.Entry, shards)
 		m, ok := next[i]
 		if !ok {
@@ -381,12 +402,12 @@ func (r *run) partsAfter() (map[int]store.Manifest, bool) {
 		m.Entries = append(m.Entries, e)
 		next[i] = m
 	}
-	for entry, d := range listingDigests(r.listing.Entries) {
+	for entry, p := range listingParts(r.listing, r.k.candidates, after) {
 		m, ok := next[store.ManifestShardOf(entry, shards)]
 		if !ok {
 			return nil, false
 		}
-		m.Listing[entry] = d
+		m.Listing[entry] = p
 	}
 	for i, m := range next {
 		if sameManifest(m, r.t.parts[i].Manifest) {
@@ -412,10 +433,13 @@ func (r *run) digestAfter(rec store.Run) string {
 			return ""
 		}
 		if d, ok := p.Listing[n]; ok {
-			was = append(was, d)
+			was = append(was, d.Digest)
 		}
 	}
-	now := slices.Collect(maps.Values(listingDigests(r.listing.Entries)))
+	var now []string
+	for _, p := range listingParts(r.listing, r.k.candidates, nil) {
+		now = append(now, p.Digest)
+	}
 	d, _ := registry.AdjustDigest(r.status.ListingDigest, was, now)
 	return d
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -219,14 +218,32 @@ func (o *OCI) entryOf(path string) (string, bool) {
 	return rest, ok && rest != ""
 }
 
-// repoOutcome is the result for one repository: an entry, or nothing
-// (no such tag, not a spec image).
+// ociReadVersion names how this code reads an image into an entry: the
+// label or the spec artifact it takes the spec from, the platforms, and
+// the spec's parsing, validation and digest (pkg/spec). It is part of
+// every OCI entry's Upstream, so that a release that reads an image
+// differently reads every image again: a recorded listing digest or hint
+// of the version before never matches. Change it whenever the same image
+// would give a different entry (spec, error, or nothing);
+// TestOCIReadVersionNamesWhatAnImageGives fails until it is.
+const ociReadVersion = "1"
+
+// upstreamOf is the Upstream of an entry read at a manifest digest.
+func upstreamOf(digest string) string { return "oci" + ociReadVersion + "@" + digest }
+
+// repoOutcome is the result for one repository: the manifest digest its
+// tag names (and the manifest, when looking it up took a GET), then an
+// entry, an image that offers nothing (quiet), or nothing at all (no
+// such tag).
 type repoOutcome struct {
 	entry *Entry
 	// unreachable marks a failure to talk to the registry about this
 	// repository, as opposed to a problem with what it holds.
 	unreachable bool
 	digest      string
+	tag         name.Tag
+	got         *remote.Descriptor
+	quiet       bool
 }
 
 // Fetch lists the registry. See Source.
@@ -241,7 +258,7 @@ func (o *OCI) Fetch(ctx context.Context, opts FetchOptions) (*Listing, error) {
 	if err != nil {
 		return c.fail(fmt.Errorf("%s: %w", c.where, o.deadline(ctx, err)))
 	}
-	return o.fetchEntries(ctx, c, entries, true)
+	return o.fetchEntries(ctx, c, entries, true, opts)
 }
 
 // conn is one fetch's way to the registry: its credentials (read for this
@@ -319,28 +336,99 @@ func (o *OCI) entries(ctx context.Context, c *conn) ([]string, error) {
 // fetchEntries reads what each selected entry's repository offers and
 // makes the listing of them. complete says they are every entry the
 // source selects: only then is the cache pruned to their digests (a fetch
-// of a few named entries would empty it of the rest).
-func (o *OCI) fetchEntries(ctx context.Context, c *conn, selected []string, complete bool) (*Listing, error) {
+// of a few named entries would empty it of the rest), and may the
+// listing be found unchanged (opts.PreviousDigest).
+//
+// It looks every tag up first (a HEAD each). An entry's part of the
+// listing digest is a digest of its name, ref and upstream digest
+// (Upstream),
+// so those lookups alone tell a listing that is the previous one: then
+// nothing is read, and the listing is NotModified. Otherwise each
+// manifest is taken from the cache, or given back from the run's hint
+// of the entry at the same upstream digest (opts.Hints, asked only if
+// the cache does not know some manifest), or read (its manifest and
+// config).
+func (o *OCI) fetchEntries(ctx context.Context, c *conn, selected []string, complete bool, opts FetchOptions) (*Listing, error) {
 	outcomes := make([]repoOutcome, len(selected))
+	o.each(len(selected), func(i int) { outcomes[i] = o.lookup(ctx, c.puller, selected[i]) })
+	if err := o.incomplete(ctx, c, outcomes); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, r := range outcomes {
+		if r.digest != "" {
+			seen[r.digest] = true
+		}
+	}
+	if complete && opts.PreviousDigest != "" {
+		var looked []Entry
+		for i, r := range outcomes {
+			switch {
+			case r.entry != nil:
+				looked = append(looked, redacted(*r.entry, c.secrets))
+			case r.digest != "":
+				looked = append(looked, Entry{Name: selected[i], Ref: o.ref(selected[i], r.digest), Upstream: upstreamOf(r.digest)})
+			}
+		}
+		if d := ListingDigest(looked); d == opts.PreviousDigest {
+			o.prune(seen)
+			return &Listing{Entries: []Entry{}, Digest: d, NotModified: true}, nil
+		}
+	}
+
+	hints, err := o.hints(ctx, outcomes, opts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.where, err)
+	}
+	o.each(len(selected), func(i int) { outcomes[i] = o.resolve(ctx, c.puller, selected[i], outcomes[i], hints) })
+	if err := o.incomplete(ctx, c, outcomes); err != nil {
+		return nil, err
+	}
+
+	entries, quiet := []Entry{}, []Entry(nil)
+	for i, r := range outcomes {
+		switch {
+		case r.entry != nil:
+			entries = append(entries, redacted(*r.entry, c.secrets))
+		case r.quiet:
+			quiet = append(quiet, Entry{Name: selected[i], Ref: o.ref(selected[i], r.digest), Upstream: upstreamOf(r.digest)})
+		}
+	}
+	byName := func(a, b Entry) int { return strings.Compare(a.Name, b.Name) }
+	slices.SortStableFunc(entries, byName)
+	slices.SortStableFunc(quiet, byName)
+	if complete {
+		o.prune(seen)
+	}
+	return &Listing{Entries: entries, Quiet: quiet, Digest: ListingDigest(slices.Concat(entries, quiet))}, nil
+}
+
+// each calls f for 0..n-1, Concurrency at a time.
+func (o *OCI) each(n int, f func(i int)) {
 	work := make(chan int)
 	var wg sync.WaitGroup
-	for range min(o.cfg.Concurrency, len(selected)) {
+	for range min(o.cfg.Concurrency, n) {
 		wg.Go(func() {
 			for i := range work {
-				outcomes[i] = o.repository(ctx, c.puller, selected[i])
+				f(i)
 			}
 		})
 	}
-	for i := range selected {
+	for i := range n {
 		work <- i
 	}
 	close(work)
 	wg.Wait()
+}
 
+// incomplete is the fetch's failure when the outcomes are not a listing:
+// it timed out, or every repository failed.
+func (o *OCI) incomplete(ctx context.Context, c *conn, outcomes []repoOutcome) error {
 	// A repository that timed out is not a problem of that repository: the
 	// listing as a whole is incomplete.
 	if err := ctx.Err(); err != nil {
-		return c.fail(fmt.Errorf("%s: %w", c.where, o.deadline(ctx, err)))
+		_, err = c.fail(fmt.Errorf("%s: %w", c.where, o.deadline(ctx, err)))
+		return err
 	}
 	// When every repository failed to load, the registry is down or
 	// refuses the credentials: the fetch's failure, not each spec's. With
@@ -353,33 +441,54 @@ func (o *OCI) fetchEntries(ctx context.Context, c *conn, selected []string, comp
 				first = r
 			}
 		}
-		return c.fail(fmt.Errorf("%s: all %d repositories failed, first: %w", c.where, len(outcomes), first.entry.Err))
+		_, err := c.fail(fmt.Errorf("%s: all %d repositories failed, first: %w", c.where, len(outcomes), first.entry.Err))
+		return err
 	}
-
-	entries := []Entry{}
-	seen := map[string]bool{}
-	for _, r := range outcomes {
-		if r.digest != "" {
-			seen[r.digest] = true
-		}
-		if r.entry != nil {
-			e := *r.entry
-			e.Err = redact(e.Err, c.secrets)
-			entries = append(entries, e)
-		}
-	}
-	sort.SliceStable(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
-	if complete {
-		o.mu.Lock()
-		for d := range o.cache {
-			if !seen[d] {
-				delete(o.cache, d)
-			}
-		}
-		o.mu.Unlock()
-	}
-	return &Listing{Entries: entries, Digest: ListingDigest(entries)}, nil
+	return nil
 }
+
+// prune keeps in the cache only the manifests a complete fetch saw.
+func (o *OCI) prune(seen map[string]bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for d := range o.cache {
+		if !seen[d] {
+			delete(o.cache, d)
+		}
+	}
+}
+
+// hints asks the run for its hints (opts.Hints) when some manifest a tag
+// names is not in the cache: nil when none is needed or the run gives
+// none.
+func (o *OCI) hints(ctx context.Context, outcomes []repoOutcome, opts FetchOptions) (map[string]Hint, error) {
+	if opts.Hints == nil {
+		return nil, nil
+	}
+	o.mu.Lock()
+	unknown := slices.ContainsFunc(outcomes, func(r repoOutcome) bool {
+		_, cached := o.cache[r.digest]
+		return r.entry == nil && r.digest != "" && !cached
+	})
+	o.mu.Unlock()
+	if !unknown {
+		return nil, nil
+	}
+	h, err := opts.Hints(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("the run's hints: %w", err)
+	}
+	return h, nil
+}
+
+// redacted is e with its error redacted.
+func redacted(e Entry, secrets []string) Entry {
+	e.Err = redact(e.Err, secrets)
+	return e
+}
+
+// ref is the reference of an entry's image by digest.
+func (o *OCI) ref(repo, digest string) string { return o.cfg.Host + "/" + o.path(repo) + "@" + digest }
 
 // deadline makes a timeout say so: go-containerregistry reports it as
 // whatever request was in flight.
@@ -468,14 +577,13 @@ func sameRepos(a, b []string) bool {
 	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
 }
 
-func (o *OCI) repository(ctx context.Context, puller *remote.Puller, repo string) repoOutcome {
+// lookup looks a repository's tag up: the manifest digest it names,
+// nothing (no such tag or repository), or the entry's error.
+func (o *OCI) lookup(ctx context.Context, puller *remote.Puller, repo string) repoOutcome {
 	tagged := o.cfg.Host + "/" + o.path(repo) + ":" + o.cfg.Tag
-	broken := func(ref string, unreachable bool, err error) repoOutcome {
-		return repoOutcome{unreachable: unreachable, entry: &Entry{Name: repo, Ref: ref, Err: fmt.Errorf("repository %s: %w", repo, err)}}
-	}
 	tag, err := name.NewTag(tagged, o.nameOpts...)
 	if err != nil {
-		return broken(tagged, false, err)
+		return broken(repo, tagged, false, err)
 	}
 	var got *remote.Descriptor
 	desc, err := puller.Head(ctx, tag)
@@ -490,29 +598,52 @@ func (o *OCI) repository(ctx context.Context, puller *remote.Puller, repo string
 	case notFound(err):
 		return repoOutcome{}
 	case err != nil:
-		return broken(tagged, true, err)
+		return broken(repo, tagged, true, err)
 	}
-	digest := desc.Digest.String()
-	out := repoOutcome{digest: digest}
-	ref := o.cfg.Host + "/" + o.path(repo) + "@" + digest
+	return repoOutcome{digest: desc.Digest.String(), tag: tag, got: got}
+}
 
+// broken is the outcome of a repository that is that entry's error.
+func broken(repo, ref string, unreachable bool, err error) repoOutcome {
+	return repoOutcome{unreachable: unreachable, entry: &Entry{Name: repo, Ref: ref, Err: fmt.Errorf("repository %s: %w", repo, err)}}
+}
+
+// resolve finds what the manifest a lookup found offers: from the cache,
+// from the run's hint of the entry at the same upstream digest, or read.
+// A manifest that cannot be read is the entry's error, without an
+// Upstream: reading it again may cure it.
+func (o *OCI) resolve(ctx context.Context, puller *remote.Puller, repo string, out repoOutcome, hints map[string]Hint) repoOutcome {
+	if out.digest == "" {
+		return out
+	}
+	ref, upstream := o.ref(repo, out.digest), upstreamOf(out.digest)
 	o.mu.Lock()
-	res, ok := o.cache[digest]
+	res, ok := o.cache[out.digest]
 	o.mu.Unlock()
 	if !ok {
-		if res, err = o.inspect(ctx, puller, tag.Context().Digest(digest), got); err != nil {
-			b := broken(ref, true, err)
-			b.digest = digest
+		if h, hinted := hints[repo]; hinted && h.Upstream == upstream {
+			if h.Quiet() {
+				out.quiet = true
+			} else {
+				out.entry = &Entry{Name: repo, Ref: ref, Upstream: upstream, Hint: &h}
+			}
+			return out
+		}
+		var err error
+		if res, err = o.inspect(ctx, puller, out.tag.Context().Digest(out.digest), out.got); err != nil {
+			b := broken(repo, ref, true, err)
+			b.digest = out.digest
 			return b
 		}
 		o.mu.Lock()
-		o.cache[digest] = res
+		o.cache[out.digest] = res
 		o.mu.Unlock()
 	}
 	if !res.offers {
+		out.quiet = true
 		return out
 	}
-	e := &Entry{Name: repo, Ref: ref}
+	e := &Entry{Name: repo, Ref: ref, Upstream: upstream}
 	if res.problem != "" {
 		e.Err = fmt.Errorf("repository %s: %s", repo, res.problem)
 	} else if s, err := spec.Parse([]byte(res.label)); err != nil {

@@ -10,7 +10,8 @@ import (
 
 // FetchEntries fetches the named entries only: no catalog (or Lister)
 // request, one tag lookup per named repository, and its manifest and
-// config where the cache does not know them. See EntryFetcher.
+// config where neither the cache nor the run's hint (opts.Hints) of the
+// entry at the same upstream digest gives them. See EntryFetcher.
 //
 // A name whose repository or tag is gone (404, NAME_UNKNOWN,
 // MANIFEST_UNKNOWN), or whose image offers no spec, is absent from the
@@ -21,7 +22,7 @@ import (
 // registry is down or refuses the credentials), exactly as a full fetch
 // does. The cache is not pruned: the entries not named are still the
 // registry's.
-func (o *OCI) FetchEntries(ctx context.Context, names []string, _ FetchOptions) (*Listing, error) {
+func (o *OCI) FetchEntries(ctx context.Context, names []string, opts FetchOptions) (*Listing, error) {
 	var selected, refused []string
 	for _, n := range names {
 		switch {
@@ -41,7 +42,7 @@ func (o *OCI) FetchEntries(ctx context.Context, names []string, _ FetchOptions) 
 	if err != nil {
 		return nil, err
 	}
-	l, err := o.fetchEntries(ctx, c, selected, false)
+	l, err := o.fetchEntries(ctx, c, selected, false, FetchOptions{Hints: opts.Hints})
 	if err != nil {
 		return nil, err
 	}

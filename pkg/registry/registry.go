@@ -25,11 +25,24 @@ type Entry struct {
 	// Ref says where the spec came from (image reference with digest, URL,
 	// file path), for status and error reports.
 	Ref string
-	// Spec is the parsed, validated spec; nil when Err is set.
+	// Spec is the parsed, validated spec; nil when Err or Hint is set.
 	Spec *spec.Spec
 	// Err is this entry's own failure (bad label, invalid spec, missing
 	// tag). It never fails the listing as a whole.
 	Err error
+	// Upstream, when set, names what the source read the entry at (OCI:
+	// how this code reads an image, OCIReadVersion, and the manifest
+	// digest): the same Upstream always gives the same entry (its spec,
+	// or the same content error), so the entry's part of the listing
+	// digest is taken over it instead of its spec (EntryDigest), and a
+	// source can tell an unchanged listing from upstream digests alone.
+	// Empty when the entry could not be read (a failure that reading
+	// again may cure) or the source names nothing so.
+	Upstream string
+	// Hint, when set, is the run's hint the source gave the entry back
+	// from without reading it (FetchOptions.Hints): Spec is nil, and the
+	// entry offers the spec the hint names.
+	Hint *Hint
 }
 
 // Listing is a complete, successful fetch of a registry.
@@ -41,14 +54,22 @@ type Listing struct {
 	// ETag is the validator an HTTP source returned, to send next time.
 	ETag string
 	// NotModified is set when the source proved the listing is unchanged
-	// since the validator it was given (HTTP 304); Entries is then empty and
-	// Digest is the previous one.
+	// since the validator it was given (HTTP 304; an OCI registry whose
+	// tags name the upstream digests that sum to PreviousDigest); Entries
+	// is then empty and Digest is the previous one.
 	NotModified bool
 	// Refused, on a listing of named entries (EntryFetcher), are the names
 	// the source does not select (its repository list, allow or deny):
 	// nothing was fetched for them, and nothing may be concluded of them
 	// (they are not gone upstream).
 	Refused []string
+	// Quiet are the names the source read at an Upstream and found to
+	// offer nothing (an image without a spec label): not entries (Name,
+	// Ref and Upstream only), but their parts are in Digest, since a
+	// source that digests upstream digests cannot tell them from entries
+	// before it reads them. A run records them, to hand them back as
+	// hints of nothing (a Hint without a spec).
+	Quiet []Entry
 }
 
 // FetchOptions carries what a source may use to avoid work.
@@ -56,8 +77,36 @@ type FetchOptions struct {
 	// ETag of the previous successful fetch, if the source uses one.
 	ETag string
 	// PreviousDigest is the listing digest of the last successful run.
+	// A source whose entries carry Upstream may answer NotModified when
+	// the upstream digests it looked up sum to it, without reading an
+	// entry.
 	PreviousDigest string
+	// Hints, when set, gives what the run recorded of the source's
+	// entries, by entry name (Hint): an entry the source finds at the
+	// Upstream a hint names it gives back from the hint (Entry.Hint)
+	// instead of reading it again. The source calls it at most once a
+	// fetch, and only when it would otherwise read an entry, so a run
+	// that finds the listing unchanged pays nothing for it. Its error
+	// (the run's store failed) fails the fetch.
+	Hints func(ctx context.Context) (map[string]Hint, error)
 }
+
+// Hint is what a run recorded of an entry it left clean: the Upstream the
+// source read it at, and what the entry gave then, exactly as the run
+// planned it. A run hands out hints only of a manifest it trusts, and only
+// of entries whose spec was active and clean (no entry error, nothing held
+// back, the offered content stored); a broken entry is never hinted, so it
+// is read again on every run that reads.
+type Hint struct {
+	Upstream string
+	// SpecID, SpecName and SpecDigest are the spec the entry gave, as
+	// the run planned it (ids assigned, digest of that); all empty, the
+	// entry gave nothing (an image without a spec label: Listing.Quiet).
+	SpecID, SpecName, SpecDigest string
+}
+
+// Quiet reports whether the hint is of an entry that offered nothing.
+func (h Hint) Quiet() bool { return h.SpecID == "" }
 
 // Source is one configured registry.
 type Source interface {
@@ -82,7 +131,9 @@ func ListingDigest(entries []Entry) string {
 
 // EntryDigest is what one entry adds to its listing's digest: 128 bits of
 // SHA-256 over its name, ref, spec digest and error, base64url without
-// padding (22 characters).
+// padding (22 characters). An entry with an Upstream adds its name, ref
+// and Upstream instead, which name its spec or its error: a source can
+// work that out from upstream digests alone, before it reads an entry.
 func EntryDigest(e Entry) string { return EntriesDigest([]Entry{e}) }
 
 // EntriesDigest is what some entries add to their listing's digest
@@ -140,6 +191,14 @@ func entryDigest(e Entry) digest128 {
 	h.Write([]byte{0})
 	h.Write([]byte(e.Ref))
 	h.Write([]byte{0})
+	if e.Upstream != "" {
+		// No spec digest ("sha256:...") begins so.
+		h.Write([]byte("upstream " + e.Upstream))
+		h.Write([]byte{0})
+		var d digest128
+		copy(d[:], h.Sum(nil))
+		return d
+	}
 	if e.Spec != nil {
 		h.Write([]byte(spec.Digest(e.Spec)))
 	}

@@ -56,13 +56,43 @@ func (e *ManifestEntry) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// ListingPart is what a manifest keeps of one entry of the listing it
+// describes: what it added to the listing digest, and, where the run
+// that wrote it may hand it back as a hint (registry.Hint), what the
+// source read it at and the name of the spec it gave.
+type ListingPart struct {
+	// Digest is what the entry added to the listing digest
+	// (registry.EntryDigest).
+	Digest string
+	// Upstream is what the source read the entry at
+	// (registry.Entry.Upstream: OCI, the read version and the manifest
+	// digest), kept only for an entry that gave nothing (an image without
+	// a spec label: Spec empty) or the one spec of its entry that the run
+	// left active and clean, named Spec. Empty for every other entry
+	// (broken, held back, conflicting, of a source without upstream
+	// digests): those are read again.
+	Upstream string
+	Spec     string
+}
+
+// MarshalJSON encodes a part as a JSON array: [digest], or [digest,
+// upstream, spec name]. A reader of the version before takes the first
+// element and ignores the rest.
+func (p ListingPart) MarshalJSON() ([]byte, error) {
+	if p.Upstream == "" {
+		return json.Marshal([]string{p.Digest})
+	}
+	return json.Marshal([]string{p.Digest, p.Upstream, p.Spec})
+}
+
 // ManifestShard is a manifests/{name}.{i} document. The entries are one
 // JSON blob, not Firestore maps: a map field per entry would be an index
 // entry per field, and 10,000 entries would pass Firestore's 40,000 index
 // entries a document long before its 1 MiB. Listing is a blob too: a JSON
-// object of the listing entries placed in the shard, each an array whose
-// first element is what the entry added to the listing digest
-// (registry.EntryDigest); an array, so more can be kept per entry later.
+// object of the listing entries placed in the shard, each an array
+// (ListingPart) whose first element is what the entry added to the
+// listing digest (registry.EntryDigest), then, for an entry a run may
+// hand back as a hint, its upstream digest and spec name.
 type ManifestShard struct {
 	Registry string `firestore:"registry"`
 	Run      string `firestore:"run"`
@@ -74,11 +104,12 @@ type ManifestShard struct {
 
 // Manifest is a registry's manifest, or the part of it in some shards:
 // what it says of each spec (Entries), and what each entry of the listing
-// it describes added to the listing's digest (Listing, by entry name; an
-// entry the listing did not hold is absent).
+// it describes added to the listing's digest, with its upstream digest
+// where it may be a hint (Listing, by entry name; an entry the listing did
+// not hold is absent).
 type Manifest struct {
 	Entries []ManifestEntry
-	Listing map[string]string
+	Listing map[string]ListingPart
 }
 
 // ManifestPart is one shard of a by-entry manifest as read: everything it
@@ -143,7 +174,7 @@ func encodeManifest(m Manifest) ([]encodedShard, error) {
 		for entry, d := range m.Listing {
 			i := ManifestShardOf(entry, n)
 			if parts[i].Listing == nil {
-				parts[i].Listing = map[string]string{}
+				parts[i].Listing = map[string]ListingPart{}
 			}
 			parts[i].Listing[entry] = d
 		}
@@ -182,11 +213,7 @@ func encodeShard(p Manifest) (encodedShard, error) {
 	}
 	out := encodedShard{entries: entries}
 	if len(p.Listing) > 0 {
-		listing := make(map[string][]string, len(p.Listing))
-		for entry, d := range p.Listing {
-			listing[entry] = []string{d}
-		}
-		if out.listing, err = json.Marshal(listing); err != nil {
+		if out.listing, err = json.Marshal(p.Listing); err != nil {
 			return encodedShard{}, err
 		}
 	}
@@ -209,7 +236,7 @@ func (s *Store) ReadManifest(ctx context.Context, registry string, h *ManifestHe
 	if err != nil || parts == nil {
 		return nil, err
 	}
-	out := &Manifest{Listing: map[string]string{}}
+	out := &Manifest{Listing: map[string]ListingPart{}}
 	for _, p := range parts {
 		out.Entries = append(out.Entries, p.Entries...)
 		maps.Copy(out.Listing, p.Listing)
@@ -293,13 +320,16 @@ func (sh *ManifestShard) Decode() (Manifest, error) {
 	if err := json.Unmarshal(sh.Listing, &listing); err != nil {
 		return m, fmt.Errorf("manifest shard %d of registry %s: listing does not decode: %w", sh.Shard, sh.Registry, err)
 	}
-	m.Listing = make(map[string]string, len(listing))
+	m.Listing = make(map[string]ListingPart, len(listing))
 	for entry, fields := range listing {
-		var d string
-		if len(fields) == 0 || json.Unmarshal(fields[0], &d) != nil {
+		var p ListingPart
+		if len(fields) == 0 || json.Unmarshal(fields[0], &p.Digest) != nil {
 			return m, fmt.Errorf("manifest shard %d of registry %s: listing entry %q has no digest", sh.Shard, sh.Registry, entry)
 		}
-		m.Listing[entry] = d
+		if len(fields) >= 3 && (json.Unmarshal(fields[1], &p.Upstream) != nil || json.Unmarshal(fields[2], &p.Spec) != nil) {
+			return m, fmt.Errorf("manifest shard %d of registry %s: listing entry %q: its upstream digest and spec name are not strings", sh.Shard, sh.Registry, entry)
+		}
+		m.Listing[entry] = p
 	}
 	return m, nil
 }

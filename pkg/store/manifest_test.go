@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -30,9 +31,9 @@ func manifestEntries(n int) []ManifestEntry {
 }
 
 func manifestOf(entries []ManifestEntry) Manifest {
-	m := Manifest{Entries: entries, Listing: map[string]string{}}
+	m := Manifest{Entries: entries, Listing: map[string]ListingPart{}}
 	for i, e := range entries {
-		m.Listing[e.Entry] = fmt.Sprintf("%022d", i)
+		m.Listing[e.Entry] = ListingPart{Digest: fmt.Sprintf("%022d", i)}
 	}
 	return m
 }
@@ -238,5 +239,64 @@ func TestTargetedRecordTrust(t *testing.T) {
 	old := &ManifestHeader{Run: "full", Shards: 1, Entries: 1}
 	if parts, err := st.ReadManifestShards(ctx, "ok", old, []string{entry.Entry}); err != nil || parts != nil {
 		t.Fatalf("an old layout read by shard: %v %v", parts, err)
+	}
+}
+
+// A listing part keeps an entry's upstream digest and spec name beside its
+// part of the digest, as [digest, upstream, spec] ([digest, upstream, ""]
+// for an entry that gave nothing); one without an upstream digest is
+// [digest], as the version before wrote every part, which still reads
+// (without upstream digests: those entries are read again), and whose
+// reader takes the first element of the new ones. 10,000 entries of an
+// OCI registry, each with its upstream digest and spec name, fit eight
+// shards.
+func TestManifestListingParts(t *testing.T) {
+	t.Parallel()
+	m := manifestOf(manifestEntries(3))
+	m.Listing[m.Entries[0].Entry] = ListingPart{Digest: "d0", Upstream: "oci1@sha256:00", Spec: "service-0"}
+	m.Listing[m.Entries[1].Entry] = ListingPart{Digest: "d1", Upstream: "oci1@sha256:01"}
+	shards, err := encodeManifest(m)
+	if err != nil || len(shards) != 1 {
+		t.Fatalf("%d shards: %v", len(shards), err)
+	}
+	var raw map[string][]string
+	if err := json.Unmarshal(shards[0].listing, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if got := raw[m.Entries[0].Entry]; !slices.Equal(got, []string{"d0", "oci1@sha256:00", "service-0"}) {
+		t.Errorf("a hinted part encodes as %q", got)
+	}
+	if got := raw[m.Entries[1].Entry]; !slices.Equal(got, []string{"d1", "oci1@sha256:01", ""}) {
+		t.Errorf("a quiet part encodes as %q", got)
+	}
+	if got := raw[m.Entries[2].Entry]; len(got) != 1 {
+		t.Errorf("a part without upstream encodes as %q", got)
+	}
+	sh := ManifestShard{Entries: shards[0].entries, Listing: shards[0].listing}
+	back, err := sh.Decode()
+	if err != nil || !maps.Equal(back.Listing, m.Listing) {
+		t.Fatalf("decoded %+v, want %+v: %v", back.Listing, m.Listing, err)
+	}
+
+	// The version before: [digest] only.
+	sh.Listing = []byte(`{"a":["d-a"],"b":["d-b"]}`)
+	old, err := sh.Decode()
+	if err != nil || old.Listing["a"] != (ListingPart{Digest: "d-a"}) || len(old.Listing) != 2 {
+		t.Fatalf("an old listing decodes as %+v: %v", old.Listing, err)
+	}
+	sh.Listing = []byte(`{"a":["d-a", 7, "x"]}`)
+	if _, err := sh.Decode(); err == nil {
+		t.Error("a listing part whose upstream digest is no string decoded")
+	}
+
+	big := manifestOf(manifestEntries(10000))
+	for i, e := range big.Entries {
+		p := big.Listing[e.Entry]
+		p.Upstream = fmt.Sprintf("oci1@sha256:%x", sha256.Sum256(fmt.Appendf(nil, "upstream %d", i)))
+		p.Spec = fmt.Sprintf("service-number-%05d", i)
+		big.Listing[e.Entry] = p
+	}
+	if shards, err = encodeManifest(big); err != nil || len(shards) != 8 {
+		t.Errorf("10,000 entries with upstream digests in %d shards, want 8: %v", len(shards), err)
 	}
 }
