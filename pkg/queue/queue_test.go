@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -177,9 +178,12 @@ func TestPublishThroughEmulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := map[string]bool{}
+	var mu sync.Mutex // Receive calls back from several goroutines
 	rctx, rcancel := context.WithCancel(ctx)
 	err := client.Subscriber(sub).Receive(rctx, func(_ context.Context, msg *pubsub.Message) {
 		m, err := queue.Decode(msg.Data)
+		mu.Lock()
+		defer mu.Unlock()
 		if err == nil && msg.Attributes["registry"] == m.Registry {
 			got[m.Registry] = true
 		}
@@ -188,6 +192,8 @@ func TestPublishThroughEmulator(t *testing.T) {
 			rcancel()
 		}
 	})
+	mu.Lock()
+	defer mu.Unlock()
 	if err != nil && ctx.Err() != nil {
 		t.Fatalf("receive: %v", err)
 	}
