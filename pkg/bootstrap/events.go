@@ -42,6 +42,8 @@ const (
 type EventDecision struct {
 	Verdict EventVerdict
 	Reason  string
+	// Wait, when cooling down, is how long the cooldown has left.
+	Wait time.Duration
 }
 
 // DecideEvent decides what to do with an event's message m, given its
@@ -60,13 +62,13 @@ type EventDecision struct {
 func DecideEvent(st *api.RegistryStatus, m queue.Message, now time.Time, cooldown, skew time.Duration) EventDecision {
 	after := m.EventAt.Add(skew)
 	if by, ok := coveredBy(st, m.Entries, after); ok {
-		return EventDecision{EventCovered, by}
+		return EventDecision{Verdict: EventCovered, Reason: by}
 	}
 	if l := st.Lease; l != nil && now.Before(l.ExpiresAt) {
 		if !l.StartedAt.Before(after) && readsAll(l.Entries, m.Entries) {
-			return EventDecision{EventCovered, fmt.Sprintf("run %s, which started at %s, holds the lease and reads what the event names", l.Holder, l.StartedAt.Format(time.RFC3339Nano))}
+			return EventDecision{Verdict: EventCovered, Reason: fmt.Sprintf("run %s, which started at %s, holds the lease and reads what the event names", l.Holder, l.StartedAt.Format(time.RFC3339Nano))}
 		}
-		return EventDecision{EventBusy, fmt.Sprintf("registry %s is being reconciled by %s until %s, which started before the event or reads other entries", st.Name, l.Holder, l.ExpiresAt.Format(time.RFC3339))}
+		return EventDecision{Verdict: EventBusy, Reason: fmt.Sprintf("registry %s is being reconciled by %s until %s, which started before the event or reads other entries", st.Name, l.Holder, l.ExpiresAt.Format(time.RFC3339))}
 	}
 	last := st.LastRun.StartedAt
 	if t := st.LastTargeted; t != nil && t.StartedAt.After(last) {
@@ -76,9 +78,9 @@ func DecideEvent(st *api.RegistryStatus, m queue.Message, now time.Time, cooldow
 		last = st.CheckedAt
 	}
 	if since := now.Sub(last); since >= 0 && since < cooldown {
-		return EventDecision{EventCoolingDown, fmt.Sprintf("registry %s ran %s ago, less than the event cooldown %s", st.Name, since.Round(time.Millisecond), cooldown)}
+		return EventDecision{EventCoolingDown, fmt.Sprintf("registry %s ran %s ago, less than the event cooldown %s", st.Name, since.Round(time.Millisecond), cooldown), cooldown - since}
 	}
-	return EventDecision{EventRun, ""}
+	return EventDecision{Verdict: EventRun}
 }
 
 // coveredBy says which finished run covers entries (none: the whole

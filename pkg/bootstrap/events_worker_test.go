@@ -556,3 +556,33 @@ func TestWorkerEventStorm(t *testing.T) {
 		t.Fatalf("%d runs for %d events, more than %d", r.fetches, r.events, limit)
 	}
 }
+
+// A push right after another run of its registry (inside the event
+// cooldown) waits out the rest of the cooldown in the worker and runs:
+// handed back to Pub/Sub it would wait for a redelivery, 10 s or more as
+// deployed, for a registry that is free within the second.
+func TestWorkerEventWaitsOutTheCooldown(t *testing.T) {
+	e := newEventWorld(t, "a", "b")
+	e.full()
+	now := time.Now()
+	var waited []time.Duration
+	e.w.Now = func() time.Time { return now }
+	e.w.After = func(d time.Duration) <-chan time.Time {
+		waited = append(waited, d)
+		now = now.Add(d) // the clock the worker judges by moves on
+		ch := make(chan time.Time, 1)
+		ch <- now
+		return ch
+	}
+	e.up.push(t, "a", "v2")
+	if err := e.event("a"); err != nil {
+		t.Fatalf("an event inside the cooldown: %v, want it run after the cooldown", err)
+	}
+	if len(waited) != 1 || waited[0] <= 0 || waited[0] > bootstrap.DefaultEventCooldown {
+		t.Errorf("waited %v, want once, at most the cooldown", waited)
+	}
+	if e.specs()["a"].Generation != 2 {
+		t.Fatal("the event did not run after its wait")
+	}
+	deliverCommits(t, e.w)
+}

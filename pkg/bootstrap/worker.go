@@ -33,8 +33,11 @@ type Worker struct {
 	// EventCooldown and EventClockSkew say how events coalesce
 	// (DecideEvent; defaults DefaultEventCooldown, DefaultEventClockSkew).
 	EventCooldown, EventClockSkew time.Duration
-	// Now is the clock events are judged by (time.Now when nil).
-	Now func() time.Time
+	// Now is the clock events are judged by (time.Now when nil), and
+	// After the one an event waits out the rest of a cooldown by
+	// (time.After when nil).
+	Now   func() time.Time
+	After func(time.Duration) <-chan time.Time
 }
 
 func (w *Worker) logger() *slog.Logger {
@@ -125,12 +128,37 @@ func (w *Worker) handleEvent(ctx context.Context, m queue.Message) error {
 		log.Warn("dropping an event for a registry this deployment does not configure")
 		return nil
 	}
-	st, err := w.Runner.Store.RegistryStatus(ctx, m.Registry)
+	cooldown := cmp.Or(w.EventCooldown, DefaultEventCooldown)
+	decide := func() (EventDecision, error) {
+		st, err := w.Runner.Store.RegistryStatus(ctx, m.Registry)
+		if err != nil {
+			log.Warn("reading the registry's status failed; the event will be retried", "error", err)
+			return EventDecision{}, err
+		}
+		return DecideEvent(st, m, w.now(), cooldown, cmp.Or(w.EventClockSkew, DefaultEventClockSkew)), nil
+	}
+	d, err := decide()
 	if err != nil {
-		log.Warn("reading the registry's status failed; the event will be retried", "error", err)
 		return err
 	}
-	d := DecideEvent(st, m, w.now(), cmp.Or(w.EventCooldown, DefaultEventCooldown), cmp.Or(w.EventClockSkew, DefaultEventClockSkew))
+	if d.Verdict == EventCoolingDown && d.Wait <= cooldown {
+		// The rest of the cooldown is waited out here, once, and the
+		// event decided again: handed back, it would wait for Pub/Sub's
+		// redelivery (its minimum backoff, 10 s as deployed) though the
+		// registry is free within a second. A storm still makes one run a
+		// cooldown: the events that waited together meet the run the
+		// first of them started (covered, busy or cooling down again,
+		// and then handed back).
+		log.Debug("event waits out the registry's cooldown", "wait", d.Wait.String())
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-w.after(d.Wait):
+		}
+		if d, err = decide(); err != nil {
+			return err
+		}
+	}
 	switch d.Verdict {
 	case EventCovered:
 		log.Info("event already covered; no run", "by", d.Reason)
@@ -150,6 +178,14 @@ func (w *Worker) handleEvent(ctx context.Context, m queue.Message) error {
 	}
 	log.Info("event's run done", "result", run.Result, "run", run.ID, "targeted", run.Entries != nil, "backstop", run.Backstop)
 	return nil
+}
+
+// after is time.After, or the test clock's (AfterFunc).
+func (w *Worker) after(d time.Duration) <-chan time.Time {
+	if w.After != nil {
+		return w.After(d)
+	}
+	return time.After(d)
 }
 
 func (w *Worker) now() time.Time {
