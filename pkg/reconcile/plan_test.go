@@ -420,3 +420,17 @@ func TestMakePlanWithManifest(t *testing.T) {
 		})
 	}
 }
+
+// A targeted plan marks only what its entries held: a spec of an entry
+// the run was not told about is never marked (nor deleted, nor kept),
+// even when it is handed to the planner, and a named entry that is gone
+// is marked under the registry's share guard, not the named entries'.
+func TestMakeTargetedPlanMarksOnlyItsEntries(t *testing.T) {
+	stored := []Stored{active("a1", "a", "d1"), active("b1", "b", "d1"), active("c1", "c", "d1"), marked("m1", "m", 0)}
+	// a is gone upstream, b unchanged; c and m were not named.
+	p := MakeTargetedPlan([]Candidate{cand("b", "b1", "d1")}, stored, Policy{MaxMarkShare: 0.5}, Scope{Entries: []string{"a", "b"}, Active: 3})
+	got := summarize(p)
+	if !reflect.DeepEqual(got.Mark, []string{"a1"}) || len(got.Delete)+len(got.Keep) != 0 || got.Guarded || got.Unchanged != 1 {
+		t.Errorf("plan %+v, want a1 marked alone (c and m not named), nothing deleted or kept", got)
+	}
+}

@@ -156,8 +156,8 @@ func (s *Store) TakeLease(ctx context.Context, registry string, l Lease, ttl tim
 		cur.Name = registry
 		before = cur
 		now := s.now().UTC()
-		if h := cur.Lease; h != nil && h.Holder != l.Holder && now.Before(h.ExpiresAt) {
-			return failure.New(failure.Precondition, "registry %s is being reconciled by %s until %s", registry, h.Holder, h.ExpiresAt.Format(time.RFC3339))
+		if err := heldByAnother(registry, cur.Lease, l.Holder, now); err != nil {
+			return err
 		}
 		l.ExpiresAt = now.Add(ttl)
 		return tx.Set(ref, map[string]any{"lease": l, "writer": l.Holder},
@@ -168,6 +168,16 @@ func (s *Store) TakeLease(ctx context.Context, registry string, l Lease, ttl tim
 	}
 	s.ops.write(1)
 	return before, nil
+}
+
+// heldByAnother refuses a lease that another holder has and has not let
+// expire (a failure.Precondition: retry later); TakeLease and ClaimLease
+// both take a lease by it.
+func heldByAnother(registry string, h *Lease, holder string, now time.Time) error {
+	if h != nil && h.Holder != holder && now.Before(h.ExpiresAt) {
+		return failure.New(failure.Precondition, "registry %s is being reconciled by %s until %s", registry, h.Holder, h.ExpiresAt.Format(time.RFC3339))
+	}
+	return nil
 }
 
 // ClaimLease is TakeLease without a transaction, for the runs events ask
@@ -194,8 +204,8 @@ func (s *Store) ClaimLease(ctx context.Context, registry string, l Lease, ttl ti
 	}
 	before.Name = registry
 	now := s.now().UTC()
-	if h := before.Lease; h != nil && h.Holder != l.Holder && now.Before(h.ExpiresAt) {
-		return nil, failure.New(failure.Precondition, "registry %s is being reconciled by %s until %s", registry, h.Holder, h.ExpiresAt.Format(time.RFC3339))
+	if err := heldByAnother(registry, before.Lease, l.Holder, now); err != nil {
+		return nil, err
 	}
 	l.ExpiresAt = now.Add(ttl)
 	if snap != nil && snap.Exists() {
