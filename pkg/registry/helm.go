@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -171,7 +170,7 @@ func NewHelm(cfg HelmConfig) (*Helm, error) {
 
 // String names the source for logs; it shows no credential.
 func (h *Helm) String() string {
-	where := "oci://" + ociPath(h.cfg.Host, h.cfg.Prefix)
+	where := "oci://" + join(h.cfg.Host, h.cfg.Prefix)
 	if h.repo != nil {
 		where = redactURL(h.repo)
 	}
@@ -373,9 +372,4 @@ func redactURL(u *url.URL) string {
 	c := *u
 	c.User, c.RawQuery, c.ForceQuery, c.Fragment, c.RawFragment = nil, "", false, "", ""
 	return c.String()
-}
-
-// ociPath joins repository path parts, skipping empty ones.
-func ociPath(parts ...string) string {
-	return strings.Join(slices.DeleteFunc(slices.Clone(parts), func(p string) bool { return p == "" }), "/")
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -46,7 +45,7 @@ func (h *Helm) checkOCI(cfg *HelmConfig) error {
 	}
 	seen := map[string]bool{}
 	for i, r := range cfg.Repositories {
-		if _, err := name.NewRepository(cfg.Host+"/"+ociPath(cfg.Prefix, r), h.nameOpts...); err != nil || r == "" || strings.HasPrefix(r, "/") {
+		if _, err := name.NewRepository(cfg.Host+"/"+join(cfg.Prefix, r), h.nameOpts...); err != nil || r == "" || strings.HasPrefix(r, "/") {
 			return fmt.Errorf("helm: repositories[%d] %q is not a repository name", i, r)
 		}
 		if seen[r] {
@@ -81,7 +80,7 @@ type ociChart struct {
 // or from the catalog under the prefix), each one's tags, and the chosen
 // version's manifest, config and archive unless the cache has its digest.
 func (h *Helm) fetchOCI(ctx context.Context) (*Listing, error) {
-	c := &ociChart{where: "registry " + ociPath(h.cfg.Host, h.cfg.Prefix)}
+	c := &ociChart{where: "registry " + join(h.cfg.Host, h.cfg.Prefix)}
 	creds, err := h.cfg.Auth.resolve()
 	if err != nil {
 		return nil, fmt.Errorf("%s: credentials: %w", c.where, err)
@@ -151,67 +150,12 @@ func (h *Helm) ociCatalog(ctx context.Context, c *ociChart) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	cat, err := c.puller.Catalogger(ctx, reg)
-	if err != nil {
-		return nil, fmt.Errorf("catalog page 1: %w", err)
-	}
-	var repos, last []string
-	seen := map[string]bool{}
-	links := map[string]bool{}
-	add := func(p []string) {
-		last = p
-		for _, r := range p {
-			if !seen[r] {
-				seen[r] = true
-				repos = append(repos, r)
-			}
-		}
-	}
-	page := 1
-	for ; cat.HasNext(); page++ {
-		p, err := cat.Next(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("catalog page %d: %w", page, err)
-		}
-		add(p.Repos)
-		if p.Next != "" {
-			if links[p.Next] {
-				return nil, fmt.Errorf("catalog page %d links back to an earlier page", page)
-			}
-			links[p.Next] = true
-		}
-	}
-	probe := append(slices.Clone(c.opts), remote.WithContext(ctx))
-	for len(last) >= h.cfg.PageSize {
-		from := last[len(last)-1]
-		next, err := remote.CatalogPage(reg, from, h.cfg.PageSize, probe...)
-		if err != nil {
-			return nil, fmt.Errorf("catalog page %d (after a full page without a Link header): %w", page, err)
-		}
-		if len(last) > h.cfg.PageSize && sameSet(next, last) {
-			break // it ignores n and answers everything every time
-		}
-		for _, r := range next {
-			if r <= from || seen[r] {
-				return nil, fmt.Errorf("catalog page %d: the registry ignores catalog pagination "+
-					"(a full page of %d without a Link header, and \"last\" is not honoured), so the "+
-					"repository list may be cut short; set helm.page_size above the number of "+
-					"repositories or list helm.repositories explicitly", page, h.cfg.PageSize)
-			}
-		}
-		add(next)
-		page++
-	}
-	return repos, nil
-}
-
-func sameSet(a, b []string) bool {
-	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
+	return catalogRepositories(ctx, c.puller, reg, c.opts, h.cfg.PageSize, "helm")
 }
 
 // ociChart reads what one repository offers.
 func (h *Helm) ociChart(ctx context.Context, c *ociChart, entry string) chartOutcome {
-	path := ociPath(h.cfg.Prefix, entry)
+	path := join(h.cfg.Prefix, entry)
 	where := h.cfg.Host + "/" + path
 	// broken is the chart's error; version is the one read ("" before
 	// one is chosen).
@@ -227,7 +171,7 @@ func (h *Helm) ociChart(ctx context.Context, c *ociChart, entry string) chartOut
 	}
 	tags, err := c.puller.List(ctx, repo)
 	switch {
-	case ociNotFound(err):
+	case notFound(err):
 		return chartOutcome{}
 	case err != nil:
 		return broken(where, true, "", fmt.Errorf("tags: %w", err))
@@ -249,7 +193,7 @@ func (h *Helm) ociChart(ctx context.Context, c *ociChart, entry string) chartOut
 	tag := repo.Tag(v.tag)
 	desc, err := c.puller.Head(ctx, tag)
 	switch {
-	case ociNotFound(err):
+	case notFound(err):
 		return chartOutcome{} // the tag went between the listing and now
 	case err != nil:
 		return broken(tag.String(), true, v.version, err)
@@ -348,21 +292,4 @@ func (h *Helm) blob(ctx context.Context, c *ociChart, ref name.Digest, size int6
 		return nil, false, fmt.Errorf("blob %s is not the %d bytes its descriptor says", ref.DigestStr(), size)
 	}
 	return b, false, nil
-}
-
-// ociNotFound reports a missing repository, tag or manifest.
-func ociNotFound(err error) bool {
-	var te *transport.Error
-	if !errors.As(err, &te) {
-		return false
-	}
-	if te.StatusCode == http.StatusNotFound {
-		return true
-	}
-	for _, d := range te.Errors {
-		if d.Code == transport.ManifestUnknownErrorCode || d.Code == transport.NameUnknownErrorCode {
-			return true
-		}
-	}
-	return false
 }

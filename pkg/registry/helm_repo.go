@@ -100,17 +100,9 @@ func (h *Helm) fetchRepository(ctx context.Context, opts FetchOptions) (*Listing
 		return nil, redact(fmt.Errorf("%s: index: %w", where, h.deadline(ctx, err)), secrets)
 	}
 
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.index, nil)
+	req, err := indexRequest(ctx, h.index, "application/yaml, application/x-yaml, text/yaml;q=0.9, */*;q=0.1", authz, opts.ETag)
 	if err != nil {
 		return fail(err)
-	}
-	req.Header.Set("Accept", "application/yaml, application/x-yaml, text/yaml;q=0.9, */*;q=0.1")
-	req.Header.Set("User-Agent", "specsync")
-	if authz != "" {
-		req.Header.Set("Authorization", authz)
-	}
-	if opts.ETag != "" {
-		req.Header.Set("If-None-Match", opts.ETag)
 	}
 	resp, err := h.cfg.Client.Do(req)
 	if err != nil {

@@ -102,17 +102,9 @@ func (h *HTTP) Fetch(ctx context.Context, opts FetchOptions) (*Listing, error) {
 		return nil, redact(fmt.Errorf("%s: %w", where, err), secrets)
 	}
 
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.cfg.URL, nil)
+	req, err := indexRequest(ctx, h.cfg.URL, "application/yaml, application/json;q=0.9, text/plain;q=0.5, */*;q=0.1", authz, opts.ETag)
 	if err != nil {
 		return fail(err)
-	}
-	req.Header.Set("Accept", "application/yaml, application/json;q=0.9, text/plain;q=0.5, */*;q=0.1")
-	req.Header.Set("User-Agent", "specsync")
-	if authz != "" {
-		req.Header.Set("Authorization", authz)
-	}
-	if opts.ETag != "" {
-		req.Header.Set("If-None-Match", opts.ETag)
 	}
 	resp, err := h.cfg.Client.Do(req)
 	if err != nil {
@@ -174,4 +166,24 @@ func (h *HTTP) Fetch(ctx context.Context, opts FetchOptions) (*Listing, error) {
 	// counts) stays first.
 	sort.SliceStable(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
 	return &Listing{Entries: entries, Digest: ListingDigest(entries), ETag: resp.Header.Get("ETag")}, nil
+}
+
+// indexRequest is the GET of an index document (the http source's, a
+// Helm repository's index.yaml): the media types the source reads, its
+// credentials, and the validator of its last fetch, so an unchanged
+// document is a 304.
+func indexRequest(ctx context.Context, url, accept, authz, etag string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", accept)
+	req.Header.Set("User-Agent", "specsync")
+	if authz != "" {
+		req.Header.Set("Authorization", authz)
+	}
+	if etag != "" {
+		req.Header.Set("If-None-Match", etag)
+	}
+	return req, nil
 }

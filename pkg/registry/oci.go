@@ -507,6 +507,14 @@ func (o *OCI) catalog(ctx context.Context, puller *remote.Puller, opts []remote.
 	if err != nil {
 		return nil, err
 	}
+	return catalogRepositories(ctx, puller, reg, opts, o.cfg.PageSize, "oci")
+}
+
+// catalogRepositories lists every repository of reg's catalog, page by
+// page; any failed page fails the whole list. block names the registries
+// file's block whose page_size and repositories are the cures when the
+// registry cuts its list (the oci and helm sources read catalogs alike).
+func catalogRepositories(ctx context.Context, puller *remote.Puller, reg name.Registry, opts []remote.Option, pageSize int, block string) ([]string, error) {
 	cat, err := puller.Catalogger(ctx, reg)
 	if err != nil {
 		return nil, fmt.Errorf("catalog page 1: %w", err)
@@ -544,13 +552,13 @@ func (o *OCI) catalog(ctx context.Context, puller *remote.Puller, opts []remote.
 	// so ask for the page after it by the spec's "last" parameter: one
 	// request, only when the count is a multiple of the page size.
 	probe := append(slices.Clone(opts), remote.WithContext(ctx))
-	for len(last) >= o.cfg.PageSize {
+	for len(last) >= pageSize {
 		from := last[len(last)-1]
-		next, err := remote.CatalogPage(reg, from, o.cfg.PageSize, probe...)
+		next, err := remote.CatalogPage(reg, from, pageSize, probe...)
 		if err != nil {
 			return nil, fmt.Errorf("catalog page %d (after a full page without a Link header): %w", page, err)
 		}
-		if len(last) > o.cfg.PageSize && sameRepos(next, last) {
+		if len(last) > pageSize && sameRepos(next, last) {
 			// It ignored n as well and answers every request with the
 			// same list, longer than asked for: that list is all it has.
 			break
@@ -562,8 +570,8 @@ func (o *OCI) catalog(ctx context.Context, puller *remote.Puller, opts []remote.
 			if r <= from || dup[r] {
 				return nil, fmt.Errorf("catalog page %d: the registry ignores catalog pagination "+
 					"(a full page of %d without a Link header, and \"last\" is not honoured), so the "+
-					"repository list may be cut short; set oci.page_size above the number of "+
-					"repositories or list oci.repositories explicitly", page, o.cfg.PageSize)
+					"repository list may be cut short; set %s.page_size above the number of "+
+					"repositories or list %s.repositories explicitly", page, pageSize, block, block)
 			}
 		}
 		add(next)
