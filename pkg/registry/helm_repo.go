@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -158,48 +157,6 @@ func parseIndex(body []byte) (*indexFile, error) {
 		return nil, errors.New("not a chart repository index: it has no apiVersion")
 	}
 	return &index, nil
-}
-
-// readBounded reads a response body of at most limit bytes, the way the
-// http source does: a failed status, a body over the limit, a body
-// shorter than its Content-Length or a broken chunked encoding is an
-// error, never a short document.
-func readBounded(resp *http.Response, limit int64) ([]byte, error) {
-	body, over, err := readResponse(resp, limit)
-	switch {
-	case err != nil:
-		return nil, err
-	case over && resp.ContentLength > limit:
-		return nil, fmt.Errorf("body of %d bytes is more than the %d allowed", resp.ContentLength, limit)
-	case over:
-		return nil, fmt.Errorf("body is more than the %d bytes allowed", limit)
-	}
-	return body, nil
-}
-
-// readResponse is readBounded with a body over the limit reported as over
-// (and not read past it) rather than as an error.
-func readResponse(resp *http.Response, limit int64) (body []byte, over bool, err error) {
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
-		return nil, false, fmt.Errorf("status %s: %q", resp.Status, snippet)
-	}
-	if resp.ContentLength > limit {
-		return nil, true, nil
-	}
-	// net/http reports a body shorter than its Content-Length (or a
-	// broken chunked encoding) as io.ErrUnexpectedEOF.
-	body, err = io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	if err != nil {
-		return nil, false, fmt.Errorf("reading body: %w", err)
-	}
-	if int64(len(body)) > limit {
-		return nil, true, nil
-	}
-	if resp.ContentLength >= 0 && int64(len(body)) != resp.ContentLength {
-		return nil, false, fmt.Errorf("body is %d bytes, Content-Length said %d", len(body), resp.ContentLength)
-	}
-	return body, false, nil
 }
 
 // plainURLError drops the request URL net/http puts in its errors (it may

@@ -115,25 +115,9 @@ func (h *HTTP) Fetch(ctx context.Context, opts FetchOptions) (*Listing, error) {
 	if resp.StatusCode == http.StatusNotModified && opts.ETag != "" {
 		return &Listing{NotModified: true, Digest: opts.PreviousDigest, ETag: opts.ETag}, nil
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
-		return fail(fmt.Errorf("status %s: %q", resp.Status, snippet))
-	}
-	if resp.ContentLength > h.cfg.MaxBytes {
-		return fail(fmt.Errorf("body of %d bytes is more than the %d allowed", resp.ContentLength, h.cfg.MaxBytes))
-	}
-	// net/http reports a body shorter than its Content-Length (or a broken
-	// chunked encoding) as io.ErrUnexpectedEOF, so a truncated document
-	// never reaches the parser.
-	body, err := io.ReadAll(io.LimitReader(resp.Body, h.cfg.MaxBytes+1))
+	body, err := readBounded(resp, h.cfg.MaxBytes)
 	if err != nil {
-		return fail(fmt.Errorf("reading body: %w", err))
-	}
-	if int64(len(body)) > h.cfg.MaxBytes {
-		return fail(fmt.Errorf("body is more than the %d bytes allowed", h.cfg.MaxBytes))
-	}
-	if resp.ContentLength >= 0 && int64(len(body)) != resp.ContentLength {
-		return fail(fmt.Errorf("body is %d bytes, Content-Length said %d", len(body), resp.ContentLength))
+		return fail(err)
 	}
 	items, err := spec.ParseList(body)
 	if err != nil {
@@ -186,4 +170,47 @@ func indexRequest(ctx context.Context, url, accept, authz, etag string) (*http.R
 		req.Header.Set("If-None-Match", etag)
 	}
 	return req, nil
+}
+
+// readBounded reads a response body of at most limit bytes, for every
+// source that reads a document over HTTP (the http source, Helm's index
+// and archives, the hub APIs' pages): a failed status, a body over the
+// limit, a body shorter than its Content-Length or a broken chunked
+// encoding is an error, never a short document.
+func readBounded(resp *http.Response, limit int64) ([]byte, error) {
+	body, over, err := readResponse(resp, limit)
+	switch {
+	case err != nil:
+		return nil, err
+	case over && resp.ContentLength > limit:
+		return nil, fmt.Errorf("body of %d bytes is more than the %d allowed", resp.ContentLength, limit)
+	case over:
+		return nil, fmt.Errorf("body is more than the %d bytes allowed", limit)
+	}
+	return body, nil
+}
+
+// readResponse is readBounded with a body over the limit reported as over
+// (and not read past it) rather than as an error.
+func readResponse(resp *http.Response, limit int64) (body []byte, over bool, err error) {
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
+		return nil, false, fmt.Errorf("status %s: %q", resp.Status, snippet)
+	}
+	if resp.ContentLength > limit {
+		return nil, true, nil
+	}
+	// net/http reports a body shorter than its Content-Length (or a
+	// broken chunked encoding) as io.ErrUnexpectedEOF.
+	body, err = io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, false, fmt.Errorf("reading body: %w", err)
+	}
+	if int64(len(body)) > limit {
+		return nil, true, nil
+	}
+	if resp.ContentLength >= 0 && int64(len(body)) != resp.ContentLength {
+		return nil, false, fmt.Errorf("body is %d bytes, Content-Length said %d", len(body), resp.ContentLength)
+	}
+	return body, false, nil
 }

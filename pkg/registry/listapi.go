@@ -191,20 +191,9 @@ func (a *listAPI) getOnce(ctx context.Context, method string, u *url.URL, authz 
 		}
 		return nil, false, err
 	}
-	if resp.ContentLength > maxAPIPageBytes {
-		return nil, false, fmt.Errorf("body of %d bytes is more than the %d allowed", resp.ContentLength, maxAPIPageBytes)
-	}
-	// net/http reports a body shorter than its Content-Length (or a broken
-	// chunked encoding) as io.ErrUnexpectedEOF: a cut page never reaches
-	// the decoder.
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAPIPageBytes+1))
-	switch {
-	case err != nil:
-		return nil, false, fmt.Errorf("reading body: %w", err)
-	case len(b) > maxAPIPageBytes:
-		return nil, false, fmt.Errorf("body is more than the %d bytes allowed", maxAPIPageBytes)
-	case resp.ContentLength >= 0 && int64(len(b)) != resp.ContentLength:
-		return nil, false, fmt.Errorf("body is %d bytes, Content-Length said %d", len(b), resp.ContentLength)
+	b, err := readBounded(resp, maxAPIPageBytes)
+	if err != nil {
+		return nil, false, err
 	}
 	return &page{header: resp.Header, body: b}, false, nil
 }
