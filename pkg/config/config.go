@@ -442,19 +442,30 @@ func build(r Registry, baseDir string) (registry.Source, error) {
 			return nil, errors.New("type dockerhub needs a dockerhub block")
 		}
 		h := r.DockerHub
-		out, err = registry.NewDockerHub(registry.DockerHubConfig{
+		// The dockerhub, ghcr and helm sources name their block in their
+		// errors themselves (dockerhub.namespace, helm: ...), which config
+		// check locates: returned as they are.
+		src, err := registry.NewDockerHub(registry.DockerHubConfig{
 			Namespace: h.Namespace, APIURL: h.APIURL, Host: h.Host, Insecure: h.Insecure, Tag: h.Tag, Filter: filter,
 			Auth: h.Auth, PageSize: h.PageSize, Concurrency: h.Concurrency, Timeout: time.Duration(h.Timeout),
 		})
+		if err != nil {
+			return nil, err
+		}
+		return src, nil
 	case "ghcr":
 		if r.GHCR == nil {
 			return nil, errors.New("type ghcr needs a ghcr block")
 		}
 		g := r.GHCR
-		out, err = registry.NewGHCR(registry.GHCRConfig{
+		src, err := registry.NewGHCR(registry.GHCRConfig{
 			Owner: g.Owner, OwnerType: g.OwnerType, APIURL: g.APIURL, Host: g.Host, Insecure: g.Insecure, Tag: g.Tag,
 			Filter: filter, Auth: g.Auth, PageSize: g.PageSize, Concurrency: g.Concurrency, Timeout: time.Duration(g.Timeout),
 		})
+		if err != nil {
+			return nil, err
+		}
+		return src, nil
 	case "helm":
 		if r.Helm == nil {
 			return nil, errors.New("type helm needs a helm block")
@@ -462,18 +473,13 @@ func build(r Registry, baseDir string) (registry.Source, error) {
 		if err := r.Helm.Auth.Validate(); err != nil {
 			return nil, fmt.Errorf("helm.auth: %w", err)
 		}
-		out, err = buildHelm(r.Helm, filter)
+		return buildHelm(r.Helm, filter)
 	case "":
 		return nil, errors.New("type is required (oci, http, dir, dockerhub, ghcr or helm)")
 	default:
 		return nil, fmt.Errorf("type %q is not one of oci, http, dir, dockerhub, ghcr, helm", r.Type)
 	}
 	if err != nil {
-		// The dockerhub and ghcr sources name the field themselves
-		// (dockerhub.namespace), which config check locates.
-		if strings.HasPrefix(err.Error(), r.Type+".") {
-			return nil, err
-		}
 		return nil, fmt.Errorf("%s: %w", r.Type, err)
 	}
 	return out, nil
@@ -509,9 +515,13 @@ func buildHelm(h *Helm, filter *registry.Filter) (registry.Source, error) {
 	case h.MaxBytes != 0:
 		return nil, errors.New("helm.max_bytes bounds a chart repository's index (helm.url); charts in an OCI registry (helm.host) have none")
 	}
-	return registry.NewHelm(registry.HelmConfig{
+	src, err := registry.NewHelm(registry.HelmConfig{
 		URL: h.URL, Host: h.Host, Prefix: h.Prefix, Insecure: h.Insecure, Repositories: h.Repositories, PageSize: h.PageSize,
 		Prereleases: h.Prereleases, Filter: filter, Auth: h.Auth, Concurrency: h.Concurrency, Timeout: time.Duration(h.Timeout),
 		MaxIndexBytes: h.MaxBytes, MaxChartBytes: h.MaxChartBytes, MaxChartUnpackedBytes: h.MaxChartUnpackedBytes,
 	})
+	if err != nil {
+		return nil, err
+	}
+	return src, nil
 }
