@@ -33,6 +33,7 @@ import (
 	"github.com/specsync/specsync/examples"
 	"github.com/specsync/specsync/functions"
 	"github.com/specsync/specsync/pkg/config"
+	"github.com/specsync/specsync/pkg/hooks"
 	"github.com/specsync/specsync/pkg/osb"
 	"github.com/specsync/specsync/pkg/store"
 )
@@ -416,14 +417,10 @@ func (s *Stack) notifyHooks(reg *emulator.Registry, log *slog.Logger) []string {
 			log.Warn("the local registry cannot notify an hmac webhook (a distribution registry sends headers, not signatures)", "registry", r.Name)
 			continue
 		}
-		secret := os.Getenv(r.Hook.SecretEnv)
-		if r.Hook.SecretFile != "" {
-			b, err := os.ReadFile(r.Hook.SecretFile)
-			if err != nil {
-				log.Warn("the local registry notifies no webhook of registry: its secret file does not read", "registry", r.Name, "error", err)
-				continue
-			}
-			secret = strings.TrimSpace(string(b))
+		secret, err := hooks.Secret(*r.Hook)
+		if err != nil {
+			log.Warn("the local registry notifies no webhook of registry: its secret is unusable", "registry", r.Name, "error", err)
+			continue
 		}
 		reg.Notify(s.URL+"/hooks/"+r.Name, http.Header{"Authorization": {"Bearer " + secret}}, log)
 		names = append(names, r.Name)

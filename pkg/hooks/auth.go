@@ -99,22 +99,16 @@ func readEnv(name string) (string, error) {
 	return v, nil
 }
 
-func readFile(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		// The path error names the file and the reason, not the content.
-		return "", err
+func readFile(path string) (string, error) { return osb.ReadCredentialFile(path, MinSecretLength) }
+
+// Secret reads a hook's secret now, from its variable or its file, as the
+// webhook checks it (for whoever must send it: the local stack's registry
+// notifications).
+func Secret(h config.Hook) (string, error) {
+	if h.SecretEnv != "" {
+		return readEnv(h.SecretEnv)
 	}
-	// A secret written by hand or by echo ends in a newline that is not
-	// part of it; Secret Manager mounts may or may not have one.
-	v := strings.TrimRight(string(b), "\r\n")
-	switch {
-	case v == "":
-		return "", fmt.Errorf("%s is empty (no secret version yet?)", path)
-	case len(v) < MinSecretLength:
-		return "", fmt.Errorf("%s holds fewer than %d characters", path, MinSecretLength)
-	}
-	return v, nil
+	return readFile(h.SecretFile)
 }
 
 // verify checks a request and its raw body: for a bearer hook the

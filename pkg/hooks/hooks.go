@@ -115,12 +115,9 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			osb.WriteError(w, http.StatusRequestEntityTooLarge, "PayloadTooLarge", "request body is larger than %d bytes", s.cfg.MaxBodyBytes)
-			return
-		}
-		osb.WriteError(w, http.StatusBadRequest, "BadRequest", "request body could not be read: %v", err)
+		// 413 past the limit, 408 for a body that stopped arriving, 400
+		// for a broken one: the input contract every endpoint keeps.
+		osb.ReadBodyError(w, err, s.cfg.MaxBodyBytes)
 		return
 	}
 	if err := h.verifier.verify(r, body); err != nil {

@@ -102,8 +102,16 @@ func (f *fileCredential) current() (sum [sha256.Size]byte, ok bool) {
 	return f.sum, true
 }
 
-func (f *fileCredential) read() (string, error) {
-	b, err := os.ReadFile(f.path)
+func (f *fileCredential) read() (string, error) { return ReadCredentialFile(f.path, f.minLen) }
+
+// ReadCredentialFile reads a secret from a file (a Secret Manager volume):
+// the content without the trailing newline a hand-written file or echo
+// leaves (a mount may or may not have one), refused when empty (a secret
+// with no version yet) or shorter than minLen. The errors name the file
+// and the reason, never the content. The broker's credential files and
+// the webhooks' secrets are read by it.
+func ReadCredentialFile(path string, minLen int) (string, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		// The path error names the file and the reason, not the content.
 		return "", err
@@ -111,9 +119,9 @@ func (f *fileCredential) read() (string, error) {
 	v := strings.TrimRight(string(b), "\r\n")
 	switch {
 	case v == "":
-		return "", fmt.Errorf("%s is empty (no secret version yet?)", f.path)
-	case len(v) < f.minLen:
-		return "", fmt.Errorf("%s holds fewer than %d characters", f.path, f.minLen)
+		return "", fmt.Errorf("%s is empty (no secret version yet?)", path)
+	case len(v) < minLen:
+		return "", fmt.Errorf("%s holds fewer than %d characters", path, minLen)
 	}
 	return v, nil
 }
