@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"regexp"
+	"time"
+)
 
 // A registry's status: a registries/{name} document, and an entry of the
 // catalog function's GET /registries.
@@ -183,3 +186,13 @@ type Lease struct {
 	StartedAt time.Time `json:"started_at,omitzero" firestore:"started_at,omitempty"`
 	Entries   []string  `json:"entries,omitempty" firestore:"entries,omitempty"`
 }
+
+// registryName is a registry's name: a DNS label (lowercase letters,
+// digits and hyphens, starting with a letter, at most 63), as the
+// registries file requires it.
+var registryName = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// IsRegistryName reports whether s is a registry's name: what the
+// registries file admits, and what every message, request and filter that
+// names a registry is checked against.
+func IsRegistryName(s string) bool { return registryName.MatchString(s) }

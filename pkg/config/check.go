@@ -17,6 +17,8 @@ import (
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/specsync/specsync/pkg/api"
 )
 
 // Problem is one error in a registries file; Line is 1-based (0 when the
@@ -122,7 +124,7 @@ func Check(data []byte, source, baseDir string) *CheckResult {
 		if n := mapValue(item, "name"); n != nil && n.Kind == yaml.ScalarNode {
 			name = n.Value
 			where += fmt.Sprintf(" (%s)", name)
-			validName = dnsLabel.MatchString(name)
+			validName = api.IsRegistryName(name)
 			if !validName {
 				add(n.Line, n.Column, "%s: name %q must be a DNS label: lowercase letters, digits and hyphens, starting with a letter, at most 63", where, name)
 			}

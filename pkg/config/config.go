@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/specsync/specsync/examples"
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/registry"
 )
 
@@ -187,8 +188,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 
 var (
-	dnsLabel = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$`)
-	envRef   = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+	envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 )
 
 // Load reads and checks a registries file.
@@ -268,7 +268,7 @@ func Parse(data []byte, source, baseDir string) (*Config, error) {
 		if r.Name != "" {
 			where += fmt.Sprintf(" (%s)", r.Name)
 		}
-		if !dnsLabel.MatchString(r.Name) {
+		if !api.IsRegistryName(r.Name) {
 			return fail(fmt.Errorf("%s: name %q must be a DNS label: lowercase letters, digits and hyphens, starting with a letter, at most 63", where, r.Name))
 		}
 		if j, dup := seen[r.Name]; dup {

@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
 )
 
@@ -26,10 +27,6 @@ import (
 // unreserved characters, and ids name Firestore documents. Being ASCII,
 // it is valid UTF-8 and holds no slash.
 var resourceID = regexp.MustCompile(`^[A-Za-z0-9._~-]{1,255}$`)
-
-// registryName is a registry's name as the configuration allows it (a
-// DNS label).
-var registryName = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
 // Limits of the JSON objects a request carries (context, parameters).
 const (
@@ -60,7 +57,7 @@ func CheckID(what, id string) error {
 
 // CheckRegistryName checks a registry name a request filters by.
 func CheckRegistryName(what, name string) error {
-	if !registryName.MatchString(name) {
+	if !api.IsRegistryName(name) {
 		return failure.New(failure.Invalid, "%s %s is not a registry name (a DNS label: lower-case letters, digits and -)", what, quote(name))
 	}
 	return nil

@@ -52,15 +52,14 @@ const MaxEntryBytes = 512
 func (m Message) Event() bool { return m.Operation == "" }
 
 var (
-	registryName = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$`)
-	operationID  = regexp.MustCompile(`^[A-Za-z0-9._~-]{1,128}$`)
+	operationID = regexp.MustCompile(`^[A-Za-z0-9._~-]{1,128}$`)
 	// Run ids are the runner's (UUIDs, or a test's names).
 	runID = operationID
 )
 
 // Validate checks a message; a bad one is failure.Invalid (poison: drop it).
 func (m Message) Validate() error {
-	if !registryName.MatchString(m.Registry) {
+	if !api.IsRegistryName(m.Registry) {
 		return failure.New(failure.Invalid, "reconcile message: registry %q is not a registry name", m.Registry)
 	}
 	if !m.Event() {
@@ -137,7 +136,7 @@ func (c CommitRequest) Validate() error {
 	switch {
 	case c.Operation != "" && !operationID.MatchString(c.Operation):
 		return failure.New(failure.Invalid, "commit request: operation %q is not an operation id", c.Operation)
-	case c.Registry != "" && !registryName.MatchString(c.Registry):
+	case c.Registry != "" && !api.IsRegistryName(c.Registry):
 		return failure.New(failure.Invalid, "commit request: registry %q is not a registry name", c.Registry)
 	case c.Run != "" && !runID.MatchString(c.Run):
 		return failure.New(failure.Invalid, "commit request: run %q is not a run id", c.Run)
