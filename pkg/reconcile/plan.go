@@ -66,6 +66,14 @@ type Stored struct {
 	PlatformsInUse map[string]int
 }
 
+// unchangedBy reports whether a partial record is known to be what c
+// offers, with nothing to do: clean and active, with c's content from c's
+// entry. Nothing else of a partial record is known, so anything else
+// needs the spec read.
+func (s Stored) unchangedBy(c Candidate) bool {
+	return s.Partial && s.Clean && s.State == api.SpecActive && s.Digest == c.Digest && s.Entry == c.Entry
+}
+
 // offerTarget is what deciding an offer needs of the stored spec
 // (store.DecideOffer: the rule the store writes by).
 func (s Stored) offerTarget() *store.OfferTarget {
@@ -311,7 +319,7 @@ func needFull(listing []Candidate, stored []Stored) []string {
 		if !c.offers() {
 			continue // a broken entry's specs need reading
 		}
-		if s, ok := partial[c.ID]; ok && s.Clean && s.State == api.SpecActive && s.Digest == c.Digest && s.Entry == c.Entry {
+		if s, ok := partial[c.ID]; ok && s.unchangedBy(c) {
 			unchanged[c.ID] = true
 		}
 	}

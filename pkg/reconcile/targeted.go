@@ -283,7 +283,7 @@ func (r *run) knowEntries(ctx context.Context) (bool, error) {
 		if !c.offers() {
 			continue
 		}
-		if s, ok := known[c.ID]; ok && s.Partial && s.Clean && s.State == api.SpecActive && s.Digest == c.Digest && s.Entry == c.Entry {
+		if s, ok := known[c.ID]; ok && s.unchangedBy(c) {
 			continue // unchanged: its name is what it was
 		}
 		if rec, ok := k.full[c.ID]; ok && named[rec.Entry] && rec.Name == c.Name {
