@@ -360,16 +360,27 @@ func vetted(listing []Candidate) []Candidate {
 // scope holds into entry errors.
 func taken(entries []Candidate, scope *Scope) []Candidate {
 	for i, c := range entries {
-		if !c.offers() {
-			continue
-		}
-		if other, ok := scope.TakenIDs[c.ID]; ok && other != c.Entry {
-			entries[i].Err = fmt.Errorf("spec id %s is already offered by entry %q of this registry (the next full run decides which entry keeps it)", c.ID, other)
-		} else if other, ok := scope.TakenNames[c.Name]; ok && other != c.Entry {
-			entries[i].Err = fmt.Errorf("spec name %q is already offered by entry %q of this registry (the next full run decides which entry keeps it)", c.Name, other)
+		if err := scope.takenBy(c); err != nil {
+			entries[i].Err = err
 		}
 	}
 	return entries
+}
+
+// takenBy is the entry error of a candidate that offers an id or a name
+// an entry outside the scope holds (its id first), nil for one that
+// offers neither (or nothing).
+func (s *Scope) takenBy(c Candidate) error {
+	if !c.offers() {
+		return nil
+	}
+	if other, ok := s.TakenIDs[c.ID]; ok && other != c.Entry {
+		return fmt.Errorf("spec id %s is already offered by entry %q of this registry (the next full run decides which entry keeps it)", c.ID, other)
+	}
+	if other, ok := s.TakenNames[c.Name]; ok && other != c.Entry {
+		return fmt.Errorf("spec name %q is already offered by entry %q of this registry (the next full run decides which entry keeps it)", c.Name, other)
+	}
+	return nil
 }
 
 func sortedStored(stored []Stored) []Stored {

@@ -30,7 +30,8 @@ type targeting struct {
 	// parts are the manifest shards that hold the named entries, as read.
 	parts map[int]*store.ManifestPart
 	// contested says an entry offers an id or a name an entry outside the
-	// scope holds: the listing digest is left to the next full run.
+	// scope holds (Scope.takenBy): the listing digest is left to the next
+	// full run.
 	contested bool
 }
 
@@ -301,13 +302,7 @@ func (r *run) knowEntries(ctx context.Context) (bool, error) {
 		}
 	}
 	for _, c := range candidates {
-		if !c.offers() {
-			continue
-		}
-		if e, ok := scope.TakenIDs[c.ID]; ok && e != c.Entry {
-			r.t.contested = true
-		}
-		if e, ok := scope.TakenNames[c.Name]; ok && e != c.Entry {
+		if scope.takenBy(c) != nil {
 			r.t.contested = true
 		}
 	}
