@@ -306,14 +306,10 @@ func (r *run) knowEntries(ctx context.Context) (bool, error) {
 			r.t.contested = true
 		}
 	}
-	k.plan = MakeTargetedPlan(candidates, k.stored, r.reg.Policy, scope)
-	if len(k.plan.Read) > 0 {
-		return false, fmt.Errorf("the plan still needs specs %v after reading them", k.plan.Read)
-	}
-	if err := hintsHeld(k.plan); err != nil {
+	k.candidates = candidates
+	if err := k.settle(r.reg.Policy, &scope); err != nil {
 		return false, err
 	}
-	k.candidates = candidates
 	r.k = k
 	return false, nil
 }
