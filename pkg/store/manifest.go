@@ -505,7 +505,7 @@ func (s *Store) RecordTargetedRun(ctx context.Context, name string, run *Run, t 
 		if cur == nil {
 			cur = &RegistryStatus{}
 		}
-		held := cur.Lease != nil && cur.Lease.Holder == run.ID
+		held := heldBy(cur, run.ID)
 		ours := held && cur.Writer == run.ID && cur.LastRun.ID == saw.LastRun.ID && sameHeader(cur.Manifest, saw.Manifest)
 		h := cur.Manifest
 		trusted := ours && t.Manifest && h != nil && h.Layout == api.ManifestByEntry

@@ -180,6 +180,13 @@ func heldByAnother(registry string, h *Lease, holder string, now time.Time) erro
 	return nil
 }
 
+// heldBy reports whether the status shows the lease held by holder,
+// expired or not: what giving it up checks (releaseLease, RecordChecked,
+// RecordTargetedRun), so that no holder ever deletes another's lease.
+func heldBy(st *RegistryStatus, holder string) bool {
+	return st != nil && st.Lease != nil && st.Lease.Holder == holder
+}
+
 // ClaimLease is TakeLease without a transaction, for the runs events ask
 // for, which may try many at once: it reads the status and writes the
 // lease (and the writer) on condition that the document is as read (its
@@ -238,7 +245,7 @@ func (s *Store) RecordChecked(ctx context.Context, registry string, run Run, wri
 		if cur != nil && cur.CheckedAt.After(run.StartedAt) {
 			data["checked_at"] = cur.CheckedAt
 		}
-		if cur != nil && cur.Lease != nil && cur.Lease.Holder == run.ID {
+		if heldBy(cur, run.ID) {
 			data["lease"] = firestore.Delete
 		}
 		if cur != nil && cur.Writer == run.ID {
@@ -280,7 +287,7 @@ func (s *Store) releaseLease(ctx context.Context, registry, holder string, write
 		if err != nil || doc == nil {
 			return err
 		}
-		if doc.Lease == nil || doc.Lease.Holder != holder {
+		if !heldBy(doc, holder) {
 			return nil
 		}
 		released = true
