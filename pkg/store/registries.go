@@ -34,20 +34,28 @@ const MaxBlockingInstances = 20
 // RegistryStatus reads a registry's status; a registry never run has a
 // zero status with its name.
 func (s *Store) RegistryStatus(ctx context.Context, name string) (*RegistryStatus, error) {
+	st, _, err := s.statusSnap(ctx, name)
+	return st, err
+}
+
+// statusSnap is RegistryStatus with the snapshot it was read from (one
+// read): ClaimLease writes on condition of its update time, or of its
+// absence (Exists false) for a registry never run.
+func (s *Store) statusSnap(ctx context.Context, name string) (*RegistryStatus, *firestore.DocumentSnapshot, error) {
 	snap, err := s.registries().Doc(name).Get(ctx)
 	s.ops.read(1)
 	if isNotFound(err) {
-		return &RegistryStatus{Name: name}, nil
+		return &RegistryStatus{Name: name}, snap, nil
 	}
 	if err != nil {
-		return nil, classify(err, "read status of registry %s", name)
+		return nil, nil, classify(err, "read status of registry %s", name)
 	}
 	var st RegistryStatus
 	if err := snap.DataTo(&st); err != nil {
-		return nil, classify(err, "decode status of registry %s", name)
+		return nil, nil, classify(err, "decode status of registry %s", name)
 	}
 	st.Name = name
-	return &st, nil
+	return &st, snap, nil
 }
 
 // RegistryStatuses reads every registry's status, in name order.
@@ -196,20 +204,11 @@ func heldBy(st *RegistryStatus, holder string) bool {
 // failure.Precondition). It returns the status as read, which is what
 // the holder works from.
 func (s *Store) ClaimLease(ctx context.Context, registry string, l Lease, ttl time.Duration) (*RegistryStatus, error) {
-	ref := s.registries().Doc(registry)
-	snap, err := ref.Get(ctx)
-	s.ops.read(1)
-	before := &RegistryStatus{}
-	switch {
-	case isNotFound(err):
-	case err != nil:
-		return nil, classify(err, "read status of registry %s", registry)
-	default:
-		if err := snap.DataTo(before); err != nil {
-			return nil, classify(err, "decode status of registry %s", registry)
-		}
+	before, snap, err := s.statusSnap(ctx, registry)
+	if err != nil {
+		return nil, err
 	}
-	before.Name = registry
+	ref := s.registries().Doc(registry)
 	now := s.now().UTC()
 	if err := heldByAnother(registry, before.Lease, l.Holder, now); err != nil {
 		return nil, err
