@@ -369,12 +369,7 @@ func (s *Store) RecordRunWithManifest(ctx context.Context, name string, run *Run
 	if err != nil {
 		return false, classify(err, "encode the manifest of registry %s", name)
 	}
-	active := 0
-	for _, e := range m.Entries {
-		if e.State == api.SpecActive {
-			active++
-		}
-	}
+	active := activeEntries(m.Entries)
 	ref := s.registries().Doc(name)
 	base := run.Ops
 	var written bool
