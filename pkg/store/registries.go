@@ -128,11 +128,6 @@ func (s *Store) SetContested(ctx context.Context, owner, registry string, ids []
 	return nil
 }
 
-// leaseDoc is the part of a registries/{name} document the lease reads.
-type leaseDoc struct {
-	Lease *Lease `firestore:"lease"`
-}
-
 // AcquireLease takes the registry's lease for holder until ttl from now
 // (TakeLease, for a holder that needs nothing of the status).
 func (s *Store) AcquireLease(ctx context.Context, registry, holder string, ttl time.Duration) error {
