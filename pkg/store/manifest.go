@@ -408,18 +408,16 @@ func (s *Store) RecordRunWithManifest(ctx context.Context, name string, run *Run
 		}
 		// The run's record counts what recording it costs.
 		run.Ops = Counts{Reads: base.Reads + 1, Writes: base.Writes + int64(writes), Deletes: base.Deletes + int64(deletes)}
-		data, paths := runRecord(name, *run, success, digest, etag, marked)
-		paths = append(paths, firestore.FieldPath{"manifest"})
+		data := runRecord(name, *run, success, digest, etag, marked)
 		if !ours {
 			data["manifest"] = firestore.Delete
-			return tx.Set(ref, data, firestore.Merge(paths...))
+			return tx.Set(ref, data, firestore.Merge(mergePaths(data)...))
 		}
 		data["manifest"] = ManifestHeader{Run: run.ID, Shards: len(shards), Entries: len(m.Entries), At: s.now().UTC(),
 			Layout: api.ManifestByEntry, Active: active}
 		data["writer"] = run.ID
-		paths = append(paths, firestore.FieldPath{"writer"})
 		written = true
-		return tx.Set(ref, data, firestore.Merge(paths...))
+		return tx.Set(ref, data, firestore.Merge(mergePaths(data)...))
 	})
 	if err != nil {
 		run.Ops = base
@@ -551,11 +549,7 @@ func (s *Store) RecordTargetedRun(ctx context.Context, name string, run *Run, t 
 		}
 		run.Ops = Counts{Reads: base.Reads + 1, Writes: base.Writes + int64(writes), Deletes: base.Deletes}
 		data["last_targeted_run"] = *run
-		paths := make([]firestore.FieldPath, 0, len(data))
-		for k := range data {
-			paths = append(paths, firestore.FieldPath{k})
-		}
-		return tx.Set(ref, data, firestore.Merge(paths...))
+		return tx.Set(ref, data, firestore.Merge(mergePaths(data)...))
 	})
 	if err != nil {
 		run.Ops = base

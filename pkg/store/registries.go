@@ -82,18 +82,18 @@ func (s *Store) RegistryStatuses(ctx context.Context) ([]RegistryStatus, error) 
 // the old baseline so the next run does the full work again. Fields other
 // registries or other components own (contested_by, leases) are left alone.
 func (s *Store) RecordRun(ctx context.Context, name string, run Run, success bool, digest, etag string, marked int) error {
-	data, paths := runRecord(name, run, success, digest, etag, marked)
-	if _, err := s.registries().Doc(name).Set(ctx, data, firestore.Merge(paths...)); err != nil {
+	data := runRecord(name, run, success, digest, etag, marked)
+	if _, err := s.registries().Doc(name).Set(ctx, data, firestore.Merge(mergePaths(data)...)); err != nil {
 		return classify(err, "record run of registry %s", name)
 	}
 	s.ops.write(1)
 	return nil
 }
 
-// runRecord is what recording a run writes, and the top-level fields it
-// merges: last_run is replaced whole (MergeAll would merge it leaf by leaf
-// and keep, say, an old run's error).
-func runRecord(name string, run Run, success bool, digest, etag string, marked int) (map[string]any, []firestore.FieldPath) {
+// runRecord is what recording a run writes, each top-level field merged
+// whole (mergePaths): last_run is replaced whole (MergeAll would merge it
+// leaf by leaf and keep, say, an old run's error).
+func runRecord(name string, run Run, success bool, digest, etag string, marked int) map[string]any {
 	data := map[string]any{
 		"name":     name,
 		"last_run": run,
@@ -104,11 +104,17 @@ func runRecord(name string, run Run, success bool, digest, etag string, marked i
 		data["etag"] = etag
 		data["last_success_at"] = run.FinishedAt
 	}
-	paths := make([]firestore.FieldPath, 0, len(data)+1)
+	return data
+}
+
+// mergePaths are data's top-level fields, for a Set that merges each of
+// them whole (firestore.MergeAll would merge a map value leaf by leaf).
+func mergePaths(data map[string]any) []firestore.FieldPath {
+	paths := make([]firestore.FieldPath, 0, len(data))
 	for k := range data {
 		paths = append(paths, firestore.FieldPath{k})
 	}
-	return data, paths
+	return paths
 }
 
 // SetContested records on owner's status which spec ids registry offers
@@ -245,11 +251,7 @@ func (s *Store) RecordChecked(ctx context.Context, registry string, run Run, wri
 		if cur != nil && cur.Writer == run.ID {
 			data["writer"] = restoredWriter(writer)
 		}
-		paths := make([]firestore.FieldPath, 0, len(data))
-		for k := range data {
-			paths = append(paths, firestore.FieldPath{k})
-		}
-		return tx.Set(ref, data, firestore.Merge(paths...))
+		return tx.Set(ref, data, firestore.Merge(mergePaths(data)...))
 	})
 	if err != nil {
 		return classify(err, "record the check of registry %s", registry)
