@@ -8,8 +8,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/registry"
 	"github.com/specsync/specsync/pkg/store"
@@ -65,11 +63,7 @@ func (t *targeting) named() map[string]bool {
 // registry unchanged (CheckedAt) when it did: the events before it are
 // done.
 func (r *Runner) ReconcileEntries(ctx context.Context, reg Registry, names []string) (store.Run, error) {
-	runID := uuid.NewString()
-	if r.NewRunID != nil {
-		runID = r.NewRunID()
-	}
-	run := r.newRun(reg, runID)
+	run := r.newRun(reg, "")
 	run.event = true
 	defer run.releaseLease(ctx)
 	fetcher, ok := reg.Source.(registry.EntryFetcher)
