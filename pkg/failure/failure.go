@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -160,28 +161,33 @@ func AnnotateBackend(err error, format string, args ...any) error {
 // error in its chain is Internal; then a sentence of its kind alone (the
 // whole error belongs in the log).
 func Describe(err error) string {
+	if err == nil {
+		return ""
+	}
+	if Internal(err) {
+		return describeKind(KindOf(err))
+	}
+	return err.Error()
+}
+
+// Internal reports whether any error in err's chain, wrapped (Unwrap()
+// error) or joined (Unwrap() []error), is an Internal one: its text is a
+// backend's, for the log and never for a client (Describe).
+func Internal(err error) bool {
 	for e := err; e != nil; {
 		if fe, ok := e.(*Error); ok && fe.Internal {
-			return describeKind(KindOf(err))
+			return true
 		}
 		switch u := e.(type) {
 		case interface{ Unwrap() error }:
 			e = u.Unwrap()
 		case interface{ Unwrap() []error }:
-			for _, x := range u.Unwrap() {
-				if Describe(x) != x.Error() {
-					return describeKind(KindOf(err))
-				}
-			}
-			e = nil
+			return slices.ContainsFunc(u.Unwrap(), Internal)
 		default:
 			e = nil
 		}
 	}
-	if err == nil {
-		return ""
-	}
-	return err.Error()
+	return false
 }
 
 func describeKind(k Kind) string {

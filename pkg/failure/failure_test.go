@@ -72,6 +72,9 @@ func TestDescribe(t *testing.T) {
 		if c.ours != (got == c.err.Error()) {
 			t.Errorf("%s: Describe = %q", c.name, got)
 		}
+		if Internal(c.err) == c.ours {
+			t.Errorf("%s: Internal = %v", c.name, c.ours)
+		}
 		if strings.Contains(got, "projects/") || strings.Contains(got, "firestore") {
 			t.Errorf("%s: %q holds the backend's text", c.name, got)
 		}

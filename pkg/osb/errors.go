@@ -53,10 +53,10 @@ func WriteFailure(w http.ResponseWriter, err error) {
 }
 
 // Describe is what a client is told of err (failure.Describe); when that
-// is not the whole error, the whole error is logged.
+// is not the whole error (failure.Internal), the whole error is logged.
 func Describe(err error) string {
 	desc := failure.Describe(err)
-	if desc != err.Error() {
+	if failure.Internal(err) {
 		slog.Default().Warn("a store error answered without its text", "kind", failure.KindOf(err).String(), "error", err.Error())
 	}
 	return desc

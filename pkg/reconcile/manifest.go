@@ -72,19 +72,27 @@ func (r *run) known(ctx context.Context, candidates []Candidate) (knowledge, err
 		k.stored, k.read = storedFrom(records), len(records)
 	}
 	k.plan = MakePlan(candidates, k.stored, reg.Policy)
-	if len(k.plan.Read) > 0 {
-		records, err := st.RegistrySpecs(ctx, reg.Name, k.plan.Read)
-		if err != nil {
-			return k, err
-		}
-		k.read += len(k.plan.Read)
-		k.readIn(records, k.plan.Read)
-		k.plan = MakePlan(candidates, k.stored, reg.Policy)
-		if len(k.plan.Read) > 0 {
-			return k, fmt.Errorf("the plan still needs specs %v after reading them", k.plan.Read)
-		}
+	if len(k.plan.Read) == 0 {
+		return k, hintsHeld(k.plan)
 	}
-	return k, hintsHeld(k.plan)
+	records, err := st.RegistrySpecs(ctx, reg.Name, k.plan.Read)
+	if err != nil {
+		return k, err
+	}
+	k.read += len(k.plan.Read)
+	k.readIn(records, k.plan.Read)
+	return k, k.settle(reg.Policy, nil)
+}
+
+// settle plans again once the specs the first plan asked for are read
+// (scope: a targeted run's, nil for a full run): the plan must need no
+// more, and write no entry from a hint.
+func (k *knowledge) settle(policy Policy, scope *Scope) error {
+	k.plan = makePlan(k.candidates, k.stored, policy, scope)
+	if len(k.plan.Read) > 0 {
+		return fmt.Errorf("the plan still needs specs %v after reading them", k.plan.Read)
+	}
+	return hintsHeld(k.plan)
 }
 
 // hintsHeld checks that the plan writes no entry given back from a hint:

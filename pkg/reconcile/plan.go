@@ -66,6 +66,14 @@ type Stored struct {
 	PlatformsInUse map[string]int
 }
 
+// unchangedBy reports whether a partial record is known to be what c
+// offers, with nothing to do: clean and active, with c's content from c's
+// entry. Nothing else of a partial record is known, so anything else
+// needs the spec read.
+func (s Stored) unchangedBy(c Candidate) bool {
+	return s.Partial && s.Clean && s.State == api.SpecActive && s.Digest == c.Digest && s.Entry == c.Entry
+}
+
 // offerTarget is what deciding an offer needs of the stored spec
 // (store.DecideOffer: the rule the store writes by).
 func (s Stored) offerTarget() *store.OfferTarget {
@@ -311,7 +319,7 @@ func needFull(listing []Candidate, stored []Stored) []string {
 		if !c.offers() {
 			continue // a broken entry's specs need reading
 		}
-		if s, ok := partial[c.ID]; ok && s.Clean && s.State == api.SpecActive && s.Digest == c.Digest && s.Entry == c.Entry {
+		if s, ok := partial[c.ID]; ok && s.unchangedBy(c) {
 			unchanged[c.ID] = true
 		}
 	}
@@ -352,16 +360,27 @@ func vetted(listing []Candidate) []Candidate {
 // scope holds into entry errors.
 func taken(entries []Candidate, scope *Scope) []Candidate {
 	for i, c := range entries {
-		if !c.offers() {
-			continue
-		}
-		if other, ok := scope.TakenIDs[c.ID]; ok && other != c.Entry {
-			entries[i].Err = fmt.Errorf("spec id %s is already offered by entry %q of this registry (the next full run decides which entry keeps it)", c.ID, other)
-		} else if other, ok := scope.TakenNames[c.Name]; ok && other != c.Entry {
-			entries[i].Err = fmt.Errorf("spec name %q is already offered by entry %q of this registry (the next full run decides which entry keeps it)", c.Name, other)
+		if err := scope.takenBy(c); err != nil {
+			entries[i].Err = err
 		}
 	}
 	return entries
+}
+
+// takenBy is the entry error of a candidate that offers an id or a name
+// an entry outside the scope holds (its id first), nil for one that
+// offers neither (or nothing).
+func (s *Scope) takenBy(c Candidate) error {
+	if !c.offers() {
+		return nil
+	}
+	if other, ok := s.TakenIDs[c.ID]; ok && other != c.Entry {
+		return fmt.Errorf("spec id %s is already offered by entry %q of this registry (the next full run decides which entry keeps it)", c.ID, other)
+	}
+	if other, ok := s.TakenNames[c.Name]; ok && other != c.Entry {
+		return fmt.Errorf("spec name %q is already offered by entry %q of this registry (the next full run decides which entry keeps it)", c.Name, other)
+	}
+	return nil
 }
 
 func sortedStored(stored []Stored) []Stored {

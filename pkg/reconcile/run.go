@@ -23,11 +23,7 @@ import (
 // classified (see package failure) so a caller can decide to retry; every
 // step is idempotent, so running again is always safe.
 func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error) {
-	runID := uuid.NewString()
-	if r.NewRunID != nil {
-		runID = r.NewRunID()
-	}
-	run := r.newRun(reg, runID)
+	run := r.newRun(reg, "")
 	defer run.releaseLease(ctx)
 	err := run.do(ctx, run.readStatus, run.full)
 	return run.record(ctx, err)
@@ -98,7 +94,15 @@ type run struct {
 	t *targeting
 }
 
+// newRun starts a run of reg with id; "" is a new run's id (NewRunID's,
+// else a random UUID).
 func (r *Runner) newRun(reg Registry, id string) *run {
+	if id == "" {
+		id = uuid.NewString()
+		if r.NewRunID != nil {
+			id = r.NewRunID()
+		}
+	}
 	ops := &store.Ops{}
 	return &run{Runner: r, reg: reg, st: r.Store.WithOps(ops), ops: ops,
 		log: r.logger().With("registry", reg.Name, "run", id),

@@ -8,8 +8,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/registry"
 	"github.com/specsync/specsync/pkg/store"
@@ -30,7 +28,8 @@ type targeting struct {
 	// parts are the manifest shards that hold the named entries, as read.
 	parts map[int]*store.ManifestPart
 	// contested says an entry offers an id or a name an entry outside the
-	// scope holds: the listing digest is left to the next full run.
+	// scope holds (Scope.takenBy): the listing digest is left to the next
+	// full run.
 	contested bool
 }
 
@@ -64,11 +63,7 @@ func (t *targeting) named() map[string]bool {
 // registry unchanged (CheckedAt) when it did: the events before it are
 // done.
 func (r *Runner) ReconcileEntries(ctx context.Context, reg Registry, names []string) (store.Run, error) {
-	runID := uuid.NewString()
-	if r.NewRunID != nil {
-		runID = r.NewRunID()
-	}
-	run := r.newRun(reg, runID)
+	run := r.newRun(reg, "")
 	run.event = true
 	defer run.releaseLease(ctx)
 	fetcher, ok := reg.Source.(registry.EntryFetcher)
@@ -283,7 +278,7 @@ func (r *run) knowEntries(ctx context.Context) (bool, error) {
 		if !c.offers() {
 			continue
 		}
-		if s, ok := known[c.ID]; ok && s.Partial && s.Clean && s.State == api.SpecActive && s.Digest == c.Digest && s.Entry == c.Entry {
+		if s, ok := known[c.ID]; ok && s.unchangedBy(c) {
 			continue // unchanged: its name is what it was
 		}
 		if rec, ok := k.full[c.ID]; ok && named[rec.Entry] && rec.Name == c.Name {
@@ -301,24 +296,14 @@ func (r *run) knowEntries(ctx context.Context) (bool, error) {
 		}
 	}
 	for _, c := range candidates {
-		if !c.offers() {
-			continue
-		}
-		if e, ok := scope.TakenIDs[c.ID]; ok && e != c.Entry {
+		if scope.takenBy(c) != nil {
 			r.t.contested = true
 		}
-		if e, ok := scope.TakenNames[c.Name]; ok && e != c.Entry {
-			r.t.contested = true
-		}
-	}
-	k.plan = MakeTargetedPlan(candidates, k.stored, r.reg.Policy, scope)
-	if len(k.plan.Read) > 0 {
-		return false, fmt.Errorf("the plan still needs specs %v after reading them", k.plan.Read)
-	}
-	if err := hintsHeld(k.plan); err != nil {
-		return false, err
 	}
 	k.candidates = candidates
+	if err := k.settle(r.reg.Policy, &scope); err != nil {
+		return false, err
+	}
 	r.k = k
 	return false, nil
 }

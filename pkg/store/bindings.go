@@ -189,10 +189,7 @@ func (s *Store) GetBinding(ctx context.Context, instanceID, bindingID string) (*
 		return nil, classify(err, "read binding %s of instance %s", bindingID, instanceID)
 	}
 	var b Binding
-	if err := snap.DataTo(&b); err != nil {
-		return nil, classify(err, "decode binding %s of instance %s", bindingID, instanceID)
-	}
-	if err := b.DecodeContext(); err != nil {
+	if err := dataTo(snap, &b); err != nil {
 		return nil, classify(err, "decode binding %s of instance %s", bindingID, instanceID)
 	}
 	return &b, nil

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+
+	"cloud.google.com/go/firestore"
 )
 
 // An OSB context is any JSON object a platform sends, and Firestore's map
@@ -54,8 +56,8 @@ func parseContext(text string, legacy map[string]any) (map[string]any, error) {
 }
 
 // DecodeContext fills Context from what was stored; every read of an
-// instance calls it (txGet, queryAll, GetInstance, the invariant
-// checker).
+// instance or a binding calls it: the store's through finish (txGet,
+// queryAll, dataTo), the invariant checker's itself.
 func (i *Instance) DecodeContext() error {
 	ctx, err := parseContext(i.ContextJSON, i.LegacyContext)
 	if err != nil {
@@ -98,4 +100,12 @@ func finish(v any) error {
 		return d.DecodeContext()
 	}
 	return nil
+}
+
+// dataTo decodes a document into v (a pointer) and finishes it.
+func dataTo(snap *firestore.DocumentSnapshot, v any) error {
+	if err := snap.DataTo(v); err != nil {
+		return err
+	}
+	return finish(v)
 }

@@ -140,10 +140,7 @@ func (s *Store) CreateInstance(ctx context.Context, inst Instance) (CreateInstan
 		s.ops.read(1)
 		if err == nil {
 			var cur Instance
-			if err := instSnap.DataTo(&cur); err != nil {
-				return err
-			}
-			if err := cur.DecodeContext(); err != nil {
+			if err := dataTo(instSnap, &cur); err != nil {
 				return err
 			}
 			if cur.SpecID != inst.SpecID || cur.PlanID != inst.PlanID {
@@ -239,10 +236,7 @@ func (s *Store) GetInstance(ctx context.Context, id string) (*Instance, error) {
 		return nil, classify(err, "read instance %s", id)
 	}
 	var inst Instance
-	if err := snap.DataTo(&inst); err != nil {
-		return nil, classify(err, "decode instance %s", id)
-	}
-	if err := inst.DecodeContext(); err != nil {
+	if err := dataTo(snap, &inst); err != nil {
 		return nil, classify(err, "decode instance %s", id)
 	}
 	return &inst, nil
@@ -287,10 +281,7 @@ func (s *Store) Deprovision(ctx context.Context, d Deprovision) (*Instance, erro
 		if err != nil {
 			return err
 		}
-		if err := snap.DataTo(&inst); err != nil {
-			return err
-		}
-		if err := inst.DecodeContext(); err != nil {
+		if err := dataTo(snap, &inst); err != nil {
 			return err
 		}
 		if (d.ServiceID != "" && d.ServiceID != inst.SpecID) || (d.PlanID != "" && d.PlanID != inst.PlanID) {
@@ -524,11 +515,5 @@ func supports(s *spec.Spec, platform string) bool {
 // order.
 func (s *Store) SpecInstances(ctx context.Context, specID string, limit int) ([]Instance, error) {
 	q := s.instances().Where("spec_id", "==", specID).Limit(limit)
-	insts, err := queryAll[Instance](ctx, s, q, "instances of spec "+specID)
-	for i := range insts {
-		if err == nil {
-			err = classify(insts[i].DecodeContext(), "decode instances of spec %s", specID)
-		}
-	}
-	return insts, err
+	return queryAll[Instance](ctx, s, q, "instances of spec "+specID)
 }

@@ -2,8 +2,11 @@ package store_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
+
+	"cloud.google.com/go/firestore"
 
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/store"
@@ -91,5 +94,45 @@ func TestConcurrentInstancesCountExactly(t *testing.T) {
 	rec, _ := st.GetSpec(ctx, o.Spec.ID)
 	if rec.Instances != n {
 		t.Fatalf("instance count %d, want %d", rec.Instances, n)
+	}
+}
+
+// A stored context that does not decode fails every read of its
+// instance, saying which instance, rather than reading as no context; a
+// query that meets one has still read (and counts) every result.
+func TestUndecodableContextFailsTheRead(t *testing.T) {
+	ctx := context.Background()
+	client := checked(t)
+	ops := &store.Ops{}
+	st := store.New(client).WithOps(ops)
+	o := offer(t, "r1", "db", "small")
+	if _, err := st.UpsertSpec(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"i1", "i2"} {
+		if _, err := st.CreateInstance(ctx, store.Instance{ID: id, SpecID: o.Spec.ID, PlanID: o.Spec.Plans[0].ID, Context: map[string]any{"platform": "kubernetes"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ref := client.Collection(store.InstancesCollection).Doc("i2")
+	if _, err := ref.Update(ctx, []firestore.Update{{Path: "context_json", Value: `{"platform":`}}); err != nil {
+		t.Fatal(err)
+	}
+	before := ops.Snapshot()
+	_, err := st.SpecInstances(ctx, o.Spec.ID, 10)
+	want := "decode instances of spec " + o.Spec.ID + ": instance i2: context_json is not a JSON object"
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("instances of a spec with a context that does not decode: %v, want the error %q", err, want)
+	}
+	if got := ops.Snapshot().Reads - before.Reads; got != 2 {
+		t.Errorf("the query counted %d reads, want 2 (both results were read)", got)
+	}
+	want = "decode instance i2: instance i2: context_json is not a JSON object"
+	if _, err := st.GetInstance(ctx, "i2"); err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("get: %v, want the error %q", err, want)
+	}
+	// Put it right: the end check reads every instance's context too.
+	if _, err := ref.Update(ctx, []firestore.Update{{Path: "context_json", Value: `{"platform":"kubernetes"}`}}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -163,47 +163,117 @@ func (e encodedShard) size() int { return len(e.entries) + len(e.listing) }
 // encodeManifest places the entries and listing digests in shards by
 // entry name (ManifestShardOf), as few as keep every shard within
 // manifestFill: a power of two, so that a registry that grows doubles
-// them (at least one shard, maybe empty).
+// them (at least one shard, maybe empty). Each entry and listing part is
+// encoded once: the shard count is chosen from their sizes, and each
+// shard's blobs are joined from them, the bytes encodeShard gives its
+// part (a JSON array of the entries in order, a JSON object of the parts
+// by name).
 func encodeManifest(m Manifest) ([]encodedShard, error) {
+	sorted := inShardOrder(m.Entries)
+	entries := make([]encodedPiece, len(sorted))
+	for i, e := range sorted {
+		b, err := json.Marshal(e)
+		if err != nil {
+			return nil, err
+		}
+		entries[i] = encodedPiece{name: e.Entry, b: b}
+	}
+	names := slices.Sorted(maps.Keys(m.Listing))
+	listing := make([]encodedPiece, len(names))
+	for i, name := range names {
+		k, err := json.Marshal(name)
+		if err != nil {
+			return nil, err
+		}
+		v, err := json.Marshal(m.Listing[name])
+		if err != nil {
+			return nil, err
+		}
+		listing[i] = encodedPiece{name: name, b: append(append(k, ':'), v...)}
+	}
 	for n := 1; ; n *= 2 {
-		parts := make([]Manifest, n)
-		for _, e := range m.Entries {
-			i := ManifestShardOf(e.Entry, n)
-			parts[i].Entries = append(parts[i].Entries, e)
-		}
-		for entry, d := range m.Listing {
-			i := ManifestShardOf(entry, n)
-			if parts[i].Listing == nil {
-				parts[i].Listing = map[string]ListingPart{}
-			}
-			parts[i].Listing[entry] = d
-		}
-		shards := make([]encodedShard, n)
+		es, ls := spread(entries, n), spread(listing, n)
 		fits := true
-		for i, p := range parts {
-			var err error
-			if shards[i], err = encodeShard(p); err != nil {
-				return nil, err
-			}
-			fits = fits && shards[i].size() <= manifestFill()
+		for i := range n {
+			fits = fits && joinedSize(es[i], true)+joinedSize(ls[i], false) <= manifestFill()
 		}
 		if fits || n >= 1<<16 {
+			shards := make([]encodedShard, n)
+			for i := range shards {
+				shards[i] = encodedShard{entries: join(es[i], '[', ']', true), listing: join(ls[i], '{', '}', false)}
+			}
 			return shards, nil
 		}
 	}
 }
 
-// encodeShard encodes one shard: its entries sorted by entry then spec
-// id, its listing digests by entry name, so that equal parts encode to
-// equal bytes.
-func encodeShard(p Manifest) (encodedShard, error) {
-	sorted := append([]ManifestEntry(nil), p.Entries...)
+// encodedPiece is one entry of a manifest, or one part of its listing
+// (`"name":part`), encoded, with the entry name that places it.
+type encodedPiece struct {
+	name string
+	b    []byte
+}
+
+// spread places pieces in n shards by name, keeping their order.
+func spread(pieces []encodedPiece, n int) [][]encodedPiece {
+	out := make([][]encodedPiece, n)
+	for _, p := range pieces {
+		i := ManifestShardOf(p.name, n)
+		out[i] = append(out[i], p)
+	}
+	return out
+}
+
+// joinedSize is the size of join's result.
+func joinedSize(pieces []encodedPiece, always bool) int {
+	if len(pieces) == 0 {
+		if always {
+			return 2
+		}
+		return 0
+	}
+	n := 2 + len(pieces) - 1
+	for _, p := range pieces {
+		n += len(p.b)
+	}
+	return n
+}
+
+// join is pieces as a JSON array or object (open, end): none is an
+// empty one if always, else nothing.
+func join(pieces []encodedPiece, open, end byte, always bool) []byte {
+	if len(pieces) == 0 && !always {
+		return nil
+	}
+	out := make([]byte, 0, joinedSize(pieces, always))
+	out = append(out, open)
+	for i, p := range pieces {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, p.b...)
+	}
+	return append(out, end)
+}
+
+// inShardOrder is the entries sorted by entry then spec id, the order a
+// shard keeps them in.
+func inShardOrder(es []ManifestEntry) []ManifestEntry {
+	sorted := append([]ManifestEntry(nil), es...)
 	sort.Slice(sorted, func(i, j int) bool {
 		if sorted[i].Entry != sorted[j].Entry {
 			return sorted[i].Entry < sorted[j].Entry
 		}
 		return sorted[i].SpecID < sorted[j].SpecID
 	})
+	return sorted
+}
+
+// encodeShard encodes one shard: its entries sorted by entry then spec
+// id, its listing digests by entry name, so that equal parts encode to
+// equal bytes.
+func encodeShard(p Manifest) (encodedShard, error) {
+	sorted := inShardOrder(p.Entries)
 	if sorted == nil {
 		sorted = []ManifestEntry{}
 	}
@@ -369,12 +439,7 @@ func (s *Store) RecordRunWithManifest(ctx context.Context, name string, run *Run
 	if err != nil {
 		return false, classify(err, "encode the manifest of registry %s", name)
 	}
-	active := 0
-	for _, e := range m.Entries {
-		if e.State == api.SpecActive {
-			active++
-		}
-	}
+	active := activeEntries(m.Entries)
 	ref := s.registries().Doc(name)
 	base := run.Ops
 	var written bool
@@ -413,18 +478,16 @@ func (s *Store) RecordRunWithManifest(ctx context.Context, name string, run *Run
 		}
 		// The run's record counts what recording it costs.
 		run.Ops = Counts{Reads: base.Reads + 1, Writes: base.Writes + int64(writes), Deletes: base.Deletes + int64(deletes)}
-		data, paths := runRecord(name, *run, success, digest, etag, marked)
-		paths = append(paths, firestore.FieldPath{"manifest"})
+		data := runRecord(name, *run, success, digest, etag, marked)
 		if !ours {
 			data["manifest"] = firestore.Delete
-			return tx.Set(ref, data, firestore.Merge(paths...))
+			return tx.Set(ref, data, firestore.Merge(mergePaths(data)...))
 		}
 		data["manifest"] = ManifestHeader{Run: run.ID, Shards: len(shards), Entries: len(m.Entries), At: s.now().UTC(),
 			Layout: api.ManifestByEntry, Active: active}
 		data["writer"] = run.ID
-		paths = append(paths, firestore.FieldPath{"writer"})
 		written = true
-		return tx.Set(ref, data, firestore.Merge(paths...))
+		return tx.Set(ref, data, firestore.Merge(mergePaths(data)...))
 	})
 	if err != nil {
 		run.Ops = base
@@ -505,7 +568,7 @@ func (s *Store) RecordTargetedRun(ctx context.Context, name string, run *Run, t 
 		if cur == nil {
 			cur = &RegistryStatus{}
 		}
-		held := cur.Lease != nil && cur.Lease.Holder == run.ID
+		held := heldBy(cur, run.ID)
 		ours := held && cur.Writer == run.ID && cur.LastRun.ID == saw.LastRun.ID && sameHeader(cur.Manifest, saw.Manifest)
 		h := cur.Manifest
 		trusted := ours && t.Manifest && h != nil && h.Layout == api.ManifestByEntry
@@ -556,11 +619,7 @@ func (s *Store) RecordTargetedRun(ctx context.Context, name string, run *Run, t 
 		}
 		run.Ops = Counts{Reads: base.Reads + 1, Writes: base.Writes + int64(writes), Deletes: base.Deletes}
 		data["last_targeted_run"] = *run
-		paths := make([]firestore.FieldPath, 0, len(data))
-		for k := range data {
-			paths = append(paths, firestore.FieldPath{k})
-		}
-		return tx.Set(ref, data, firestore.Merge(paths...))
+		return tx.Set(ref, data, firestore.Merge(mergePaths(data)...))
 	})
 	if err != nil {
 		run.Ops = base

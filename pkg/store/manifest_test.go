@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -298,5 +299,87 @@ func TestManifestListingParts(t *testing.T) {
 	}
 	if shards, err = encodeManifest(big); err != nil || len(shards) != 8 {
 		t.Errorf("10,000 entries with upstream digests in %d shards, want 8: %v", len(shards), err)
+	}
+}
+
+// encodeManifest encodes each entry once and joins the shards from the
+// pieces: each shard must be byte for byte what encodeShard gives its
+// part (equal parts encode to equal bytes, whoever encodes them), and the
+// shard count the fewest that keep each within manifestFill. Names JSON
+// escapes (HTML characters, U+2028, bytes that are not UTF-8) and listing
+// parts of entries without a spec are among them.
+func TestEncodeManifestIsEncodeShardOfEachPart(t *testing.T) {
+	t.Parallel()
+	odd := manifestOf([]ManifestEntry{
+		{SpecID: "b", Entry: "a<b>&c", Digest: "d1", State: api.SpecActive, Clean: true},
+		{SpecID: "a", Entry: "a<b>&c", Digest: "d2", State: api.SpecMarked},
+		{SpecID: "c", Entry: "line\u2028sep", Digest: "d3", State: api.SpecActive},
+		{SpecID: "d", Entry: "bad\xffutf8", Digest: "d4", State: api.SpecActive, Clean: true},
+	})
+	odd.Listing["quiet/entry"] = ListingPart{Digest: "dq", Upstream: "oci1@sha256:00"}
+	odd.Listing["a<b>&c"] = ListingPart{Digest: "dh", Upstream: "oci1@sha256:01", Spec: "s<1>"}
+	hinted := manifestOf(manifestEntries(10000))
+	for i, e := range hinted.Entries {
+		hinted.Listing[e.Entry] = ListingPart{Digest: hinted.Listing[e.Entry].Digest, Upstream: fmt.Sprintf("oci1@sha256:%064x", i), Spec: fmt.Sprintf("service-%05d", i)}
+	}
+	// A shard's worth to the byte (one shard), and a byte more (two).
+	tight := sort.Search(10000, func(n int) bool {
+		b, err := encodeShard(Manifest{Entries: manifestEntries(n)})
+		return err == nil && b.size() > manifestFill()
+	})
+	full := manifestEntries(tight - 1)
+	if b, err := encodeShard(Manifest{Entries: full}); err == nil {
+		full[0].Digest += strings.Repeat("0", manifestFill()-b.size())
+	}
+	over := slices.Clone(full)
+	over[0].Digest += "0"
+	for name, m := range map[string]Manifest{
+		"a shard exactly":     {Entries: full},
+		"a byte over a shard": {Entries: over},
+		"empty":               {},
+		"no listing":          {Entries: manifestEntries(3)},
+		"odd names":           odd,
+		"10,000 entries":      manifestOf(manifestEntries(10000)),
+		"with hints":          hinted,
+	} {
+		byParts := func(n int) []encodedShard {
+			parts := make([]Manifest, n)
+			for _, e := range m.Entries {
+				i := ManifestShardOf(e.Entry, n)
+				parts[i].Entries = append(parts[i].Entries, e)
+			}
+			for entry, p := range m.Listing {
+				i := ManifestShardOf(entry, n)
+				if parts[i].Listing == nil {
+					parts[i].Listing = map[string]ListingPart{}
+				}
+				parts[i].Listing[entry] = p
+			}
+			out := make([]encodedShard, n)
+			for i, p := range parts {
+				var err error
+				if out[i], err = encodeShard(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return out
+		}
+		got, err := encodeManifest(m)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		want := byParts(len(got))
+		for i := range want {
+			if got[i].size() > manifestFill() {
+				t.Errorf("%s: shard %d of %d holds %d bytes, over the fill (%d)", name, i, len(got), got[i].size(), manifestFill())
+			}
+			if string(got[i].entries) != string(want[i].entries) || string(got[i].listing) != string(want[i].listing) ||
+				(got[i].listing == nil) != (want[i].listing == nil) {
+				t.Errorf("%s: shard %d of %d encodes as\n%.300s %.300s\nnot as its part does\n%.300s %.300s", name, i, len(got), got[i].entries, got[i].listing, want[i].entries, want[i].listing)
+			}
+		}
+		if n := len(got); n > 1 && !slices.ContainsFunc(byParts(n/2), func(s encodedShard) bool { return s.size() > manifestFill() }) {
+			t.Errorf("%s: %d shards, but %d would do", name, n, n/2)
+		}
 	}
 }

@@ -34,20 +34,28 @@ const MaxBlockingInstances = 20
 // RegistryStatus reads a registry's status; a registry never run has a
 // zero status with its name.
 func (s *Store) RegistryStatus(ctx context.Context, name string) (*RegistryStatus, error) {
+	st, _, err := s.statusSnap(ctx, name)
+	return st, err
+}
+
+// statusSnap is RegistryStatus with the snapshot it was read from (one
+// read): ClaimLease writes on condition of its update time, or of its
+// absence (Exists false) for a registry never run.
+func (s *Store) statusSnap(ctx context.Context, name string) (*RegistryStatus, *firestore.DocumentSnapshot, error) {
 	snap, err := s.registries().Doc(name).Get(ctx)
 	s.ops.read(1)
 	if isNotFound(err) {
-		return &RegistryStatus{Name: name}, nil
+		return &RegistryStatus{Name: name}, snap, nil
 	}
 	if err != nil {
-		return nil, classify(err, "read status of registry %s", name)
+		return nil, nil, classify(err, "read status of registry %s", name)
 	}
 	var st RegistryStatus
 	if err := snap.DataTo(&st); err != nil {
-		return nil, classify(err, "decode status of registry %s", name)
+		return nil, nil, classify(err, "decode status of registry %s", name)
 	}
 	st.Name = name
-	return &st, nil
+	return &st, snap, nil
 }
 
 // RegistryStatuses reads every registry's status, in name order.
@@ -74,18 +82,18 @@ func (s *Store) RegistryStatuses(ctx context.Context) ([]RegistryStatus, error) 
 // the old baseline so the next run does the full work again. Fields other
 // registries or other components own (contested_by, leases) are left alone.
 func (s *Store) RecordRun(ctx context.Context, name string, run Run, success bool, digest, etag string, marked int) error {
-	data, paths := runRecord(name, run, success, digest, etag, marked)
-	if _, err := s.registries().Doc(name).Set(ctx, data, firestore.Merge(paths...)); err != nil {
+	data := runRecord(name, run, success, digest, etag, marked)
+	if _, err := s.registries().Doc(name).Set(ctx, data, firestore.Merge(mergePaths(data)...)); err != nil {
 		return classify(err, "record run of registry %s", name)
 	}
 	s.ops.write(1)
 	return nil
 }
 
-// runRecord is what recording a run writes, and the top-level fields it
-// merges: last_run is replaced whole (MergeAll would merge it leaf by leaf
-// and keep, say, an old run's error).
-func runRecord(name string, run Run, success bool, digest, etag string, marked int) (map[string]any, []firestore.FieldPath) {
+// runRecord is what recording a run writes, each top-level field merged
+// whole (mergePaths): last_run is replaced whole (MergeAll would merge it
+// leaf by leaf and keep, say, an old run's error).
+func runRecord(name string, run Run, success bool, digest, etag string, marked int) map[string]any {
 	data := map[string]any{
 		"name":     name,
 		"last_run": run,
@@ -96,11 +104,17 @@ func runRecord(name string, run Run, success bool, digest, etag string, marked i
 		data["etag"] = etag
 		data["last_success_at"] = run.FinishedAt
 	}
-	paths := make([]firestore.FieldPath, 0, len(data)+1)
+	return data
+}
+
+// mergePaths are data's top-level fields, for a Set that merges each of
+// them whole (firestore.MergeAll would merge a map value leaf by leaf).
+func mergePaths(data map[string]any) []firestore.FieldPath {
+	paths := make([]firestore.FieldPath, 0, len(data))
 	for k := range data {
 		paths = append(paths, firestore.FieldPath{k})
 	}
-	return data, paths
+	return paths
 }
 
 // SetContested records on owner's status which spec ids registry offers
@@ -118,11 +132,6 @@ func (s *Store) SetContested(ctx context.Context, owner, registry string, ids []
 	}
 	s.ops.write(1)
 	return nil
-}
-
-// leaseDoc is the part of a registries/{name} document the lease reads.
-type leaseDoc struct {
-	Lease *Lease `firestore:"lease"`
 }
 
 // AcquireLease takes the registry's lease for holder until ttl from now
@@ -180,6 +189,13 @@ func heldByAnother(registry string, h *Lease, holder string, now time.Time) erro
 	return nil
 }
 
+// heldBy reports whether the status shows the lease held by holder,
+// expired or not: what giving it up checks (releaseLease, RecordChecked,
+// RecordTargetedRun), so that no holder ever deletes another's lease.
+func heldBy(st *RegistryStatus, holder string) bool {
+	return st != nil && st.Lease != nil && st.Lease.Holder == holder
+}
+
 // ClaimLease is TakeLease without a transaction, for the runs events ask
 // for, which may try many at once: it reads the status and writes the
 // lease (and the writer) on condition that the document is as read (its
@@ -189,20 +205,11 @@ func heldByAnother(registry string, h *Lease, holder string, now time.Time) erro
 // failure.Precondition). It returns the status as read, which is what
 // the holder works from.
 func (s *Store) ClaimLease(ctx context.Context, registry string, l Lease, ttl time.Duration) (*RegistryStatus, error) {
-	ref := s.registries().Doc(registry)
-	snap, err := ref.Get(ctx)
-	s.ops.read(1)
-	before := &RegistryStatus{}
-	switch {
-	case isNotFound(err):
-	case err != nil:
-		return nil, classify(err, "read status of registry %s", registry)
-	default:
-		if err := snap.DataTo(before); err != nil {
-			return nil, classify(err, "decode status of registry %s", registry)
-		}
+	before, snap, err := s.statusSnap(ctx, registry)
+	if err != nil {
+		return nil, err
 	}
-	before.Name = registry
+	ref := s.registries().Doc(registry)
 	now := s.now().UTC()
 	if err := heldByAnother(registry, before.Lease, l.Holder, now); err != nil {
 		return nil, err
@@ -238,17 +245,13 @@ func (s *Store) RecordChecked(ctx context.Context, registry string, run Run, wri
 		if cur != nil && cur.CheckedAt.After(run.StartedAt) {
 			data["checked_at"] = cur.CheckedAt
 		}
-		if cur != nil && cur.Lease != nil && cur.Lease.Holder == run.ID {
+		if heldBy(cur, run.ID) {
 			data["lease"] = firestore.Delete
 		}
 		if cur != nil && cur.Writer == run.ID {
 			data["writer"] = restoredWriter(writer)
 		}
-		paths := make([]firestore.FieldPath, 0, len(data))
-		for k := range data {
-			paths = append(paths, firestore.FieldPath{k})
-		}
-		return tx.Set(ref, data, firestore.Merge(paths...))
+		return tx.Set(ref, data, firestore.Merge(mergePaths(data)...))
 	})
 	if err != nil {
 		return classify(err, "record the check of registry %s", registry)
@@ -280,7 +283,7 @@ func (s *Store) releaseLease(ctx context.Context, registry, holder string, write
 		if err != nil || doc == nil {
 			return err
 		}
-		if doc.Lease == nil || doc.Lease.Holder != holder {
+		if !heldBy(doc, holder) {
 			return nil
 		}
 		released = true

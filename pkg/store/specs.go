@@ -90,7 +90,10 @@ type snapshotted interface {
 }
 
 // queryAll runs a query and decodes every result into a T, counting the
-// reads.
+// reads. A record that finishes its decoding (finish: an instance's
+// context) does so once the query is read in full and counted, so a
+// record whose context does not decode fails the query at the cost of
+// all of it.
 func queryAll[T any](ctx context.Context, s *Store, q firestore.Query, what string) ([]T, error) {
 	it := q.Documents(ctx)
 	defer it.Stop()
@@ -113,6 +116,11 @@ func queryAll[T any](ctx context.Context, s *Store, q firestore.Query, what stri
 		out = append(out, v)
 	}
 	s.ops.read(len(out))
+	for i := range out {
+		if err := finish(&out[i]); err != nil {
+			return nil, classify(err, "decode %s", what)
+		}
+	}
 	return out, nil
 }
 

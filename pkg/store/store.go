@@ -206,10 +206,7 @@ func txGet[T any](s *Store, tx *firestore.Transaction, ref *firestore.DocumentRe
 		return nil, err
 	}
 	var v T
-	if err := snap.DataTo(&v); err != nil {
-		return nil, err
-	}
-	if err := finish(&v); err != nil {
+	if err := dataTo(snap, &v); err != nil {
 		return nil, err
 	}
 	return &v, nil
