@@ -194,17 +194,17 @@ func checkGoogleHTTP(cfg *HTTPConfig, scheme, host string) (*googleTokens, error
 	return &googleTokens{}, nil
 }
 
-// credentials reads the credentials of one OCI fetch: the configured
-// secrets, or for auth type google an access token, which
-// go-containerregistry trades for a registry token at the registry's
-// realm as basic credentials (user oauth2accesstoken), the exchange
-// Container Registry and Artifact Registry document. The token is asked
-// of the token source at every fetch, so a refreshed one is used.
-func (o *OCI) credentials(ctx context.Context) (authn.AuthConfig, error) {
-	if o.google == nil {
-		return o.cfg.Auth.resolve()
+// ociCredentials reads the credentials of one OCI fetch: the configured
+// secrets, or for auth type google (google, the source's token source) an
+// access token, which go-containerregistry trades for a registry token at
+// the registry's realm as basic credentials (user oauth2accesstoken), the
+// exchange Container Registry and Artifact Registry document. The token is
+// asked of the token source at every fetch, so a refreshed one is used.
+func ociCredentials(ctx context.Context, auth Auth, google *googleTokens) (authn.AuthConfig, error) {
+	if google == nil {
+		return auth.resolve()
 	}
-	tok, err := o.google.token(ctx)
+	tok, err := google.token(ctx)
 	if err != nil {
 		return authn.AuthConfig{}, err
 	}

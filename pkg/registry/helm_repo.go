@@ -96,7 +96,7 @@ func (h *Helm) fetchRepository(ctx context.Context, opts FetchOptions) (*Listing
 		return nil, fmt.Errorf("%s: credentials: %w", where, err)
 	}
 	fail := func(err error) (*Listing, error) {
-		return nil, redact(fmt.Errorf("%s: index: %w", where, h.deadline(ctx, err)), secrets)
+		return nil, redact(fmt.Errorf("%s: index: %w", where, timedOut(ctx, h.cfg.Timeout, err)), secrets)
 	}
 
 	req, err := indexRequest(ctx, h.index, "application/yaml, application/x-yaml, text/yaml;q=0.9, */*;q=0.1", authz, opts.ETag)
