@@ -154,22 +154,23 @@ func (g googleOnly) RoundTrip(r *http.Request) (*http.Response, error) {
 	return g.inner.RoundTrip(r)
 }
 
-// checkGoogleOCI checks that an OCI source with auth type google talks to
-// a Google registry over HTTPS, and guards its transport. The messages
-// name the fields of the registries file, so that `specsync config check`
-// reports them at their line.
-func checkGoogleOCI(cfg *OCIConfig) (*googleTokens, error) {
-	if cfg.Auth.kind() != AuthGoogle {
+// checkGoogleOCI checks that a source with auth type google talks to a
+// Google registry over HTTPS, and guards its transport (transport, set):
+// the oci source and Helm's OCI form, whose block (oci, helm) the messages
+// name with its fields, so that `specsync config check` reports them at
+// their line.
+func checkGoogleOCI(block string, auth Auth, host string, insecure bool, transport *http.RoundTripper) (*googleTokens, error) {
+	if auth.kind() != AuthGoogle {
 		return nil, nil
 	}
 	switch {
-	case !googleRegistryHost(cfg.Host):
-		return nil, fmt.Errorf("oci: auth type google sends Google access tokens only to Google's registries "+
-			"(gcr.io, *.gcr.io, *.pkg.dev, over HTTPS); oci.host %q is not one", cfg.Host)
-	case cfg.Insecure:
-		return nil, errors.New("oci: auth type google never sends a Google access token over plain HTTP; remove oci.insecure")
+	case !googleRegistryHost(host):
+		return nil, fmt.Errorf("%s: auth type google sends Google access tokens only to Google's registries "+
+			"(gcr.io, *.gcr.io, *.pkg.dev, over HTTPS); %s.host %q is not one", block, block, host)
+	case insecure:
+		return nil, fmt.Errorf("%s: auth type google never sends a Google access token over plain HTTP; remove %s.insecure", block, block)
 	}
-	cfg.Transport = googleOnly{inner: cfg.Transport, allow: googleRegistryHost, hosts: "gcr.io, *.gcr.io, *.pkg.dev"}
+	*transport = googleOnly{inner: *transport, allow: googleRegistryHost, hosts: "gcr.io, *.gcr.io, *.pkg.dev"}
 	return &googleTokens{}, nil
 }
 

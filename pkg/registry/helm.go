@@ -65,7 +65,9 @@ type HelmConfig struct {
 	// Auth: for a chart repository, sent as the Authorization header to
 	// the repository's own scheme, host and port only (chart URLs on
 	// another host get no credentials, as helm sends none without
-	// --pass-credentials); for an OCI registry, as an OCI source's.
+	// --pass-credentials), never auth type google (a Google token goes
+	// only to Google's registries); for an OCI registry, as an OCI
+	// source's, google included.
 	Auth Auth
 	// Concurrency bounds the charts read in parallel (default 8).
 	Concurrency int
@@ -110,9 +112,11 @@ type Helm struct {
 	// registry); index its index.yaml.
 	repo  *url.URL
 	index string
-	// nameOpts and backoff are an OCI registry's.
+	// nameOpts and backoff are an OCI registry's, and google its token
+	// source for auth type google (google.go).
 	nameOpts []name.Option
 	backoff  remote.Backoff
+	google   *googleTokens
 
 	mu sync.Mutex
 	// cache maps a chart version's digest (the index's digest of the

@@ -47,7 +47,8 @@ func (h *Helm) checkOCI(cfg *HelmConfig) error {
 	if h.backoff.Steps == 0 {
 		h.backoff = defaultOCIBackoff
 	}
-	return nil
+	h.google, err = checkGoogleOCI("helm", cfg.Auth, cfg.Host, cfg.Insecure, &cfg.Transport)
+	return err
 }
 
 // fetchOCI lists the charts of an OCI registry: the repositories (listed
@@ -55,7 +56,7 @@ func (h *Helm) checkOCI(cfg *HelmConfig) error {
 // version's manifest, config and archive unless the cache has its digest.
 func (h *Helm) fetchOCI(ctx context.Context) (*Listing, error) {
 	c, err := connectOCI(ctx, h.cfg.Host, h.cfg.Prefix, ociClient{
-		auth: h.cfg.Auth, transport: h.cfg.Transport,
+		auth: h.cfg.Auth, google: h.google, transport: h.cfg.Transport,
 		pageSize: h.cfg.PageSize, concurrency: h.cfg.Concurrency, backoff: h.backoff,
 	})
 	if err != nil {

@@ -153,7 +153,7 @@ func NewOCI(cfg OCIConfig) (*OCI, error) {
 	if cfg.Transport == nil {
 		cfg.Transport = remote.DefaultTransport
 	}
-	google, err := checkGoogleOCI(&cfg)
+	google, err := checkGoogleOCI("oci", cfg.Auth, cfg.Host, cfg.Insecure, &cfg.Transport)
 	if err != nil {
 		return nil, err
 	}
