@@ -67,9 +67,12 @@ type OCIConfig struct {
 // RepositoryLister lists a registry's repositories where the catalog API
 // cannot: full repository paths on the host (Prefix included). Like a
 // catalog, it lists everything or fails: a partial list would read as
-// repositories having disappeared.
+// repositories having disappeared. creds are the credentials the fetch
+// read for its pulls (Auth, read once): the listing uses the same ones, so
+// a secret rotated during a fetch cannot list with one and pull with
+// another.
 type RepositoryLister interface {
-	ListRepositories(ctx context.Context) ([]string, error)
+	ListRepositories(ctx context.Context, creds authn.AuthConfig) ([]string, error)
 }
 
 // OCI lists the spec images of an OCI registry: one entry per repository
@@ -307,6 +310,7 @@ func (o *OCI) Fetch(ctx context.Context, opts FetchOptions) (*Listing, error) {
 // fetch only), the secrets to keep out of errors, and the puller.
 type conn struct {
 	where   string
+	creds   authn.AuthConfig
 	secrets []string
 	auth    authn.Authenticator
 	opts    []remote.Option
@@ -343,7 +347,7 @@ func connectOCI(ctx context.Context, host, prefix string, client ociClient) (*co
 	if err != nil {
 		return nil, fmt.Errorf("%s: credentials: %w", where, err)
 	}
-	c := &conn{where: where, secrets: []string{creds.Password, creds.RegistryToken}, auth: authn.Anonymous}
+	c := &conn{where: where, creds: creds, secrets: []string{creds.Password, creds.RegistryToken}, auth: authn.Anonymous}
 	if creds != (authn.AuthConfig{}) {
 		c.auth = authn.FromConfig(creds)
 	}
@@ -372,7 +376,7 @@ func (o *OCI) entries(ctx context.Context, c *conn) ([]string, error) {
 		var paths []string
 		var err error
 		if o.cfg.Lister != nil {
-			paths, err = o.cfg.Lister.ListRepositories(ctx)
+			paths, err = o.cfg.Lister.ListRepositories(ctx, c.creds)
 		} else if o.walksChildren() {
 			paths, err = o.children(ctx, c)
 		} else {
