@@ -249,8 +249,9 @@ func (l dockerHubLister) login(ctx context.Context, creds authn.AuthConfig) (aut
 // source's checks ("oci: tag ..." is "dockerhub.tag ..."), so that
 // `specsync config check` points at its line.
 func innerOCIError(block string, err error) error {
-	if msg, ok := strings.CutPrefix(err.Error(), "oci: "); ok {
-		return errors.New(block + "." + msg)
+	var fe *fieldError
+	if errors.As(err, &fe) {
+		return fe.in(block)
 	}
 	return fmt.Errorf("%s: %w", block, err)
 }

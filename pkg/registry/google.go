@@ -165,10 +165,10 @@ func checkGoogleOCI(block string, auth Auth, host string, insecure bool, transpo
 	}
 	switch {
 	case !googleRegistryHost(host):
-		return nil, fmt.Errorf("%s: auth type google sends Google access tokens only to Google's registries "+
-			"(gcr.io, *.gcr.io, *.pkg.dev, over HTTPS); %s.host %q is not one", block, block, host)
+		return nil, fieldErrorf(block, "auth type google sends Google access tokens only to Google's registries "+
+			"(gcr.io, *.gcr.io, *.pkg.dev, over HTTPS); %s.host %q is not one", block, host)
 	case insecure:
-		return nil, fmt.Errorf("%s: auth type google never sends a Google access token over plain HTTP; remove %s.insecure", block, block)
+		return nil, fieldErrorf(block, "auth type google never sends a Google access token over plain HTTP; remove %s.insecure", block)
 	}
 	*transport = googleOnly{inner: *transport, allow: googleRegistryHost, hosts: "gcr.io, *.gcr.io, *.pkg.dev"}
 	return &googleTokens{}, nil

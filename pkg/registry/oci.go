@@ -114,7 +114,7 @@ type ociResult struct {
 func NewOCI(cfg OCIConfig) (*OCI, error) {
 	cfg.Host = strings.TrimSpace(cfg.Host)
 	if cfg.Host == "" {
-		return nil, errors.New("oci: host is required")
+		return nil, fieldErrorf("oci", "host is required")
 	}
 	opts, err := checkOCIHost("oci", cfg.Host, cfg.Insecure)
 	if err != nil {
@@ -122,27 +122,27 @@ func NewOCI(cfg OCIConfig) (*OCI, error) {
 	}
 	switch {
 	case cfg.PageSize < 0:
-		return nil, fmt.Errorf("oci: page size %d must not be negative", cfg.PageSize)
+		return nil, fieldErrorf("oci", "page size %d must not be negative", cfg.PageSize)
 	case cfg.Concurrency < 0:
-		return nil, fmt.Errorf("oci: concurrency %d must not be negative", cfg.Concurrency)
+		return nil, fieldErrorf("oci", "concurrency %d must not be negative", cfg.Concurrency)
 	case cfg.Timeout < 0:
-		return nil, fmt.Errorf("oci: timeout %s must not be negative", cfg.Timeout)
+		return nil, fieldErrorf("oci", "timeout %s must not be negative", cfg.Timeout)
 	}
 	if cfg.Prefix, err = repositoryPrefix(cfg.Host, cfg.Prefix, opts); err != nil {
-		return nil, fmt.Errorf("oci: prefix %q is not a repository path: %w", cfg.Prefix, err)
+		return nil, fieldErrorf("oci", "prefix %q is not a repository path: %w", cfg.Prefix, err)
 	}
 	if cfg.Tag == "" {
 		cfg.Tag = DefaultOCITag
 	}
 	if _, err := name.NewTag(cfg.Host+"/x:"+cfg.Tag, opts...); err != nil {
-		return nil, fmt.Errorf("oci: tag %q: %w", cfg.Tag, err)
+		return nil, fieldErrorf("oci", "tag %q: %w", cfg.Tag, err)
 	}
 	if err := checkRepositories("oci", cfg.Host, cfg.Prefix, cfg.Repositories, opts); err != nil {
 		return nil, err
 	}
 	cfg.Repositories = slices.Clone(cfg.Repositories)
 	if err := cfg.Auth.Validate(); err != nil {
-		return nil, fmt.Errorf("oci: %w", err)
+		return nil, &fieldError{block: "oci", err: err} // "auth type ..."
 	}
 	if cfg.PageSize == 0 {
 		cfg.PageSize = DefaultOCIPageSize
@@ -173,21 +173,44 @@ func NewOCI(cfg OCIConfig) (*OCI, error) {
 // OCI form's alike (a helm block with host): block names the registries
 // file's block in messages ("oci: ...", "helm: ...").
 
+// fieldError is a check's error about a field of a registries file's
+// block: its text (err) starts with the field as the block writes it
+// ("tag ...", "repositories[2] ...", "auth type ..."), and it reads
+// "block: text". Every error of NewOCI is one, so that the sources built
+// on it (dockerhub, ghcr) can name the field as one of their own block
+// (innerOCIError) without reading the message.
+type fieldError struct {
+	block string
+	err   error
+}
+
+// fieldErrorf is a fieldError of block whose text is fmt.Errorf's.
+func fieldErrorf(block, format string, args ...any) error {
+	return &fieldError{block: block, err: fmt.Errorf(format, args...)}
+}
+
+func (e *fieldError) Error() string { return e.block + ": " + e.err.Error() }
+func (e *fieldError) Unwrap() error { return e.err }
+
+// in is the error as one about a field of block, the block of a source
+// built on this one's checks: "dockerhub.tag ...".
+func (e *fieldError) in(block string) error { return errors.New(block + "." + e.err.Error()) }
+
 // checkOCIHost checks a registry host (host[:port], without a scheme or a
 // path) and returns the name options that reach it.
 func checkOCIHost(block, host string, insecure bool) ([]name.Option, error) {
 	switch {
 	case strings.Contains(host, "://"):
-		return nil, fmt.Errorf("%s: host %q must be host[:port] without a scheme (use insecure for plain HTTP)", block, host)
+		return nil, fieldErrorf(block, "host %q must be host[:port] without a scheme (use insecure for plain HTTP)", host)
 	case strings.Contains(host, "/"):
-		return nil, fmt.Errorf("%s: host %q must be host[:port] without a path (put the path in prefix)", block, host)
+		return nil, fieldErrorf(block, "host %q must be host[:port] without a path (put the path in prefix)", host)
 	}
 	var opts []name.Option
 	if insecure {
 		opts = append(opts, name.Insecure)
 	}
 	if _, err := name.NewRegistry(host, opts...); err != nil {
-		return nil, fmt.Errorf("%s: host %q: %w", block, host, err)
+		return nil, fieldErrorf(block, "host %q: %w", host, err)
 	}
 	return opts, nil
 }
@@ -214,10 +237,10 @@ func checkRepositories(block, host, prefix string, repos []string, opts []name.O
 	seen := map[string]bool{}
 	for i, r := range repos {
 		if _, err := name.NewRepository(host+"/"+join(prefix, r), opts...); err != nil || r == "" || strings.HasPrefix(r, "/") {
-			return fmt.Errorf("%s: repositories[%d] %q is not a repository name", block, i, r)
+			return fieldErrorf(block, "repositories[%d] %q is not a repository name", i, r)
 		}
 		if seen[r] {
-			return fmt.Errorf("%s: repositories[%d] %q is listed twice", block, i, r)
+			return fieldErrorf(block, "repositories[%d] %q is listed twice", i, r)
 		}
 		seen[r] = true
 	}
