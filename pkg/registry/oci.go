@@ -820,7 +820,11 @@ func (o *OCI) inspect(ctx context.Context, puller *remote.Puller, ref name.Diges
 			if err != nil {
 				return ociResult{}, fmt.Errorf("manifest %s: %w", m.Digest, err)
 			}
-			label, ok, _, err := imageLabel(img)
+			manifest, err := img.Manifest()
+			if err != nil {
+				return ociResult{}, fmt.Errorf("manifest %s: %w", m.Digest, err)
+			}
+			label, ok, _, err := imageLabel(img, manifest)
 			if err != nil {
 				return ociResult{}, fmt.Errorf("manifest %s: %w", m.Digest, err)
 			}
@@ -834,10 +838,15 @@ func (o *OCI) inspect(ctx context.Context, puller *remote.Puller, ref name.Diges
 		if err != nil {
 			return ociResult{}, err
 		}
-		if res, ok, err := specArtifact(img); ok || err != nil {
+		// Parsed once, for both ways an image can carry a spec.
+		m, err := img.Manifest()
+		if err != nil {
+			return ociResult{}, fmt.Errorf("manifest: %w", err)
+		}
+		if res, ok, err := specArtifact(img, m); ok || err != nil {
 			return res, err
 		}
-		label, ok, cf, err := imageLabel(img)
+		label, ok, cf, err := imageLabel(img, m)
 		if err != nil || !ok {
 			return ociResult{}, err
 		}
@@ -853,13 +862,10 @@ func (o *OCI) inspect(ctx context.Context, puller *remote.Puller, ref name.Diges
 	}
 }
 
-// imageLabel reads an image's spec label. An image whose config is not an
-// image config (a Helm chart, a signature, some other artifact) has none.
-func imageLabel(img v1.Image) (label string, ok bool, cf *v1.ConfigFile, err error) {
-	m, err := img.Manifest()
-	if err != nil {
-		return "", false, nil, err
-	}
+// imageLabel reads an image's spec label; m is its manifest. An image
+// whose config is not an image config (a Helm chart, a signature, some
+// other artifact) has none.
+func imageLabel(img v1.Image, m *v1.Manifest) (label string, ok bool, cf *v1.ConfigFile, err error) {
 	if !m.Config.MediaType.IsConfig() {
 		return "", false, nil, nil
 	}
