@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
 )
 
 // Docker Hub defaults.
@@ -152,10 +154,10 @@ type hubRepositoriesPage struct {
 
 // ListRepositories lists every repository of the namespace or fails.
 // See RepositoryLister.
-func (l dockerHubLister) ListRepositories(ctx context.Context) ([]string, error) {
+func (l dockerHubLister) ListRepositories(ctx context.Context, creds authn.AuthConfig) ([]string, error) {
 	d := l.d
 	ns := d.cfg.Namespace
-	authz, secrets, err := l.login(ctx)
+	authz, secrets, err := l.login(ctx, creds)
 	if err != nil {
 		return nil, redact(err, secrets)
 	}
@@ -220,15 +222,11 @@ func (l dockerHubLister) ListRepositories(ctx context.Context) ([]string, error)
 	}
 }
 
-// login reads the credentials and, for basic auth, trades them for an
-// access token at POST /v2/auth/token: the Authorization header of this
-// fetch's pages, and the secrets to keep out of errors. The token expires
-// in minutes and is never kept past the fetch.
-func (l dockerHubLister) login(ctx context.Context) (authz string, secrets []string, err error) {
-	creds, err := l.d.cfg.Auth.resolve()
-	if err != nil {
-		return "", nil, fmt.Errorf("Docker Hub credentials: %w", err)
-	}
+// login trades the fetch's credentials (basic auth) for an access token
+// at POST /v2/auth/token: the Authorization header of this fetch's pages,
+// and the secrets to keep out of errors. The token expires in minutes and
+// is never kept past the fetch.
+func (l dockerHubLister) login(ctx context.Context, creds authn.AuthConfig) (authz string, secrets []string, err error) {
 	if creds.Password == "" {
 		return "", nil, nil
 	}
@@ -251,8 +249,9 @@ func (l dockerHubLister) login(ctx context.Context) (authz string, secrets []str
 // source's checks ("oci: tag ..." is "dockerhub.tag ..."), so that
 // `specsync config check` points at its line.
 func innerOCIError(block string, err error) error {
-	if msg, ok := strings.CutPrefix(err.Error(), "oci: "); ok {
-		return errors.New(block + "." + msg)
+	var fe *fieldError
+	if errors.As(err, &fe) {
+		return fe.in(block)
 	}
 	return fmt.Errorf("%s: %w", block, err)
 }

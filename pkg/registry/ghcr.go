@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
 )
 
 // GitHub Container Registry defaults.
@@ -76,11 +78,8 @@ type GHCR struct {
 	// owner is the configured owner in lowercase, as registry paths have
 	// it.
 	owner string
-	// pull is cfg.Auth as basic credentials: what the listing sends as a
-	// bearer token and the registry trades for a pull token.
-	pull Auth
-	api  *listAPI
-	oci  *OCI
+	api   *listAPI
+	oci   *OCI
 }
 
 // gitHubLogin is a GitHub user or organization name.
@@ -104,6 +103,9 @@ func NewGHCR(cfg GHCRConfig) (*GHCR, error) {
 	if err := cfg.Auth.Validate(); err != nil {
 		return nil, fmt.Errorf("ghcr.auth: %w", err)
 	}
+	// pull is cfg.Auth as basic credentials: what the registry trades for a
+	// pull token, and whose password the listing sends as a bearer token
+	// (the OCI path reads it, once a fetch, and hands it to ghcrLister).
 	pull := cfg.Auth
 	switch cfg.Auth.kind() {
 	case AuthAnonymous:
@@ -131,7 +133,7 @@ func NewGHCR(cfg GHCRConfig) (*GHCR, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ghcr.api_url: %w", err)
 	}
-	g := &GHCR{cfg: cfg, owner: strings.ToLower(cfg.Owner), pull: pull, api: api}
+	g := &GHCR{cfg: cfg, owner: strings.ToLower(cfg.Owner), api: api}
 	g.oci, err = NewOCI(OCIConfig{
 		Host: cfg.Host, Prefix: g.owner, Insecure: cfg.Insecure, Lister: ghcrLister{g},
 		Tag: cfg.Tag, Filter: cfg.Filter, Auth: pull, Concurrency: cfg.Concurrency,
@@ -199,12 +201,8 @@ type gitHubPackage struct {
 // readings must list the same packages: a change between pages fails the
 // fetch (a later run reads it settled), and a package is never missing
 // from a listing only because another one went away meanwhile.
-func (l ghcrLister) ListRepositories(ctx context.Context) ([]string, error) {
+func (l ghcrLister) ListRepositories(ctx context.Context, creds authn.AuthConfig) ([]string, error) {
 	g := l.g
-	creds, err := g.pull.resolve()
-	if err != nil {
-		return nil, fmt.Errorf("GitHub credentials: %w", err)
-	}
 	secrets := []string{creds.Password}
 	first, pages, err := l.read(ctx, "Bearer "+creds.Password)
 	if err != nil || pages == 1 {

@@ -154,22 +154,23 @@ func (g googleOnly) RoundTrip(r *http.Request) (*http.Response, error) {
 	return g.inner.RoundTrip(r)
 }
 
-// checkGoogleOCI checks that an OCI source with auth type google talks to
-// a Google registry over HTTPS, and guards its transport. The messages
-// name the fields of the registries file, so that `specsync config check`
-// reports them at their line.
-func checkGoogleOCI(cfg *OCIConfig) (*googleTokens, error) {
-	if cfg.Auth.kind() != AuthGoogle {
+// checkGoogleOCI checks that a source with auth type google talks to a
+// Google registry over HTTPS, and guards its transport (transport, set):
+// the oci source and Helm's OCI form, whose block (oci, helm) the messages
+// name with its fields, so that `specsync config check` reports them at
+// their line.
+func checkGoogleOCI(block string, auth Auth, host string, insecure bool, transport *http.RoundTripper) (*googleTokens, error) {
+	if auth.kind() != AuthGoogle {
 		return nil, nil
 	}
 	switch {
-	case !googleRegistryHost(cfg.Host):
-		return nil, fmt.Errorf("oci: auth type google sends Google access tokens only to Google's registries "+
-			"(gcr.io, *.gcr.io, *.pkg.dev, over HTTPS); oci.host %q is not one", cfg.Host)
-	case cfg.Insecure:
-		return nil, errors.New("oci: auth type google never sends a Google access token over plain HTTP; remove oci.insecure")
+	case !googleRegistryHost(host):
+		return nil, fieldErrorf(block, "auth type google sends Google access tokens only to Google's registries "+
+			"(gcr.io, *.gcr.io, *.pkg.dev, over HTTPS); %s.host %q is not one", block, host)
+	case insecure:
+		return nil, fieldErrorf(block, "auth type google never sends a Google access token over plain HTTP; remove %s.insecure", block)
 	}
-	cfg.Transport = googleOnly{inner: cfg.Transport, allow: googleRegistryHost, hosts: "gcr.io, *.gcr.io, *.pkg.dev"}
+	*transport = googleOnly{inner: *transport, allow: googleRegistryHost, hosts: "gcr.io, *.gcr.io, *.pkg.dev"}
 	return &googleTokens{}, nil
 }
 
@@ -194,17 +195,17 @@ func checkGoogleHTTP(cfg *HTTPConfig, scheme, host string) (*googleTokens, error
 	return &googleTokens{}, nil
 }
 
-// credentials reads the credentials of one OCI fetch: the configured
-// secrets, or for auth type google an access token, which
-// go-containerregistry trades for a registry token at the registry's
-// realm as basic credentials (user oauth2accesstoken), the exchange
-// Container Registry and Artifact Registry document. The token is asked
-// of the token source at every fetch, so a refreshed one is used.
-func (o *OCI) credentials(ctx context.Context) (authn.AuthConfig, error) {
-	if o.google == nil {
-		return o.cfg.Auth.resolve()
+// ociCredentials reads the credentials of one OCI fetch: the configured
+// secrets, or for auth type google (google, the source's token source) an
+// access token, which go-containerregistry trades for a registry token at
+// the registry's realm as basic credentials (user oauth2accesstoken), the
+// exchange Container Registry and Artifact Registry document. The token is
+// asked of the token source at every fetch, so a refreshed one is used.
+func ociCredentials(ctx context.Context, auth Auth, google *googleTokens) (authn.AuthConfig, error) {
+	if google == nil {
+		return auth.resolve()
 	}
-	tok, err := o.google.token(ctx)
+	tok, err := google.token(ctx)
 	if err != nil {
 		return authn.AuthConfig{}, err
 	}

@@ -215,3 +215,49 @@ func reqLog(reg *googletest.Registry) string {
 	}
 	return b.String()
 }
+
+// Helm's OCI form takes auth type google as the oci source does: only a
+// Google registry over HTTPS, a load error naming the helm block's fields
+// otherwise. A chart repository (helm.url) is any web server: it refuses
+// the type at load.
+func TestHelmGoogleAuthIsCheckedAtLoad(t *testing.T) {
+	t.Parallel()
+	google := registry.Auth{Type: registry.AuthGoogle}
+	for _, host := range []string{"gcr.io", "europe-docker.pkg.dev", "us-central1-docker.pkg.dev:443"} {
+		if _, err := registry.NewHelm(registry.HelmConfig{Host: host, Prefix: "p/charts", Auth: google}); err != nil {
+			t.Errorf("host %s: %v", host, err)
+		}
+	}
+	for _, c := range []struct {
+		cfg  registry.HelmConfig
+		want string
+	}{
+		{registry.HelmConfig{Host: "registry.example.com"}, `helm: auth type google sends Google access tokens only to Google's registries (gcr.io, *.gcr.io, *.pkg.dev, over HTTPS); helm.host "registry.example.com" is not one`},
+		{registry.HelmConfig{Host: "europe-docker.pkg.dev:5000"}, `helm.host "europe-docker.pkg.dev:5000" is not one`},
+		{registry.HelmConfig{Host: "europe-docker.pkg.dev", Insecure: true}, "helm: auth type google never sends a Google access token over plain HTTP; remove helm.insecure"},
+		{registry.HelmConfig{URL: "https://storage.googleapis.com/charts"}, "helm: auth type google is for charts in an OCI registry on Google's registries (helm.host); a chart repository (helm.url) takes auth type anonymous, basic or token"},
+		{registry.HelmConfig{URL: "https://charts.example.com"}, "a chart repository (helm.url) takes auth type anonymous, basic or token"},
+	} {
+		c.cfg.Auth = google
+		if _, err := registry.NewHelm(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.cfg, err, c.want)
+		}
+	}
+}
+
+// Helm's OCI form asks for its Google token at fetch time, as the oci
+// source does: a binary that registered no way to find Google credentials
+// fails the fetch saying so, and sends nothing.
+func TestHelmGoogleAuthWithoutCredentialsProviderFailsTheFetch(t *testing.T) {
+	t.Parallel()
+	reg := googletest.NewRegistry(t, nil)
+	src, err := registry.NewHelm(registry.HelmConfig{Host: "europe-docker.pkg.dev", Prefix: "p/charts",
+		Auth: registry.Auth{Type: registry.AuthGoogle}, Transport: googletest.Transport(reg.Server)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetchFails(t, src, "registry europe-docker.pkg.dev/p/charts: credentials", "no way to find Google credentials", "pkg/registry/gcpauth")
+	if n := len(reg.Requests()); n != 0 {
+		t.Fatalf("%d requests reached the registry without credentials", n)
+	}
+}

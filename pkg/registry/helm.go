@@ -65,7 +65,9 @@ type HelmConfig struct {
 	// Auth: for a chart repository, sent as the Authorization header to
 	// the repository's own scheme, host and port only (chart URLs on
 	// another host get no credentials, as helm sends none without
-	// --pass-credentials); for an OCI registry, as an OCI source's.
+	// --pass-credentials), never auth type google (a Google token goes
+	// only to Google's registries); for an OCI registry, as an OCI
+	// source's, google included.
 	Auth Auth
 	// Concurrency bounds the charts read in parallel (default 8).
 	Concurrency int
@@ -110,9 +112,11 @@ type Helm struct {
 	// registry); index its index.yaml.
 	repo  *url.URL
 	index string
-	// nameOpts and backoff are an OCI registry's.
+	// nameOpts and backoff are an OCI registry's, and google its token
+	// source for auth type google (google.go).
 	nameOpts []name.Option
 	backoff  remote.Backoff
+	google   *googleTokens
 
 	mu sync.Mutex
 	// cache maps a chart version's digest (the index's digest of the
@@ -187,14 +191,6 @@ func (h *Helm) Fetch(ctx context.Context, opts FetchOptions) (*Listing, error) {
 	return h.fetchOCI(ctx)
 }
 
-// deadline makes a timeout say so.
-func (h *Helm) deadline(ctx context.Context, err error) error {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("fetch did not finish within %s: %w", h.cfg.Timeout, err)
-	}
-	return err
-}
-
 // chartVersion is one version of a chart as a listing names it.
 type chartVersion struct {
 	// version is the chart version as written (an OCI tag with "_" read
@@ -218,6 +214,15 @@ type chartOutcome struct {
 	unreachable bool
 	// key is the cache key of the version read, to keep in the cache.
 	key string
+}
+
+// unreached is the entry of a chart whose registry could not be talked to
+// about it (allFailed), nil for any other outcome.
+func (o chartOutcome) unreached() *Entry {
+	if o.unreachable {
+		return o.entry
+	}
+	return nil
 }
 
 // pick chooses the version a chart offers: the highest semantic version
@@ -266,24 +271,11 @@ func (h *Helm) pick(versions []chartVersion) (chartVersion, bool, error) {
 // listing: entries in name order, the cache pruned to what was read.
 func (h *Helm) collect(ctx context.Context, names []string, load func(ctx context.Context, name string) chartOutcome) ([]chartOutcome, error) {
 	outcomes := make([]chartOutcome, len(names))
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for range min(h.cfg.Concurrency, len(names)) {
-		wg.Go(func() {
-			for i := range work {
-				outcomes[i] = load(ctx, names[i])
-			}
-		})
-	}
-	for i := range names {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
+	each(h.cfg.Concurrency, len(names), func(i int) { outcomes[i] = load(ctx, names[i]) })
 	// A chart that timed out is not a problem of that chart: the listing
 	// as a whole is incomplete.
 	if err := ctx.Err(); err != nil {
-		return nil, h.deadline(ctx, err)
+		return nil, timedOut(ctx, h.cfg.Timeout, err)
 	}
 	return outcomes, nil
 }
@@ -304,13 +296,7 @@ func (h *Helm) listing(outcomes []chartOutcome, secrets []string) *Listing {
 		}
 	}
 	sort.SliceStable(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
-	h.mu.Lock()
-	for k := range h.cache {
-		if !keep[k] {
-			delete(h.cache, k)
-		}
-	}
-	h.mu.Unlock()
+	pruneCache(&h.mu, h.cache, keep)
 	return &Listing{Entries: entries, Digest: ListingDigest(entries)}
 }
 

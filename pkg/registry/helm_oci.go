@@ -8,22 +8,22 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"time"
 
-	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 )
 
-// checkOCI checks the configuration of charts in an OCI registry.
+// checkOCI checks the configuration of charts in an OCI registry, as the
+// oci source checks its own (checkOCIHost, repositoryPrefix,
+// checkRepositories), in messages of the helm block.
 func (h *Helm) checkOCI(cfg *HelmConfig) error {
+	var err error
+	if h.nameOpts, err = checkOCIHost("helm", cfg.Host, cfg.Insecure); err != nil {
+		return err
+	}
 	switch {
-	case strings.Contains(cfg.Host, "://"):
-		return fmt.Errorf("helm: host %q must be host[:port] without a scheme (use insecure for plain HTTP)", cfg.Host)
-	case strings.Contains(cfg.Host, "/"):
-		return fmt.Errorf("helm: host %q must be host[:port] without a path (put the path in prefix)", cfg.Host)
 	case cfg.PageSize < 0:
 		return fmt.Errorf("helm: page size %d must not be negative", cfg.PageSize)
 	case cfg.MaxIndexBytes != 0:
@@ -31,27 +31,11 @@ func (h *Helm) checkOCI(cfg *HelmConfig) error {
 	case cfg.Client != nil:
 		return errors.New("helm: client is for a chart repository; an OCI registry takes a transport")
 	}
-	if cfg.Insecure {
-		h.nameOpts = append(h.nameOpts, name.Insecure)
+	if cfg.Prefix, err = repositoryPrefix(cfg.Host, cfg.Prefix, h.nameOpts); err != nil {
+		return fmt.Errorf("helm: prefix %q is not a repository path", cfg.Prefix)
 	}
-	if _, err := name.NewRegistry(cfg.Host, h.nameOpts...); err != nil {
-		return fmt.Errorf("helm: host %q: %w", cfg.Host, err)
-	}
-	cfg.Prefix = strings.Trim(strings.TrimSpace(cfg.Prefix), "/")
-	if cfg.Prefix != "" {
-		if _, err := name.NewRepository(cfg.Host+"/"+cfg.Prefix, h.nameOpts...); err != nil || slices.Contains(strings.Split(cfg.Prefix, "/"), "") {
-			return fmt.Errorf("helm: prefix %q is not a repository path", cfg.Prefix)
-		}
-	}
-	seen := map[string]bool{}
-	for i, r := range cfg.Repositories {
-		if _, err := name.NewRepository(cfg.Host+"/"+join(cfg.Prefix, r), h.nameOpts...); err != nil || r == "" || strings.HasPrefix(r, "/") {
-			return fmt.Errorf("helm: repositories[%d] %q is not a repository name", i, r)
-		}
-		if seen[r] {
-			return fmt.Errorf("helm: repositories[%d] %q is listed twice", i, r)
-		}
-		seen[r] = true
+	if err := checkRepositories("helm", cfg.Host, cfg.Prefix, cfg.Repositories, h.nameOpts); err != nil {
+		return err
 	}
 	if cfg.PageSize == 0 {
 		cfg.PageSize = DefaultOCIPageSize
@@ -61,48 +45,25 @@ func (h *Helm) checkOCI(cfg *HelmConfig) error {
 	}
 	h.backoff = cfg.Backoff
 	if h.backoff.Steps == 0 {
-		// go-containerregistry's own (1s then 3s, per request, sleeping
-		// past the context) would let one flaky repository eat a run.
-		h.backoff = remote.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 3}
+		h.backoff = defaultOCIBackoff
 	}
-	return nil
-}
-
-// ociChart is one fetch's way to the registry.
-type ociChart struct {
-	where   string
-	secrets []string
-	opts    []remote.Option
-	puller  *remote.Puller
+	h.google, err = checkGoogleOCI("helm", cfg.Auth, cfg.Host, cfg.Insecure, &cfg.Transport)
+	return err
 }
 
 // fetchOCI lists the charts of an OCI registry: the repositories (listed
 // or from the catalog under the prefix), each one's tags, and the chosen
 // version's manifest, config and archive unless the cache has its digest.
 func (h *Helm) fetchOCI(ctx context.Context) (*Listing, error) {
-	c := &ociChart{where: "registry " + join(h.cfg.Host, h.cfg.Prefix)}
-	creds, err := h.cfg.Auth.resolve()
+	c, err := connectOCI(ctx, h.cfg.Host, h.cfg.Prefix, ociClient{
+		auth: h.cfg.Auth, google: h.google, transport: h.cfg.Transport,
+		pageSize: h.cfg.PageSize, concurrency: h.cfg.Concurrency, backoff: h.backoff,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("%s: credentials: %w", c.where, err)
+		return nil, err
 	}
-	c.secrets = []string{creds.Password, creds.RegistryToken}
 	fail := func(err error) (*Listing, error) {
-		return nil, redact(fmt.Errorf("%s: %w", c.where, h.deadline(ctx, err)), c.secrets)
-	}
-	var auth authn.Authenticator = authn.Anonymous
-	if creds != (authn.AuthConfig{}) {
-		auth = authn.FromConfig(creds)
-	}
-	c.opts = []remote.Option{
-		remote.WithAuth(auth),
-		remote.WithTransport(h.cfg.Transport),
-		remote.WithPageSize(h.cfg.PageSize),
-		remote.WithJobs(h.cfg.Concurrency),
-		remote.WithRetryBackoff(h.backoff),
-		remote.WithUserAgent("specsync"),
-	}
-	if c.puller, err = remote.NewPuller(c.opts...); err != nil {
-		return fail(err)
+		return c.fail(fmt.Errorf("%s: %w", c.where, timedOut(ctx, h.cfg.Timeout, err)))
 	}
 	names := h.cfg.Repositories
 	if len(names) == 0 {
@@ -111,10 +72,8 @@ func (h *Helm) fetchOCI(ctx context.Context) (*Listing, error) {
 			return fail(err)
 		}
 		for _, p := range paths {
-			if rest, ok := strings.CutPrefix(p, h.cfg.Prefix+"/"); h.cfg.Prefix == "" {
-				names = append(names, p)
-			} else if ok && rest != "" {
-				names = append(names, rest)
+			if e, ok := entryUnder(h.cfg.Prefix, p); ok {
+				names = append(names, e)
 			}
 		}
 	}
@@ -125,17 +84,8 @@ func (h *Helm) fetchOCI(ctx context.Context) (*Listing, error) {
 	if err != nil {
 		return fail(err)
 	}
-	// When every repository failed to load, the registry is down or
-	// refuses the credentials: the fetch's failure, not each chart's (as
-	// an OCI source decides).
-	if len(outcomes) > 0 && !slices.ContainsFunc(outcomes, func(o chartOutcome) bool { return !o.unreachable }) {
-		first := outcomes[0]
-		for _, o := range outcomes {
-			if o.entry.Name < first.entry.Name {
-				first = o
-			}
-		}
-		return fail(fmt.Errorf("all %d repositories failed, first: %w", len(outcomes), first.entry.Err))
+	if err := allFailed(outcomes); err != nil {
+		return fail(err)
 	}
 	return h.listing(outcomes, c.secrets), nil
 }
@@ -145,7 +95,7 @@ func (h *Helm) fetchOCI(ctx context.Context) (*Listing, error) {
 // A full last page without a Link header is checked with one "last="
 // request, as the oci source checks it: a registry that cut the list
 // there without paginating fails the fetch.
-func (h *Helm) ociCatalog(ctx context.Context, c *ociChart) ([]string, error) {
+func (h *Helm) ociCatalog(ctx context.Context, c *conn) ([]string, error) {
 	reg, err := name.NewRegistry(h.cfg.Host, h.nameOpts...)
 	if err != nil {
 		return nil, err
@@ -154,7 +104,7 @@ func (h *Helm) ociCatalog(ctx context.Context, c *ociChart) ([]string, error) {
 }
 
 // ociChart reads what one repository offers.
-func (h *Helm) ociChart(ctx context.Context, c *ociChart, entry string) chartOutcome {
+func (h *Helm) ociChart(ctx context.Context, c *conn, entry string) chartOutcome {
 	path := join(h.cfg.Prefix, entry)
 	where := h.cfg.Host + "/" + path
 	// broken is the chart's error; version is the one read ("" before
@@ -222,7 +172,7 @@ func (h *Helm) ociChart(ctx context.Context, c *ociChart, entry string) chartOut
 // content's error (cached with it); err is a failure to read it, not
 // cached, and unreachable says the registry could not be talked to, as
 // opposed to a blob that is not what its digest says.
-func (h *Helm) ociContent(ctx context.Context, c *ociChart, ref name.Digest, v chartVersion) (content chartContent, unreachable bool, err error) {
+func (h *Helm) ociContent(ctx context.Context, c *conn, ref name.Digest, v chartVersion) (content chartContent, unreachable bool, err error) {
 	got, err := c.puller.Get(ctx, ref)
 	if err != nil {
 		return chartContent{}, true, err
@@ -273,7 +223,7 @@ func (h *Helm) ociContent(ctx context.Context, c *ociChart, ref name.Digest, v c
 // blob reads a blob of the size its descriptor gave; go-containerregistry
 // checks its digest as it reads. unreachable: the registry failed, as
 // opposed to a blob that is not what its descriptor says.
-func (h *Helm) blob(ctx context.Context, c *ociChart, ref name.Digest, size int64) ([]byte, bool, error) {
+func (h *Helm) blob(ctx context.Context, c *conn, ref name.Digest, size int64) ([]byte, bool, error) {
 	l, err := c.puller.Layer(ctx, ref)
 	if err != nil {
 		return nil, true, err

@@ -34,6 +34,11 @@ func (h *Helm) checkRepository(cfg *HelmConfig) error {
 		return errors.New("helm: prefix, insecure, repositories and page_size are for charts in an OCI registry (host), not a chart repository (url)")
 	case cfg.Transport != nil:
 		return errors.New("helm: transport is for charts in an OCI registry; a chart repository takes a client")
+	case cfg.Auth.kind() == AuthGoogle:
+		// Only a Google registry may see a Google token; a chart
+		// repository is any web server.
+		return errors.New("helm: auth type google is for charts in an OCI registry on Google's registries (helm.host); " +
+			"a chart repository (helm.url) takes auth type anonymous, basic or token")
 	}
 	index, err := resolveChartURL(u, "index.yaml")
 	if err != nil {
@@ -96,7 +101,7 @@ func (h *Helm) fetchRepository(ctx context.Context, opts FetchOptions) (*Listing
 		return nil, fmt.Errorf("%s: credentials: %w", where, err)
 	}
 	fail := func(err error) (*Listing, error) {
-		return nil, redact(fmt.Errorf("%s: index: %w", where, h.deadline(ctx, err)), secrets)
+		return nil, redact(fmt.Errorf("%s: index: %w", where, timedOut(ctx, h.cfg.Timeout, err)), secrets)
 	}
 
 	req, err := indexRequest(ctx, h.index, "application/yaml, application/x-yaml, text/yaml;q=0.9, */*;q=0.1", authz, opts.ETag)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -66,9 +67,12 @@ type OCIConfig struct {
 // RepositoryLister lists a registry's repositories where the catalog API
 // cannot: full repository paths on the host (Prefix included). Like a
 // catalog, it lists everything or fails: a partial list would read as
-// repositories having disappeared.
+// repositories having disappeared. creds are the credentials the fetch
+// read for its pulls (Auth, read once): the listing uses the same ones, so
+// a secret rotated during a fetch cannot list with one and pull with
+// another.
 type RepositoryLister interface {
-	ListRepositories(ctx context.Context) ([]string, error)
+	ListRepositories(ctx context.Context, creds authn.AuthConfig) ([]string, error)
 }
 
 // OCI lists the spec images of an OCI registry: one entry per repository
@@ -81,10 +85,7 @@ type RepositoryLister interface {
 type OCI struct {
 	cfg      OCIConfig
 	nameOpts []name.Option
-	// backoff is go-containerregistry's retry of 408/429/5xx and network
-	// blips. Its default (1s then 3s, per request) would let one flaky
-	// repository eat most of a scheduled run, and its sleeps ignore the
-	// context; a short one still rides out a blip.
+	// backoff is defaultOCIBackoff (tests shorten it).
 	backoff remote.Backoff
 	// google holds the token source of auth type google (google.go).
 	google *googleTokens
@@ -112,57 +113,36 @@ type ociResult struct {
 // NewOCI checks cfg and fills in defaults.
 func NewOCI(cfg OCIConfig) (*OCI, error) {
 	cfg.Host = strings.TrimSpace(cfg.Host)
+	if cfg.Host == "" {
+		return nil, fieldErrorf("oci", "host is required")
+	}
+	opts, err := checkOCIHost("oci", cfg.Host, cfg.Insecure)
+	if err != nil {
+		return nil, err
+	}
 	switch {
-	case cfg.Host == "":
-		return nil, errors.New("oci: host is required")
-	case strings.Contains(cfg.Host, "://"):
-		return nil, fmt.Errorf("oci: host %q must be host[:port] without a scheme (use insecure for plain HTTP)", cfg.Host)
-	case strings.Contains(cfg.Host, "/"):
-		return nil, fmt.Errorf("oci: host %q must be host[:port] without a path (put the path in prefix)", cfg.Host)
 	case cfg.PageSize < 0:
-		return nil, fmt.Errorf("oci: page size %d must not be negative", cfg.PageSize)
+		return nil, fieldErrorf("oci", "page size %d must not be negative", cfg.PageSize)
 	case cfg.Concurrency < 0:
-		return nil, fmt.Errorf("oci: concurrency %d must not be negative", cfg.Concurrency)
+		return nil, fieldErrorf("oci", "concurrency %d must not be negative", cfg.Concurrency)
 	case cfg.Timeout < 0:
-		return nil, fmt.Errorf("oci: timeout %s must not be negative", cfg.Timeout)
+		return nil, fieldErrorf("oci", "timeout %s must not be negative", cfg.Timeout)
 	}
-	var opts []name.Option
-	if cfg.Insecure {
-		opts = append(opts, name.Insecure)
-	}
-	if _, err := name.NewRegistry(cfg.Host, opts...); err != nil {
-		return nil, fmt.Errorf("oci: host %q: %w", cfg.Host, err)
-	}
-	cfg.Prefix = strings.Trim(strings.TrimSpace(cfg.Prefix), "/")
-	if cfg.Prefix != "" {
-		if _, err := name.NewRepository(cfg.Host+"/"+cfg.Prefix, opts...); err != nil {
-			return nil, fmt.Errorf("oci: prefix %q is not a repository path: %w", cfg.Prefix, err)
-		}
-		if slices.Contains(strings.Split(cfg.Prefix, "/"), "") {
-			return nil, fmt.Errorf("oci: prefix %q is not a repository path: it has an empty component", cfg.Prefix)
-		}
+	if cfg.Prefix, err = repositoryPrefix(cfg.Host, cfg.Prefix, opts); err != nil {
+		return nil, fieldErrorf("oci", "prefix %q is not a repository path: %w", cfg.Prefix, err)
 	}
 	if cfg.Tag == "" {
 		cfg.Tag = DefaultOCITag
 	}
 	if _, err := name.NewTag(cfg.Host+"/x:"+cfg.Tag, opts...); err != nil {
-		return nil, fmt.Errorf("oci: tag %q: %w", cfg.Tag, err)
+		return nil, fieldErrorf("oci", "tag %q: %w", cfg.Tag, err)
 	}
-	seen := map[string]bool{}
-	repos := make([]string, 0, len(cfg.Repositories))
-	for i, r := range cfg.Repositories {
-		if _, err := name.NewRepository(cfg.Host+"/"+join(cfg.Prefix, r), opts...); err != nil || r == "" || strings.HasPrefix(r, "/") {
-			return nil, fmt.Errorf("oci: repositories[%d] %q is not a repository name", i, r)
-		}
-		if seen[r] {
-			return nil, fmt.Errorf("oci: repositories[%d] %q is listed twice", i, r)
-		}
-		seen[r] = true
-		repos = append(repos, r)
+	if err := checkRepositories("oci", cfg.Host, cfg.Prefix, cfg.Repositories, opts); err != nil {
+		return nil, err
 	}
-	cfg.Repositories = repos
+	cfg.Repositories = slices.Clone(cfg.Repositories)
 	if err := cfg.Auth.Validate(); err != nil {
-		return nil, fmt.Errorf("oci: %w", err)
+		return nil, &fieldError{block: "oci", err: err} // "auth type ..."
 	}
 	if cfg.PageSize == 0 {
 		cfg.PageSize = DefaultOCIPageSize
@@ -176,18 +156,102 @@ func NewOCI(cfg OCIConfig) (*OCI, error) {
 	if cfg.Transport == nil {
 		cfg.Transport = remote.DefaultTransport
 	}
-	google, err := checkGoogleOCI(&cfg)
+	google, err := checkGoogleOCI("oci", cfg.Auth, cfg.Host, cfg.Insecure, &cfg.Transport)
 	if err != nil {
 		return nil, err
 	}
 	return &OCI{
 		cfg:      cfg,
 		nameOpts: opts,
-		backoff:  remote.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 3},
+		backoff:  defaultOCIBackoff,
 		google:   google,
 		cache:    map[string]ociResult{},
 	}, nil
 }
+
+// The checks and the fetch machinery below are the oci source's and Helm's
+// OCI form's alike (a helm block with host): block names the registries
+// file's block in messages ("oci: ...", "helm: ...").
+
+// fieldError is a check's error about a field of a registries file's
+// block: its text (err) starts with the field as the block writes it
+// ("tag ...", "repositories[2] ...", "auth type ..."), and it reads
+// "block: text". Every error of NewOCI is one, so that the sources built
+// on it (dockerhub, ghcr) can name the field as one of their own block
+// (innerOCIError) without reading the message.
+type fieldError struct {
+	block string
+	err   error
+}
+
+// fieldErrorf is a fieldError of block whose text is fmt.Errorf's.
+func fieldErrorf(block, format string, args ...any) error {
+	return &fieldError{block: block, err: fmt.Errorf(format, args...)}
+}
+
+func (e *fieldError) Error() string { return e.block + ": " + e.err.Error() }
+func (e *fieldError) Unwrap() error { return e.err }
+
+// in is the error as one about a field of block, the block of a source
+// built on this one's checks: "dockerhub.tag ...".
+func (e *fieldError) in(block string) error { return errors.New(block + "." + e.err.Error()) }
+
+// checkOCIHost checks a registry host (host[:port], without a scheme or a
+// path) and returns the name options that reach it.
+func checkOCIHost(block, host string, insecure bool) ([]name.Option, error) {
+	switch {
+	case strings.Contains(host, "://"):
+		return nil, fieldErrorf(block, "host %q must be host[:port] without a scheme (use insecure for plain HTTP)", host)
+	case strings.Contains(host, "/"):
+		return nil, fieldErrorf(block, "host %q must be host[:port] without a path (put the path in prefix)", host)
+	}
+	var opts []name.Option
+	if insecure {
+		opts = append(opts, name.Insecure)
+	}
+	if _, err := name.NewRegistry(host, opts...); err != nil {
+		return nil, fieldErrorf(block, "host %q: %w", host, err)
+	}
+	return opts, nil
+}
+
+// repositoryPrefix trims a configured prefix of spaces and slashes, and
+// says why it is not a repository path of host if it is not ("" is none).
+func repositoryPrefix(host, prefix string, opts []name.Option) (string, error) {
+	prefix = strings.Trim(strings.TrimSpace(prefix), "/")
+	if prefix == "" {
+		return "", nil
+	}
+	if _, err := name.NewRepository(host+"/"+prefix, opts...); err != nil {
+		return prefix, err
+	}
+	if slices.Contains(strings.Split(prefix, "/"), "") {
+		return prefix, errors.New("it has an empty component")
+	}
+	return prefix, nil
+}
+
+// checkRepositories checks a repository list: names relative to the
+// prefix, each once.
+func checkRepositories(block, host, prefix string, repos []string, opts []name.Option) error {
+	seen := map[string]bool{}
+	for i, r := range repos {
+		if _, err := name.NewRepository(host+"/"+join(prefix, r), opts...); err != nil || r == "" || strings.HasPrefix(r, "/") {
+			return fieldErrorf(block, "repositories[%d] %q is not a repository name", i, r)
+		}
+		if seen[r] {
+			return fieldErrorf(block, "repositories[%d] %q is listed twice", i, r)
+		}
+		seen[r] = true
+	}
+	return nil
+}
+
+// defaultOCIBackoff is the retry of go-containerregistry's requests
+// (408/429/5xx and network blips). Its own default (1s then 3s, per
+// request) would let one flaky repository eat most of a scheduled run, and
+// its sleeps ignore the context; a short one still rides out a blip.
+var defaultOCIBackoff = remote.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 3}
 
 // String names the source for logs; it shows no credential.
 func (o *OCI) String() string {
@@ -210,11 +274,15 @@ func (o *OCI) path(entry string) string { return join(o.cfg.Prefix, entry) }
 
 // entryOf is the entry a repository path on the host stands for, if it
 // lies under the prefix.
-func (o *OCI) entryOf(path string) (string, bool) {
-	if o.cfg.Prefix == "" {
+func (o *OCI) entryOf(path string) (string, bool) { return entryUnder(o.cfg.Prefix, path) }
+
+// entryUnder is the entry a repository path on the host stands for, if it
+// lies under prefix: the path relative to it, never "".
+func entryUnder(prefix, path string) (string, bool) {
+	if prefix == "" {
 		return path, path != ""
 	}
-	rest, ok := strings.CutPrefix(path, o.cfg.Prefix+"/")
+	rest, ok := strings.CutPrefix(path, prefix+"/")
 	return rest, ok && rest != ""
 }
 
@@ -256,7 +324,7 @@ func (o *OCI) Fetch(ctx context.Context, opts FetchOptions) (*Listing, error) {
 	}
 	entries, err := o.entries(ctx, c)
 	if err != nil {
-		return c.fail(fmt.Errorf("%s: %w", c.where, o.deadline(ctx, err)))
+		return c.fail(fmt.Errorf("%s: %w", c.where, timedOut(ctx, o.cfg.Timeout, err)))
 	}
 	return o.fetchEntries(ctx, c, entries, true, opts)
 }
@@ -265,6 +333,7 @@ func (o *OCI) Fetch(ctx context.Context, opts FetchOptions) (*Listing, error) {
 // fetch only), the secrets to keep out of errors, and the puller.
 type conn struct {
 	where   string
+	creds   authn.AuthConfig
 	secrets []string
 	auth    authn.Authenticator
 	opts    []remote.Option
@@ -275,23 +344,44 @@ func (c *conn) fail(err error) (*Listing, error) { return nil, redact(err, c.sec
 
 // connect reads the credentials and builds the puller of one fetch.
 func (o *OCI) connect(ctx context.Context) (*conn, error) {
-	where := "registry " + join(o.cfg.Host, o.cfg.Prefix)
-	creds, err := o.credentials(ctx)
+	return connectOCI(ctx, o.cfg.Host, o.cfg.Prefix, ociClient{
+		auth: o.cfg.Auth, google: o.google, transport: o.cfg.Transport,
+		pageSize: o.cfg.PageSize, concurrency: o.cfg.Concurrency, backoff: o.backoff,
+	})
+}
+
+// ociClient is how a source talks to a registry.
+type ociClient struct {
+	auth Auth
+	// google is auth type google's token source (google.go), nil for the
+	// other types.
+	google      *googleTokens
+	transport   http.RoundTripper
+	pageSize    int
+	concurrency int
+	backoff     remote.Backoff
+}
+
+// connectOCI reads the credentials and builds the puller of one fetch of
+// the registry at host, under prefix.
+func connectOCI(ctx context.Context, host, prefix string, client ociClient) (*conn, error) {
+	where := "registry " + join(host, prefix)
+	creds, err := ociCredentials(ctx, client.auth, client.google)
 	if err != nil {
 		return nil, fmt.Errorf("%s: credentials: %w", where, err)
 	}
-	c := &conn{where: where, secrets: []string{creds.Password, creds.RegistryToken}, auth: authn.Anonymous}
+	c := &conn{where: where, creds: creds, secrets: []string{creds.Password, creds.RegistryToken}, auth: authn.Anonymous}
 	if creds != (authn.AuthConfig{}) {
 		c.auth = authn.FromConfig(creds)
 	}
 	c.opts = []remote.Option{
 		remote.WithAuth(c.auth),
-		remote.WithTransport(o.cfg.Transport),
-		remote.WithPageSize(o.cfg.PageSize),
+		remote.WithTransport(client.transport),
+		remote.WithPageSize(client.pageSize),
 		// Its blob limiter (4 by default) would otherwise cap config
 		// fetches below Concurrency.
-		remote.WithJobs(o.cfg.Concurrency),
-		remote.WithRetryBackoff(o.backoff),
+		remote.WithJobs(client.concurrency),
+		remote.WithRetryBackoff(client.backoff),
 		remote.WithUserAgent("specsync"),
 	}
 	if c.puller, err = remote.NewPuller(c.opts...); err != nil {
@@ -309,7 +399,7 @@ func (o *OCI) entries(ctx context.Context, c *conn) ([]string, error) {
 		var paths []string
 		var err error
 		if o.cfg.Lister != nil {
-			paths, err = o.cfg.Lister.ListRepositories(ctx)
+			paths, err = o.cfg.Lister.ListRepositories(ctx, c.creds)
 		} else if o.walksChildren() {
 			paths, err = o.children(ctx, c)
 		} else {
@@ -350,7 +440,7 @@ func (o *OCI) entries(ctx context.Context, c *conn) ([]string, error) {
 // config).
 func (o *OCI) fetchEntries(ctx context.Context, c *conn, selected []string, complete bool, opts FetchOptions) (*Listing, error) {
 	outcomes := make([]repoOutcome, len(selected))
-	o.each(len(selected), func(i int) { outcomes[i] = o.lookup(ctx, c.puller, selected[i]) })
+	each(o.cfg.Concurrency, len(selected), func(i int) { outcomes[i] = o.lookup(ctx, c.puller, selected[i]) })
 	if err := o.incomplete(ctx, c, outcomes); err != nil {
 		return nil, err
 	}
@@ -380,7 +470,7 @@ func (o *OCI) fetchEntries(ctx context.Context, c *conn, selected []string, comp
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where, err)
 	}
-	o.each(len(selected), func(i int) { outcomes[i] = o.resolve(ctx, c.puller, selected[i], outcomes[i], hints) })
+	each(o.cfg.Concurrency, len(selected), func(i int) { outcomes[i] = o.resolve(ctx, c.puller, selected[i], outcomes[i], hints) })
 	if err := o.incomplete(ctx, c, outcomes); err != nil {
 		return nil, err
 	}
@@ -403,11 +493,11 @@ func (o *OCI) fetchEntries(ctx context.Context, c *conn, selected []string, comp
 	return &Listing{Entries: entries, Quiet: quiet, Digest: ListingDigest(slices.Concat(entries, quiet))}, nil
 }
 
-// each calls f for 0..n-1, Concurrency at a time.
-func (o *OCI) each(n int, f func(i int)) {
+// each calls f for 0..n-1, concurrency at a time.
+func each(concurrency, n int, f func(i int)) {
 	work := make(chan int)
 	var wg sync.WaitGroup
-	for range min(o.cfg.Concurrency, n) {
+	for range min(concurrency, n) {
 		wg.Go(func() {
 			for i := range work {
 				f(i)
@@ -427,35 +517,57 @@ func (o *OCI) incomplete(ctx context.Context, c *conn, outcomes []repoOutcome) e
 	// A repository that timed out is not a problem of that repository: the
 	// listing as a whole is incomplete.
 	if err := ctx.Err(); err != nil {
-		_, err = c.fail(fmt.Errorf("%s: %w", c.where, o.deadline(ctx, err)))
+		_, err = c.fail(fmt.Errorf("%s: %w", c.where, timedOut(ctx, o.cfg.Timeout, err)))
 		return err
 	}
-	// When every repository failed to load, the registry is down or
-	// refuses the credentials: the fetch's failure, not each spec's. With
-	// an explicit repository list nothing else would show it, as no
-	// catalog request is made.
-	if len(outcomes) > 0 && !slices.ContainsFunc(outcomes, func(r repoOutcome) bool { return !r.unreachable }) {
-		first := outcomes[0]
-		for _, r := range outcomes {
-			if r.entry.Name < first.entry.Name {
-				first = r
-			}
-		}
-		_, err := c.fail(fmt.Errorf("%s: all %d repositories failed, first: %w", c.where, len(outcomes), first.entry.Err))
+	// With an explicit repository list nothing else would show a registry
+	// that is down, as no catalog request is made.
+	if err := allFailed(outcomes); err != nil {
+		_, err = c.fail(fmt.Errorf("%s: %w", c.where, err))
 		return err
 	}
 	return nil
 }
 
-// prune keeps in the cache only the manifests a complete fetch saw.
-func (o *OCI) prune(seen map[string]bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for d := range o.cache {
-		if !seen[d] {
-			delete(o.cache, d)
+// unreached is the entry of a repository that could not be talked to
+// about, nil for any other outcome.
+func (r repoOutcome) unreached() *Entry {
+	if r.unreachable {
+		return r.entry
+	}
+	return nil
+}
+
+// allFailed is the failure of a fetch in which every repository failed to
+// load: the registry is down or refuses the credentials, the fetch's
+// failure, not each entry's. It names the first failure by entry name.
+func allFailed[O interface{ unreached() *Entry }](outcomes []O) error {
+	var first *Entry
+	for _, o := range outcomes {
+		e := o.unreached()
+		if e == nil {
+			return nil
+		}
+		if first == nil || e.Name < first.Name {
+			first = e
 		}
 	}
+	if first == nil {
+		return nil
+	}
+	return fmt.Errorf("all %d repositories failed, first: %w", len(outcomes), first.Err)
+}
+
+// prune keeps in the cache only the manifests a complete fetch saw.
+func (o *OCI) prune(seen map[string]bool) { pruneCache(&o.mu, o.cache, seen) }
+
+// pruneCache deletes from cache, under mu, every key not in keep: a
+// source's cache of what a digest holds, kept to the digests of its last
+// complete fetch so that it cannot outgrow the registry.
+func pruneCache[V any](mu *sync.Mutex, cache map[string]V, keep map[string]bool) {
+	mu.Lock()
+	defer mu.Unlock()
+	maps.DeleteFunc(cache, func(k string, _ V) bool { return !keep[k] })
 }
 
 // hints asks the run for its hints (opts.Hints) when some manifest a tag
@@ -490,11 +602,11 @@ func redacted(e Entry, secrets []string) Entry {
 // ref is the reference of an entry's image by digest.
 func (o *OCI) ref(repo, digest string) string { return o.cfg.Host + "/" + o.path(repo) + "@" + digest }
 
-// deadline makes a timeout say so: go-containerregistry reports it as
-// whatever request was in flight.
-func (o *OCI) deadline(ctx context.Context, err error) error {
+// timedOut makes a fetch's timeout say so: go-containerregistry reports it
+// as whatever request was in flight.
+func timedOut(ctx context.Context, timeout time.Duration, err error) error {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("fetch did not finish within %s: %w", o.cfg.Timeout, err)
+		return fmt.Errorf("fetch did not finish within %s: %w", timeout, err)
 	}
 	return err
 }
@@ -708,7 +820,11 @@ func (o *OCI) inspect(ctx context.Context, puller *remote.Puller, ref name.Diges
 			if err != nil {
 				return ociResult{}, fmt.Errorf("manifest %s: %w", m.Digest, err)
 			}
-			label, ok, _, err := imageLabel(img)
+			manifest, err := img.Manifest()
+			if err != nil {
+				return ociResult{}, fmt.Errorf("manifest %s: %w", m.Digest, err)
+			}
+			label, ok, _, err := imageLabel(img, manifest)
 			if err != nil {
 				return ociResult{}, fmt.Errorf("manifest %s: %w", m.Digest, err)
 			}
@@ -722,10 +838,15 @@ func (o *OCI) inspect(ctx context.Context, puller *remote.Puller, ref name.Diges
 		if err != nil {
 			return ociResult{}, err
 		}
-		if res, ok, err := specArtifact(img); ok || err != nil {
+		// Parsed once, for both ways an image can carry a spec.
+		m, err := img.Manifest()
+		if err != nil {
+			return ociResult{}, fmt.Errorf("manifest: %w", err)
+		}
+		if res, ok, err := specArtifact(img, m); ok || err != nil {
 			return res, err
 		}
-		label, ok, cf, err := imageLabel(img)
+		label, ok, cf, err := imageLabel(img, m)
 		if err != nil || !ok {
 			return ociResult{}, err
 		}
@@ -741,13 +862,10 @@ func (o *OCI) inspect(ctx context.Context, puller *remote.Puller, ref name.Diges
 	}
 }
 
-// imageLabel reads an image's spec label. An image whose config is not an
-// image config (a Helm chart, a signature, some other artifact) has none.
-func imageLabel(img v1.Image) (label string, ok bool, cf *v1.ConfigFile, err error) {
-	m, err := img.Manifest()
-	if err != nil {
-		return "", false, nil, err
-	}
+// imageLabel reads an image's spec label; m is its manifest. An image
+// whose config is not an image config (a Helm chart, a signature, some
+// other artifact) has none.
+func imageLabel(img v1.Image, m *v1.Manifest) (label string, ok bool, cf *v1.ConfigFile, err error) {
 	if !m.Config.MediaType.IsConfig() {
 		return "", false, nil, nil
 	}

@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 
@@ -22,18 +21,10 @@ import (
 
 // specArtifact reads what a spec artifact offers: its document, or the
 // problem that makes it that entry's error (it does not hold exactly one
-// document, or one too big). ok is false for any other manifest (an
-// image, a Helm chart, a signature). err is a failure to read it from the
-// registry.
-func specArtifact(img v1.Image) (res ociResult, ok bool, err error) {
-	raw, err := img.RawManifest()
-	if err != nil {
-		return res, false, err
-	}
-	var m v1.Manifest
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return res, false, fmt.Errorf("manifest: %w", err)
-	}
+// document, or one too big). m is img's manifest. ok is false for any
+// other manifest (an image, a Helm chart, a signature). err is a failure
+// to read it from the registry.
+func specArtifact(img v1.Image, m *v1.Manifest) (res ociResult, ok bool, err error) {
 	if m.ArtifactType != spec.ArtifactType && string(m.Config.MediaType) != spec.ArtifactType {
 		return res, false, nil
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/specsync/specsync/emulator/googletest"
 	"github.com/specsync/specsync/pkg/registry"
 	"github.com/specsync/specsync/pkg/registry/gcpauth"
+	"github.com/specsync/specsync/pkg/registry/helmtest"
 )
 
 // These tests set the process's environment (where Application Default
@@ -282,5 +283,76 @@ func TestCloudStorageIndex(t *testing.T) {
 	}
 	if len(seen) != 2 {
 		t.Fatalf("the server saw %d requests, want 2 (the redirect's target never reached)", len(seen))
+	}
+}
+
+// Helm charts in Artifact Registry (`helm push CHART
+// oci://europe-docker.pkg.dev/PROJECT/REPOSITORY`) are read with the
+// process's Google identity as the oci source reads images: the current
+// access token at the realm, reused while it is valid, and a realm that
+// the registry names elsewhere gets no token.
+func TestHelmChartsInArtifactRegistry(t *testing.T) {
+	tokens := googletest.NewTokenServer(t, "canary-gcpauth-helm")
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", tokens.KeyFile(t))
+	reg := googletest.NewRegistry(t, tokens)
+	for _, name := range []string{"postgresql", "redis"} {
+		helmtest.PushChart(t, reg.PushHost, "project/charts/"+name, helmtest.Chart{Name: name, Version: "1.2.3", Description: "the " + name + " chart"})
+	}
+	helmtest.PushChart(t, reg.PushHost, "elsewhere/charts/mysql", helmtest.Chart{Name: "mysql", Version: "8.0.0", Description: "the mysql chart"})
+	src, err := registry.NewHelm(registry.HelmConfig{Host: arHost, Prefix: "project/charts",
+		Auth: registry.Auth{Type: registry.AuthGoogle}, Transport: googletest.Transport(reg.Server)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		reg.Reset()
+		l, err := src.Fetch(context.Background(), registry.FetchOptions{})
+		if err != nil {
+			t.Fatalf("fetch: %v", err)
+		}
+		if len(l.Entries) != 2 || l.Entries[0].Name != "postgresql" || l.Entries[1].Name != "redis" ||
+			l.Entries[0].Spec == nil || l.Entries[1].Spec == nil {
+			t.Fatalf("entries %+v, want the specs of postgresql and redis", l.Entries)
+		}
+		cur, _ := tokens.Current()
+		presented := 0
+		for _, r := range reg.Requests() {
+			if r.AccessToken != "" {
+				presented++
+				if r.AccessToken != cur.Value {
+					t.Error("the realm was shown a token that is not the current one")
+				}
+			}
+		}
+		if presented == 0 {
+			t.Fatal("no access token reached the realm: the Docker token exchange did not happen")
+		}
+	}
+	if n := tokens.Requests(); n != 1 {
+		t.Fatalf("%d token requests for two fetches within the token's life, want 1 (reused)", n)
+	}
+
+	reg.SetFault(func(rw http.ResponseWriter, r *http.Request) bool {
+		if r.Host == arHost && r.Header.Get("Authorization") == "" {
+			rw.Header().Set("WWW-Authenticate", `Bearer realm="https://token.example.com/v2/token",service="`+arHost+`"`)
+			rw.WriteHeader(http.StatusUnauthorized)
+			return true
+		}
+		return false
+	})
+	reg.Reset()
+	_, err = src.Fetch(context.Background(), registry.FetchOptions{})
+	if err == nil || !strings.Contains(err.Error(), "refusing to send Google credentials to https://token.example.com") {
+		t.Fatalf("a realm on another host: %v", err)
+	}
+	for _, tok := range tokens.Issued() {
+		if strings.Contains(err.Error(), tok.Value) {
+			t.Fatalf("an access token is in the error: %q", err)
+		}
+	}
+	for _, r := range reg.Requests() {
+		if r.Host != arHost && r.Credentials {
+			t.Fatalf("credentials went to %s%s", r.Host, r.URI)
+		}
 	}
 }

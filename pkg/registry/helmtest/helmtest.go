@@ -399,11 +399,19 @@ func NewRegistry(t testing.TB) *Registry {
 // "_"), and returns the manifest digest.
 func (r *Registry) Push(t testing.TB, repo string, c Chart) string {
 	t.Helper()
+	return PushChart(t, r.Host, repo, c)
+}
+
+// PushChart pushes c to repository repo of the registry at host (plain
+// HTTP) as Registry.Push does: for registries of other packages (an
+// Artifact Registry stand-in).
+func PushChart(t testing.TB, host, repo string, c Chart) string {
+	t.Helper()
 	config, err := json.Marshal(c.metadata())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r.PushArtifact(t, repo, strings.ReplaceAll(c.Version, "+", "_"), config, c.Archive(t))
+	return pushArtifact(t, host, repo, strings.ReplaceAll(c.Version, "+", "_"), config, c.Archive(t))
 }
 
 // PushArtifact pushes a chart manifest of a config blob and an archive
@@ -411,7 +419,12 @@ func (r *Registry) Push(t testing.TB, repo string, c Chart) string {
 // image manifest whose config and one layer have Helm's media types.
 func (r *Registry) PushArtifact(t testing.TB, repo, tag string, config, archive []byte) string {
 	t.Helper()
-	ref, err := name.NewTag(r.Host+"/"+repo+":"+tag, name.Insecure)
+	return pushArtifact(t, r.Host, repo, tag, config, archive)
+}
+
+func pushArtifact(t testing.TB, host, repo, tag string, config, archive []byte) string {
+	t.Helper()
+	ref, err := name.NewTag(host+"/"+repo+":"+tag, name.Insecure)
 	if err != nil {
 		t.Fatal(err)
 	}
