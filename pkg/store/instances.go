@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
@@ -102,36 +104,47 @@ type CreateInstanceResult struct {
 }
 
 // CreateInstance records an instance of an active spec and one of its
-// plans. In one transaction it reads the spec (it must exist, be active
-// and have the plan), reads the instance id (an identical existing record
-// is returned as is, a different one is a failure.Conflict) and creates
-// the record. It writes nothing else: provisions of one spec share only
-// a read of the spec, so a burst of them never queues on one document
-// (usage.go). Its read of the spec orders it against MarkSpec, which
-// writes the spec; its new record, in the range DeleteMarked's query
-// locks, orders it against the delete: either commits first, and the
-// other sees it.
+// plans. An id that has a record is answered from it, read outside any
+// transaction (existingInstance: the record for an identical request, a
+// failure.Conflict otherwise). Otherwise one transaction reads the spec
+// (it must exist, be active and have the plan) and creates the record with
+// Firestore's must-not-exist precondition; a request that loses that race
+// to another under the same id is answered from the winner's record. It
+// writes nothing else: provisions of one spec share only a read of the
+// spec, and provisions under one id no lock on it, so a burst of either
+// never queues behind a lock (usage.go). Its read of the spec orders it
+// against MarkSpec, which writes the spec; its new record, in the range
+// DeleteMarked's query locks, orders it against the delete: either commits
+// first, and the other sees it.
 //
 // Identical is OSB's "the same attributes": the service, the plan, the
 // context (as recorded: a context update replaces it) and the parameters
-// (by their digest, verified after the transaction so that the slow
-// derivation holds no lock; the record it read is the answer's
-// snapshot). The new record's digest is derived before the transaction,
-// for the same reason.
+// (by their digest, derived outside the transaction so that the slow
+// derivation holds no lock: a new record's before it, a comparison
+// against the record read).
 func (s *Store) CreateInstance(ctx context.Context, inst Instance) (CreateInstanceResult, error) {
 	if inst.ID == "" || inst.SpecID == "" || inst.PlanID == "" {
 		return CreateInstanceResult{}, failure.New(failure.Invalid, "instance needs an id, a service id and a plan id")
+	}
+	if err := inst.encodeContext(); err != nil {
+		return CreateInstanceResult{}, failure.Wrap(failure.Invalid, err)
+	}
+	specRef := s.specs().Doc(inst.SpecID)
+	instRef := s.instances().Doc(inst.ID)
+	// An instance that exists is answered from the record as read, with
+	// no transaction: once created, a record is the answer to every
+	// provision of its id until it is deprovisioned.
+	if cur, err := s.readInstance(ctx, instRef); err != nil || cur != nil {
+		if err != nil {
+			return CreateInstanceResult{}, classify(err, "read instance %s", inst.ID)
+		}
+		return s.existingInstance(ctx, *cur, inst)
 	}
 	digest, err := digestParameters(ctx, inst.Parameters)
 	if err != nil {
 		return CreateInstanceResult{}, classify(err, "digest the parameters of instance %s", inst.ID)
 	}
 	inst.ParametersDigest = digest
-	if err := inst.encodeContext(); err != nil {
-		return CreateInstanceResult{}, failure.Wrap(failure.Invalid, err)
-	}
-	specRef := s.specs().Doc(inst.SpecID)
-	instRef := s.instances().Doc(inst.ID)
 	var res CreateInstanceResult
 	err = s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		res = CreateInstanceResult{}
@@ -141,25 +154,6 @@ func (s *Store) CreateInstance(ctx context.Context, inst Instance) (CreateInstan
 			return failure.New(failure.NotFound, "service %s is not in the catalog", inst.SpecID)
 		}
 		if err != nil {
-			return err
-		}
-		instSnap, err := tx.Get(instRef)
-		s.ops.read(1)
-		if err == nil {
-			var cur Instance
-			if err := dataTo(instSnap, &cur); err != nil {
-				return err
-			}
-			if cur.SpecID != inst.SpecID || cur.PlanID != inst.PlanID {
-				return failure.New(failure.Conflict, "instance %s already exists with service %s and plan %s", inst.ID, cur.SpecID, cur.PlanID)
-			}
-			if !sameContext(cur.Context, inst.Context) {
-				return failure.New(failure.Conflict, "instance %s already exists with another context", inst.ID)
-			}
-			res = CreateInstanceResult{Instance: cur, Existed: true}
-			return nil
-		}
-		if !isNotFound(err) {
 			return err
 		}
 		var rec SpecRecord
@@ -189,23 +183,66 @@ func (s *Store) CreateInstance(ctx context.Context, inst Instance) (CreateInstan
 			inst.CreatedAt = s.now().UTC()
 		}
 		res.Instance = inst
+		// Create, not a read of the id: a read would lock it, and every
+		// request of a burst under one id would hold that lock while one
+		// of them waits to write. Create's precondition lets the first
+		// commit and fails the rest (AlreadyExists), which then answer
+		// from the record the winner wrote.
 		return tx.Create(instRef, inst)
 	})
+	if status.Code(err) == codes.AlreadyExists {
+		cur, rerr := s.readInstance(ctx, instRef)
+		if rerr != nil {
+			return CreateInstanceResult{}, classify(rerr, "read instance %s", inst.ID)
+		}
+		if cur != nil {
+			return s.existingInstance(ctx, *cur, inst)
+		}
+	}
 	if err != nil {
 		return CreateInstanceResult{}, classify(err, "create instance %s", inst.ID)
 	}
-	if !res.Existed {
-		s.ops.write(1)
-		return res, nil
+	s.ops.write(1)
+	return res, nil
+}
+
+// readInstance reads an instance record outside any transaction (nil:
+// there is none).
+func (s *Store) readInstance(ctx context.Context, ref *firestore.DocumentRef) (*Instance, error) {
+	snap, err := ref.Get(ctx)
+	s.ops.read(1)
+	if isNotFound(err) {
+		return nil, nil
 	}
-	same, err := sameParameters(ctx, res.Instance.ParametersDigest, inst.Parameters)
+	if err != nil {
+		return nil, err
+	}
+	var cur Instance
+	if err := dataTo(snap, &cur); err != nil {
+		return nil, err
+	}
+	return &cur, nil
+}
+
+// existingInstance answers a provision of an id that has a record: the
+// record when the request is identical (OSB's 200), a failure.Conflict
+// naming what differs otherwise (409). Parameters are compared by their
+// digest (sameParameters), the one slow derivation a repeat costs.
+func (s *Store) existingInstance(ctx context.Context, cur, inst Instance) (CreateInstanceResult, error) {
+	if cur.SpecID != inst.SpecID || cur.PlanID != inst.PlanID {
+		return CreateInstanceResult{}, failure.New(failure.Conflict, "instance %s already exists with service %s and plan %s", inst.ID, cur.SpecID, cur.PlanID)
+	}
+	if !sameContext(cur.Context, inst.Context) {
+		return CreateInstanceResult{}, failure.New(failure.Conflict, "instance %s already exists with another context", inst.ID)
+	}
+	same, err := sameParameters(ctx, cur.ParametersDigest, inst.Parameters)
 	if err != nil {
 		return CreateInstanceResult{}, classify(err, "compare the parameters of instance %s", inst.ID)
 	}
 	if !same {
 		return CreateInstanceResult{}, failure.New(failure.Conflict, "instance %s already exists with other parameters", inst.ID)
 	}
-	return res, nil
+	return CreateInstanceResult{Instance: cur, Existed: true}, nil
 }
 
 // maintenance checks a maintenance_info version a request named against

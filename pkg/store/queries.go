@@ -84,6 +84,8 @@ var Queries = []Query{
 	// A spec's usage is counted from its instances (usage.go).
 	{Func: "countUsage", Collection: InstancesCollection,
 		Filters: []Filter{{"spec_id", OpIn}}},
+	{Func: "txStrands", Collection: InstancesCollection,
+		Filters: []Filter{{"spec_id", OpEqual}}},
 	{Func: "RegistryStatuses", Collection: RegistriesCollection,
 		OrderBy: []Order{{DocumentIDField, Ascending}}},
 	// Operator reads (admin.go): one field each, no composite index.

@@ -1,6 +1,14 @@
 package store
 
-import "context"
+import (
+	"context"
+	"errors"
+
+	"cloud.google.com/go/firestore"
+
+	"github.com/specsync/specsync/pkg/failure"
+	"github.com/specsync/specsync/pkg/spec"
+)
 
 // A spec's usage (its instances, per plan and per OCI platform) is the
 // instance records themselves, counted when a reader needs it; nothing
@@ -88,4 +96,63 @@ func (r *SpecRecord) count(u usageOf) {
 		}
 		r.PlatformInstances[u.Platform]++
 	}
+}
+
+// ErrStranded: a new version of a spec was about to be adopted although
+// an instance uses a plan or an OCI platform it drops, because the
+// instance was provisioned (or moved) after the run read the spec's
+// usage. Nothing is written; the run fails retryably, and the next one
+// reads the usage again and holds the version back.
+var ErrStranded = errors.New("a new version would strand an instance")
+
+// drops reports whether adopting next over the stored version could
+// strand an instance: it lacks a plan of cur, or declares platforms that
+// leave out one cur accepts (cur declaring none accepts any).
+func drops(cur, next *spec.Spec) bool {
+	for _, p := range cur.Plans {
+		if _, ok := next.PlanByID(p.ID); !ok {
+			return true
+		}
+	}
+	if len(next.Platforms) == 0 {
+		return false
+	}
+	if len(cur.Platforms) == 0 {
+		return true
+	}
+	for _, p := range cur.Platforms {
+		if !supports(next, p.String()) {
+			return true
+		}
+	}
+	return false
+}
+
+// txStrands checks, in tx, that adopting next over the stored record
+// strands no instance. Most new versions drop nothing and cost nothing
+// here; one that does queries the spec's instances in the transaction,
+// which locks their range: a provision committing an instance of the spec
+// conflicts with the adoption, and whichever commits second sees the
+// other (a provision then finds the new version, without the plan).
+func (s *Store) txStrands(tx *firestore.Transaction, cur *SpecRecord, next *spec.Spec) error {
+	was, err := cur.Spec()
+	if err != nil || !drops(was, next) {
+		return err
+	}
+	snaps, err := tx.Documents(s.instances().Where("spec_id", "==", cur.ID).Select("spec_id", "plan_id", "platform")).GetAll()
+	s.ops.read(max(1, len(snaps)))
+	if err != nil {
+		return err
+	}
+	for _, snap := range snaps {
+		var u usageOf
+		if err := snap.DataTo(&u); err != nil {
+			return err
+		}
+		_, planKept := next.PlanByID(u.PlanID)
+		if !planKept || (u.Platform != "" && len(next.Platforms) > 0 && !supports(next, u.Platform)) {
+			return refused(failure.Precondition, ErrStranded, "spec %s: instance %s (plan %s, platform %q) was provisioned after the run read the spec's usage, and the new version drops its plan or platform: run again to hold the version back", cur.ID, snap.Ref.ID, u.PlanID, u.Platform)
+		}
+	}
+	return nil
 }
