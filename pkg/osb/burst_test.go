@@ -168,7 +168,13 @@ func TestBurstBindsOfOneInstanceAllCreated(t *testing.T) {
 // spec stored.
 func TestBurstProvisionsVersusDelete(t *testing.T) {
 	const n = 50
-	for round, premarked := range []bool{false, false, true} {
+	// The mark starts with the burst, a few milliseconds into it (so that
+	// some provisions usually land first), or before it.
+	for round, r := range []struct {
+		premarked bool
+		markAfter time.Duration
+	}{{false, 0}, {false, 5 * time.Millisecond}, {true, 0}} {
+		premarked := r.premarked
 		e := newEnv(t, time.Minute)
 		victim := parseSpec(t, specYAML("victim"))
 		e.seed(victim)
@@ -180,6 +186,7 @@ func TestBurstProvisionsVersusDelete(t *testing.T) {
 		var rs []response
 		var wg sync.WaitGroup
 		wg.Go(func() {
+			time.Sleep(r.markAfter)
 			if !premarked {
 				_, markErr = e.st.MarkSpec(e.ctx, testReg, victim.ID, "run-1")
 			}
