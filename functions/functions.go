@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
@@ -113,7 +114,11 @@ func Reconcile(ctx context.Context, e event.Event) error {
 		// could put a line of its choosing into the log. So the error is
 		// logged here as a JSON field, and the framework gets a sentence
 		// of ours.
-		logger().Warn("the message will be redelivered", "event", e.ID(), "error", err.Error())
+		// The line is the contract one (logging.EventMessageRetry) the
+		// message retries metric reads: after max_delivery_attempts of
+		// these, Pub/Sub dead-letters the message.
+		logger().Warn("the message will be redelivered", logging.FieldEvent, logging.EventMessageRetry,
+			logging.FieldTopic, topicOf(e.Source()), "event_id", e.ID(), "error", err.Error())
 		return errRedeliver
 	}
 	return nil
@@ -121,4 +126,14 @@ func Reconcile(ctx context.Context, e event.Event) error {
 
 // errRedeliver is what Reconcile returns for a message Pub/Sub should
 // deliver again; the reason is in the log line before it.
+// topicOf is the topic's name in an event's source
+// ("//pubsub.googleapis.com/projects/P/topics/T"): a bounded value, the
+// metric's label.
+func topicOf(source string) string {
+	if _, t, ok := strings.Cut(source, "/topics/"); ok {
+		return t
+	}
+	return source
+}
+
 var errRedeliver = errors.New("the message will be redelivered: the reason is in the log line before this one")
