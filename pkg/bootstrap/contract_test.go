@@ -210,7 +210,7 @@ func TestContractLineOfAnOverdueBootstrap(t *testing.T) {
 	checkContract(t, lines)
 	ended := lines[logging.EventBootstrapOperation]
 	if len(ended) != 1 || ended[0][logging.FieldResult] != string(api.Failed) || ended[0][logging.FieldFailedRegistries] != 1.0 ||
-		ended[0][logging.FieldDuration] != float64((2 * time.Minute).Milliseconds()) {
+		ended[0][logging.FieldDuration] != float64((2*time.Minute).Milliseconds()) {
 		t.Errorf("overdue operation's lines: %v", ended)
 	}
 }
