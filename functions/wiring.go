@@ -212,6 +212,7 @@ func newCatalog(ctx context.Context, env settings.Lookup) (http.Handler, error) 
 		RefreshWindow:  s.RefreshWindow,
 		MaxWait:        s.MaxWait,
 		Logger:         log,
+		DashboardURL:   s.DashboardURL,
 	})
 	return b.Handler(), nil
 }
