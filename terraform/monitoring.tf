@@ -134,7 +134,7 @@ resource "google_logging_metric" "specsync" {
     }
   }
 
-  label_extractors = { for label, field in each.value.labels : label => "EXTRACT(jsonPayload.${field})" }
+  label_extractors = length(each.value.labels) == 0 ? null : { for label, field in each.value.labels : label => "EXTRACT(jsonPayload.${field})" }
   value_extractor  = each.value.value == null ? null : "EXTRACT(jsonPayload.${each.value.value})"
 
   dynamic "bucket_options" {
