@@ -214,3 +214,28 @@ func TestContractLineOfAnOverdueBootstrap(t *testing.T) {
 		t.Errorf("overdue operation's lines: %v", ended)
 	}
 }
+
+// An operation past its deadline that a new bootstrap supersedes ends
+// failed, and says so in its contract line.
+func TestContractLineOfASupersededBootstrap(t *testing.T) {
+	ctx := context.Background()
+	out := &syncBuffer{}
+	now := time.Now()
+	ops := bootstrap.NewOperations(store.New(checked(t)), time.Minute, time.Hour)
+	ops.Logger = logging.New(out, "info")
+	ops.Now = func() time.Time { return now }
+	old, _, err := ops.Start(ctx, []string{"local"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Minute)
+	if _, started, err := ops.Start(ctx, []string{"local"}, false); err != nil || !started {
+		t.Fatalf("a start after the deadline: started %v, %v", started, err)
+	}
+	lines := contractLines(t, out)
+	checkContract(t, lines)
+	ended := lines[logging.EventBootstrapOperation]
+	if len(ended) != 1 || ended[0][logging.FieldOperation] != old.ID || ended[0][logging.FieldResult] != string(api.Failed) {
+		t.Errorf("superseded operation's lines: %v", ended)
+	}
+}

@@ -120,6 +120,9 @@ func (o *Operations) startTx(ctx context.Context, registries []string, dryRun bo
 	if res.Join != nil {
 		return res.Join, false, nil
 	}
+	if res.Supersede != nil {
+		logEnded(o.logger(), res.Supersede, res.Supersede.UpdatedAt) // failed: past its deadline
+	}
 	return res.Create, true, nil
 }
 
