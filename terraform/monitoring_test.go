@@ -213,7 +213,7 @@ func checkLogMetrics(m *module, fns map[string]*instance, t *errs) map[string]me
 		}
 		fields, ok := logging.Events[event]
 		if !ok {
-			t.Errorf("%s: reads event %q, which the code does not log (pkg/logging.Events)", where, event)
+			t.Errorf("%s: reads event %q, which the code does not log (logging.Events)", where, event)
 			continue
 		}
 		// The logs of every function that logs the line, and of no other.
