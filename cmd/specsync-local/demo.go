@@ -232,7 +232,7 @@ func (c *demoClient) catalog(ctx context.Context) (string, error) {
 	if err := json.Unmarshal(body, &cat); err != nil {
 		return "", err
 	}
-	fmt.Fprintf(c.out, "   200 OK, ETag %s, %d services, %d bytes\n", resp.Header.Get("ETag"), len(cat.Services), len(body))
+	fmt.Fprintf(c.out, "   200 OK, ETag %s, %s, %s\n", resp.Header.Get("ETag"), count(len(cat.Services), "service", "services"), count(len(body), "byte", "bytes"))
 	for _, svc := range cat.Services {
 		plans := make([]string, len(svc.Plans))
 		for i, p := range svc.Plans {

@@ -47,6 +47,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if u, err := url.Parse(s.PushURL); err == nil {
 		fmt.Fprintf(stdout, "  Pub/Sub pushes to the reconcile function on http://%s (loopback only, behind a token of its own)\n", u.Host)
 	}
+	fmt.Fprintln(stdout, "drive it with the specsync CLI from another shell; paste:")
+	fmt.Fprintln(stdout, "  "+exportLine(s))
 	fmt.Fprintln(stdout, "ready; interrupt to stop")
 	err = s.Wait(ctx)
 	fmt.Fprintln(stdout, "stopping")
@@ -56,4 +58,35 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 func envDuration(key string) time.Duration {
 	d, _ := time.ParseDuration(envOr(key, "0s"))
 	return d
+}
+
+// exportLine is the shell line that points the specsync CLI at the stack,
+// with its credentials (laptop ones). A credential given only as a hash
+// or a file is not known here: the line says so instead of a value.
+func exportLine(s *stack.Stack) string {
+	val := func(v, unknown string) string {
+		if v == "" {
+			return unknown
+		}
+		return shellQuote(v)
+	}
+	return fmt.Sprintf("export SPECSYNC_URL=%s SPECSYNC_ADMIN_TOKEN=%s SPECSYNC_BROKER_USERNAME=%s SPECSYNC_BROKER_PASSWORD=%s",
+		shellQuote(s.URL), val(s.AdminToken, "'(the token whose hash SPECSYNC_ADMIN_TOKEN_SHA256 holds)'"),
+		shellQuote(s.BrokerUser), val(s.BrokerPass, "'(the password whose hash SPECSYNC_BROKER_PASSWORD_SHA256 holds)'"))
+}
+
+// shellQuote is v as one POSIX shell word: bare when only safe
+// characters, else single-quoted.
+func shellQuote(v string) string {
+	safe := v != ""
+	for _, r := range v {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("@%+=:,./_-", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return v
+	}
+	return "'" + strings.ReplaceAll(v, "'", `'\''`) + "'"
 }
