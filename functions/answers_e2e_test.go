@@ -1,6 +1,6 @@
 package functions_test
 
-// Quick, exact answers (issue 22.3), through the local stack and the real
+// Quick, exact answers, through the local stack and the real
 // binaries: --wait sees a short operation end soon after it does, a dry
 // run names each broken entry and why, an unchanged run counts what it
 // left unchanged, the local stack prints a paste-ready export line, and
