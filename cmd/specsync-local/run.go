@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -20,17 +21,19 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	regAddr := fs.String("registry-addr", envOr("SPECSYNC_LOCAL_REGISTRY", DefaultLocalRegistry), "listen address of the local OCI registry, where specsync-local push pushes (env SPECSYNC_LOCAL_REGISTRY; 127.0.0.1:0 picks a free port)")
 	interval := fs.Duration("bootstrap-interval", envDuration("SPECSYNC_BOOTSTRAP_INTERVAL"), "bootstrap periodically, standing in for Cloud Scheduler (env SPECSYNC_BOOTSTRAP_INTERVAL; 0 = never)")
 	prune := fs.Duration("prune-interval", envDuration("SPECSYNC_PRUNE_INTERVAL"), "delete expired change records this often, as Firestore TTL does in production (env SPECSYNC_PRUNE_INTERVAL; default 1m)")
+	specs := fs.String("specs", os.Getenv("SPECSYNC_LOCAL_SPECS"), "directory of spec files the local OCI registry serves, re-read before every bootstrap (env SPECSYNC_LOCAL_SPECS; default examples/registry when run from the repository, else the examples built in)")
 	logLevel := fs.String("log-level", envOr("LOG_LEVEL", "info"), "log level (env LOG_LEVEL)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	log := logging.New(stderr, *logLevel)
-	s, err := stack.Start(ctx, stack.Options{Addr: *addr, RegistryAddr: *regAddr, BootstrapInterval: *interval, PruneInterval: *prune, Logger: log})
+	s, err := stack.Start(ctx, stack.Options{Addr: *addr, RegistryAddr: *regAddr, SpecsDir: *specs, BootstrapInterval: *interval, PruneInterval: *prune, Logger: log})
 	if err != nil {
 		return err
 	}
 	defer s.Close()
 	fmt.Fprintf(stdout, "specsync local stack on %s (project %s, OCI registry %s)\n", s.URL, s.Project, s.Registry)
+	fmt.Fprintf(stdout, "  the OCI registry serves the spec files of %s, re-read before every bootstrap: edit one, bootstrap, and that is the change\n", s.SpecsFrom)
 	fmt.Fprintf(stdout, "  POST %s/bootstrap               (Authorization: Bearer $SPECSYNC_ADMIN_TOKEN)\n", s.URL)
 	fmt.Fprintf(stdout, "  GET  %s/bootstrap/last_operation?operation=ID\n", s.URL)
 	fmt.Fprintf(stdout, "  GET  %s/v2/catalog              (basic auth $SPECSYNC_BROKER_USERNAME:$SPECSYNC_BROKER_PASSWORD, X-Broker-API-Version: 2.17)\n", s.URL)
