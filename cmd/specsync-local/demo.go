@@ -202,8 +202,9 @@ func (c *demoClient) bootstrap(ctx context.Context) error {
 			sort.Strings(names)
 			for _, n := range names {
 				r := op.Registries[n]
-				fmt.Fprintf(c.out, "   registry %s: %s; created %d, updated %d, unchanged %d, marked %d, deleted %d, entry errors %d; firestore %d reads, %d writes\n",
-					n, r.Result, r.Counts.Created, r.Counts.Updated, r.Counts.Unchanged, r.Counts.Marked, r.Counts.Deleted, r.Counts.EntryErrors, r.Firestore.Reads, r.Firestore.Writes)
+				fmt.Fprintf(c.out, "   registry %s: %s; created %d, updated %d, unchanged %d, marked %d, deleted %d, entry errors %d; firestore %s, %s\n",
+					n, r.Result, r.Counts.Created, r.Counts.Updated, r.Counts.Unchanged, r.Counts.Marked, r.Counts.Deleted, r.Counts.EntryErrors,
+					count(int(r.Firestore.Reads), "read", "reads"), count(int(r.Firestore.Writes), "write", "writes"))
 				if r.Error != "" {
 					fmt.Fprintf(c.out, "     error: %s\n", r.Error)
 				}
