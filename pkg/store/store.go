@@ -12,7 +12,7 @@
 //	                    a service binding of that instance (pins nothing)
 //	tombstones/{key}    what a deprovision or unbind left, for last_operation
 //	registries/{name}   status of a registry's last runs
-//	meta/catalog        the catalog revision (the last committed change)
+//	meta/catalog        the catalog revision (the last committed change) and the store's epoch
 //	changes/{id}        the change feed (see Change)
 //	operations/{id}     a bootstrap operation (operations.go)
 //	meta/bootstrap      names the operation in progress
