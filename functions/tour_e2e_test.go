@@ -82,7 +82,7 @@ func TestE2ETourEditShowsAsExactlyThatChange(t *testing.T) {
 		t.Fatalf("bootstrap after the edit: want exactly one spec updated:\n%s", r.stdout)
 	}
 	// The watcher prints it.
-	out.waitFor(t, regexp.MustCompile(`^6\s+\S+\s+updated\s+examples/redis\s+\S+\s+\(5 services\)$`), 20*time.Second)
+	out.waitFor(t, regexp.MustCompile(`^6\s+\S+\s+updated\s+examples[/]redis\s+\S+\s+\(5 services\)$`), 20*time.Second)
 	// And nothing more, even after another bootstrap (nothing changed).
 	r = s.cli(nil, "bootstrap", "--wait").must(t, 0, "bootstrap with nothing edited")
 	if !regexp.MustCompile(`(?m)^\s+examples\s+succeeded\s+unchanged\s`).MatchString(r.stdout) {
