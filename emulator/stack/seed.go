@@ -136,7 +136,9 @@ func (s *specFiles) syncQuietly(ctx context.Context) (pushed, deleted []string, 
 // beforeBootstrap re-seeds the registry from the files before a bootstrap
 // (POST /bootstrap, a dry run too) reaches the bootstrap function. A
 // failure is logged, and the bootstrap goes on with what the registry
-// holds.
+// holds. It runs before the function checks the admin token: a refused
+// request has synced files that are the operator's own, on a loopback
+// stack, which costs a directory read when nothing changed.
 func (s *specFiles) beforeBootstrap(next http.HandlerFunc, log *slog.Logger) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.URL.Path == "/bootstrap" {
