@@ -50,6 +50,10 @@ type Cache struct {
 	Window time.Duration
 	Logger *slog.Logger
 	Now    func() time.Time
+	// MaxBytes is the largest catalog body served, in either form
+	// (DefaultMaxCatalogBytes when 0): a form over it is refused at
+	// render time, never cut (catalogforms.go).
+	MaxBytes int64
 
 	once sync.Once
 	// sem lets one refresh run at a time; the others wait for it (or for
@@ -67,12 +71,24 @@ type Cache struct {
 	specs *mirror
 }
 
-// Rendered is the catalog at one revision, ready to serve. It is never
-// modified once served.
+// Rendered is the catalog at one revision, ready to serve in either
+// form (catalogforms.go). It is never modified once served.
 type Rendered struct {
 	Revision int64
-	Body     []byte
-	ETag     string
+	// Body is the JSON as rendered (the identity form), made once: the
+	// cache's pieces share its bytes, and the gzip form is made from it.
+	Body []byte
+	ETag string
+	// Gzip is Body gzip-compressed, GzipETag its tag (ETag with "-gz");
+	// both empty when that form is over Limit. GzipBytes is its size
+	// either way.
+	Gzip      []byte
+	GzipETag  string
+	GzipBytes int64
+	// Services is how many services Body lists.
+	Services int
+	// Limit is the largest body served; a form over it is refused.
+	Limit int64
 }
 
 // current is the served catalog and when its revision was last read.
@@ -158,7 +174,8 @@ func (c *Cache) load(ctx context.Context, st *store.Store) (*Rendered, string, e
 			return nil, "", err
 		}
 		if why == "" {
-			return c.render(m), "changes", nil
+			r, err := c.render(m)
+			return r, "changes", err
 		}
 		how = "full: " + why
 	} else if m != nil {
@@ -181,7 +198,8 @@ func (c *Cache) load(ctx context.Context, st *store.Store) (*Rendered, string, e
 	}
 	m.base = at
 	c.specs = m
-	return c.render(m), how, nil
+	r, err := c.render(m)
+	return r, how, err
 }
 
 // catchUp applies the changes after m.rev up to rev to m. It returns
@@ -226,8 +244,17 @@ func (c *Cache) catchUp(ctx context.Context, st *store.Store, m *mirror, rev int
 }
 
 // render assembles m into the catalog to serve.
-func (c *Cache) render(m *mirror) *Rendered {
-	body, err := catalog.Assemble(m.ordered())
+func (c *Cache) render(m *mirror) (*Rendered, error) {
+	return c.renderPieces(m.rev, m.ordered())
+}
+
+// renderPieces is render → bytes → forms for any list of pieces in
+// render order (the whole catalog's, or a filtered list of them): one
+// Assemble, then encodeForms. A form over the limit is logged here, once
+// per render, not per request.
+func (c *Cache) renderPieces(rev int64, pieces []*catalog.Piece) (*Rendered, error) {
+	body, err := catalog.Assemble(pieces)
+	kept := len(pieces)
 	var drop *catalog.DropError
 	if errors.As(err, &drop) {
 		// One bad spec must not take the catalog down: serve the rest, say
@@ -235,12 +262,18 @@ func (c *Cache) render(m *mirror) *Rendered {
 		for _, p := range drop.Problems {
 			c.logger().Warn("spec left out of the catalog", "spec", p.SpecID, "name", p.Name, "reason", p.Reason)
 		}
+		kept -= len(drop.Problems)
 	}
 	// The body's hash is part of the tag: a full render reads the specs as
 	// of the revision read, which includes spec writes whose changes are
 	// still pending, so instances can serve different bodies at one
 	// revision; each must have its own tag.
-	return &Rendered{Revision: m.rev, Body: body, ETag: catalog.BodyETag(m.rev, body)}
+	r, err := encodeForms(rev, body, kept, c.MaxBytes)
+	if err != nil {
+		return nil, err
+	}
+	r.logSize(c.logger())
+	return r, nil
 }
 
 // mirror is the specs behind a rendered catalog.
