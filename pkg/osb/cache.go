@@ -75,21 +75,30 @@ type Cache struct {
 // form (catalogforms.go). It is never modified once served.
 type Rendered struct {
 	Revision int64
-	// Body is the JSON as rendered (the identity form), made once: the
-	// cache's pieces share its bytes, and the gzip form is made from it.
-	Body []byte
+	// body is the JSON as rendered (the identity form), made once: the
+	// cache's pieces' own bytes, written a piece at a time and never
+	// copied into one buffer (catalog.Body); the gzip form is made from
+	// it.
+	body *catalog.Body
 	ETag string
-	// Gzip is Body gzip-compressed, GzipETag its tag (ETag with "-gz");
-	// both empty when that form is over Limit. GzipBytes is its size
-	// either way.
+	// Gzip is the body gzip-compressed, GzipETag its tag (ETag with
+	// "-gz"); both empty when that form is over Limit. GzipBytes is its
+	// size either way.
 	Gzip      []byte
 	GzipETag  string
 	GzipBytes int64
-	// Services is how many services Body lists.
+	// Services is how many services the body lists.
 	Services int
 	// Limit is the largest body served; a form over it is refused.
 	Limit int64
 }
+
+// Body is the identity form in one new buffer, for tests and tools: the
+// handler writes it from the pieces.
+func (r *Rendered) Body() []byte { return r.body.Bytes() }
+
+// Size is the identity form's length in bytes.
+func (r *Rendered) Size() int { return r.body.Len() }
 
 // current is the served catalog and when its revision was last read.
 type current struct {
@@ -250,11 +259,11 @@ func (c *Cache) render(m *mirror) (*Rendered, error) {
 
 // renderPieces is render → bytes → forms for any list of pieces in
 // render order (the whole catalog's, or a filtered list of them): one
-// Assemble, then encodeForms. A form over the limit is logged here, once
+// AssembleBody (which leaves the pieces as they are, so several lists
+// of one mirror's pieces can be rendered), then encodeForms. A form over the limit is logged here, once
 // per render, not per request.
 func (c *Cache) renderPieces(rev int64, pieces []*catalog.Piece) (*Rendered, error) {
-	body, err := catalog.Assemble(pieces)
-	kept := len(pieces)
+	body, err := catalog.AssembleBody(pieces)
 	var drop *catalog.DropError
 	if errors.As(err, &drop) {
 		// One bad spec must not take the catalog down: serve the rest, say
@@ -262,13 +271,8 @@ func (c *Cache) renderPieces(rev int64, pieces []*catalog.Piece) (*Rendered, err
 		for _, p := range drop.Problems {
 			c.logger().Warn("spec left out of the catalog", "spec", p.SpecID, "name", p.Name, "reason", p.Reason)
 		}
-		kept -= len(drop.Problems)
 	}
-	// The body's hash is part of the tag: a full render reads the specs as
-	// of the revision read, which includes spec writes whose changes are
-	// still pending, so instances can serve different bodies at one
-	// revision; each must have its own tag.
-	r, err := encodeForms(rev, body, kept, c.MaxBytes)
+	r, err := encodeForms(rev, body, c.MaxBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ package osb
 // best and as a partial catalog at worst.
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/catalog"
@@ -36,22 +38,27 @@ const gzipSuffix = "-gz"
 
 // encodeForms makes what is served of one rendered body: its tag, its
 // gzip form and that form's tag, and the check of both against limit.
-// It is the step after catalog.Assemble for any list of services (the
-// whole catalog today; a credential's filtered view goes through the
-// same step with its own body). A form over limit is not held: only its
-// size, for the refusal.
-func encodeForms(rev int64, body []byte, services int, limit int64) (*Rendered, error) {
+// It is the step after catalog.AssembleBody for any list of services
+// (the whole catalog today; a credential's filtered view goes through
+// the same step with its own body). A form over limit is not held: only
+// its size, for the refusal. The body itself is the pieces' bytes: the
+// tag and the gzip form are made from them as they are written.
+func encodeForms(rev int64, body *catalog.Body, limit int64) (*Rendered, error) {
 	if limit <= 0 {
 		limit = DefaultMaxCatalogBytes
 	}
-	r := &Rendered{Revision: rev, Body: body, ETag: catalog.BodyETag(rev, body), Services: services, Limit: limit}
+	r := &Rendered{Revision: rev, body: body, ETag: body.ETag(rev), Services: body.Services(), Limit: limit}
 	var buf bytes.Buffer
 	// Default compression: a catalog's services repeat the same schema
 	// keys, so even the default level shrinks it many times over, and it
 	// runs once per revision, not per request. No name and no time in
 	// the header, so one body always compresses to the same bytes.
 	zw := gzip.NewWriter(&buf)
-	if _, err := zw.Write(body); err != nil {
+	bw := bufio.NewWriterSize(zw, 64<<10) // a piece is a few kB; the compressor likes more at once
+	if _, err := body.WriteTo(bw); err != nil {
+		return nil, fmt.Errorf("compress catalog: %w", err)
+	}
+	if err := bw.Flush(); err != nil {
 		return nil, fmt.Errorf("compress catalog: %w", err)
 	}
 	if err := zw.Close(); err != nil {
@@ -67,7 +74,7 @@ func encodeForms(rev int64, body []byte, services int, limit int64) (*Rendered, 
 
 // TooLarge reports whether the identity (uncompressed) form is over the
 // limit, and so refused to every client that does not take gzip.
-func (r *Rendered) TooLarge() bool { return int64(len(r.Body)) > r.Limit }
+func (r *Rendered) TooLarge() bool { return int64(r.body.Len()) > r.Limit }
 
 // GzipTooLarge reports whether the gzip form is over the limit too: then
 // the catalog cannot be served at all.
@@ -85,7 +92,7 @@ func (r *Rendered) logSize(log *slog.Logger) {
 		refused = "identity and gzip"
 	}
 	log.Error("catalog too large to serve", "event", "catalog_too_large", "revision", r.Revision, "services", r.Services,
-		"bytes", len(r.Body), "gzip_bytes", r.GzipBytes, "limit", r.Limit, "refused", refused)
+		"bytes", r.body.Len(), "gzip_bytes", r.GzipBytes, "limit", r.Limit, "refused", refused)
 }
 
 // Problem is the operator's sentence for a catalog with a refused form,
@@ -94,10 +101,10 @@ func (r *Rendered) Problem() string {
 	switch {
 	case r.GzipTooLarge():
 		return fmt.Sprintf("the catalog (revision %d, %d services) is %d bytes, %d gzip-compressed, both over the limit of %d bytes: every GET /v2/catalog is refused with 500 until it is smaller",
-			r.Revision, r.Services, len(r.Body), r.GzipBytes, r.Limit)
+			r.Revision, r.Services, r.body.Len(), r.GzipBytes, r.Limit)
 	case r.TooLarge():
 		return fmt.Sprintf("the catalog (revision %d, %d services) is %d bytes, over the limit of %d bytes: it is served gzip-compressed only (%d bytes), clients that do not accept gzip are refused with 500",
-			r.Revision, r.Services, len(r.Body), r.Limit, r.GzipBytes)
+			r.Revision, r.Services, r.body.Len(), r.Limit, r.GzipBytes)
 	}
 	return ""
 }
@@ -172,9 +179,9 @@ func serveCatalog(w http.ResponseWriter, r *http.Request, cat *Rendered) {
 	// whoever accepts gzip at all.
 	gzipQ, identityQ := encodingWeights(r.Header)
 	gz := gzipQ > 0 && (gzipQ >= identityQ || cat.TooLarge() && !cat.GzipTooLarge())
-	body, etag := cat.Body, cat.ETag
+	etag := cat.ETag
 	if gz {
-		body, etag = cat.Gzip, cat.GzipETag
+		etag = cat.GzipETag
 	}
 	if gz && cat.GzipTooLarge() || !gz && cat.TooLarge() {
 		refuseTooLarge(w, cat, gz)
@@ -191,12 +198,31 @@ func serveCatalog(w http.ResponseWriter, r *http.Request, cat *Rendered) {
 	}
 	// A length, not chunks: Cloud Run limits a streamed response far
 	// lower than one whose length it knows (docs/deploy.md).
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(http.StatusOK)
-	if r.Method != http.MethodHead {
-		_, _ = w.Write(body)
+	if gz {
+		h.Set("Content-Length", strconv.Itoa(len(cat.Gzip)))
+	} else {
+		h.Set("Content-Length", strconv.Itoa(cat.body.Len()))
 	}
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return
+	}
+	if gz {
+		_, _ = w.Write(cat.Gzip)
+		return
+	}
+	// The identity form from the pieces, through a buffer so that a
+	// write carries many of them.
+	bw := writers.Get().(*bufio.Writer)
+	bw.Reset(w)
+	_, _ = cat.body.WriteTo(bw)
+	_ = bw.Flush()
+	bw.Reset(nil)
+	writers.Put(bw)
 }
+
+// writers are the buffers identity answers are written through.
+var writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 64<<10) }}
 
 // refuseTooLarge answers a request whose form is over the limit: an OSB
 // error (500: the broker cannot send its catalog; not 503, which invites
@@ -206,10 +232,10 @@ func refuseTooLarge(w http.ResponseWriter, cat *Rendered, gz bool) {
 	if cat.GzipTooLarge() {
 		WriteError(w, http.StatusInternalServerError, "CatalogTooLarge",
 			"the catalog (revision %d, %d services) is %d bytes, %d bytes gzip-compressed: both over the %d-byte limit of a response from this deployment, so it is not served (never cut); the operator must make it smaller (fewer services or registries)",
-			cat.Revision, cat.Services, len(cat.Body), cat.GzipBytes, cat.Limit)
+			cat.Revision, cat.Services, cat.body.Len(), cat.GzipBytes, cat.Limit)
 		return
 	}
 	WriteError(w, http.StatusInternalServerError, "CatalogTooLarge",
 		"the catalog (revision %d, %d services) is %d bytes, over the %d-byte limit of a response from this deployment; it is served gzip-compressed (%d bytes) to requests with Accept-Encoding: gzip",
-		cat.Revision, cat.Services, len(cat.Body), cat.Limit, cat.GzipBytes)
+		cat.Revision, cat.Services, cat.body.Len(), cat.Limit, cat.GzipBytes)
 }
