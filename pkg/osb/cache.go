@@ -204,6 +204,10 @@ func (c *Cache) load(ctx context.Context, st *store.Store) (*Rendered, string, e
 		}
 		m.specs[recs[i].ID] = &mirrored{asOf: at, createdAt: recs[i].CreatedAt,
 			piece: catalog.NewPiece(catalog.Offering{Spec: s, Generation: recs[i].Generation})}
+		// The stored spec is in the piece now: let it go as the loop goes,
+		// so the records and the pieces (each about the catalog's size)
+		// are never both held whole.
+		recs[i] = store.SpecRecord{}
 	}
 	m.base = at
 	c.specs = m

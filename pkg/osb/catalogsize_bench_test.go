@@ -25,7 +25,7 @@ import (
 // exampleOffers are n offers the size of the demo's specs
 // (examples/registry: about 4.8 kB a service once rendered with its
 // schemas), each example in turn under a name of its own.
-func exampleOffers(b *testing.B, n int) []store.Offer {
+func exampleOffers(b testing.TB, n int) []store.Offer {
 	b.Helper()
 	files, err := filepath.Glob("../../examples/registry/*.yaml")
 	if err != nil || len(files) == 0 {
