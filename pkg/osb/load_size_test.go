@@ -22,12 +22,12 @@ import (
 // (its Content-Length, decoded by nobody: the bytes on the wire are what
 // is served), every request without gzip the 500 CatalogTooLarge, never
 // a cut body; zero errors; p50, p99, requests per second and Firestore
-// reads per request reported. The invariant checker is not run at the
-// end: reading back 20,000 specs measures nothing this test is about.
+// reads per request reported.
 func TestLoadCatalog20000Services200Clients(t *testing.T) {
 	const clients, services = 200, 20000
 	dur := loadSeconds(t, 30)
 	e := newEnv(t, 5*time.Second)
+	e.end.Skip("20,000 specs: reading them back outlasts the checker's deadline, and this test writes nothing but the seed; TestLoadCatalog200Clients ends with the checker on the same paths")
 	e.seedOffers(exampleOffers(t, services))
 	e.broker.Cache.Now = time.Now
 	cat, _, err := e.broker.Cache.Get(e.ctx)
