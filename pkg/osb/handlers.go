@@ -31,6 +31,9 @@ type Config struct {
 	// (default DefaultMaxCatalogBytes, Cloud Run's response limit).
 	MaxCatalogBytes int64
 	Logger          *slog.Logger
+	// DashboardURL, when set, is the deployment's monitoring dashboard:
+	// the status page links to it.
+	DashboardURL string
 }
 
 // Broker serves the OSB endpoints.
