@@ -21,6 +21,7 @@ import (
 
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/catalog"
+	"github.com/specsync/specsync/pkg/logging"
 )
 
 // DefaultMaxCatalogBytes is the largest catalog body served when none is
@@ -91,8 +92,9 @@ func (r *Rendered) logSize(log *slog.Logger) {
 	if r.GzipTooLarge() {
 		refused = "identity and gzip"
 	}
-	log.Error("catalog too large to serve", "event", "catalog_too_large", "revision", r.Revision, "services", r.Services,
-		"bytes", r.body.Len(), "gzip_bytes", r.GzipBytes, "limit", r.Limit, "refused", refused)
+	log.Error("catalog too large to serve", logging.FieldEvent, logging.EventCatalogTooLarge,
+		logging.FieldRevision, r.Revision, logging.FieldServices, r.Services, logging.FieldBytes, r.body.Len(),
+		logging.FieldGzipBytes, r.GzipBytes, logging.FieldLimit, r.Limit, logging.FieldRefused, refused)
 }
 
 // Problem is the operator's sentence for a catalog with a refused form,

@@ -341,6 +341,16 @@ func wantTooLargeLog(t *testing.T, logs *renderLog, size, gzSize, limit int, ref
 	if found == nil {
 		t.Fatalf("no 'catalog too large to serve' line for limit %d", limit)
 	}
+	// The contract the log-based metrics read (logging.Events).
+	for f, kind := range logging.Events[logging.EventCatalogTooLarge] {
+		v, ok := found[f]
+		switch {
+		case !ok:
+			t.Errorf("catalog_too_large line without %s: %v", f, found)
+		case kind == logging.Number && fmt.Sprintf("%T", v) != "float64", kind == logging.String && fmt.Sprintf("%T", v) != "string":
+			t.Errorf("catalog_too_large line: %s is %T, want a %s", f, v, kind)
+		}
+	}
 	if found["severity"] != "ERROR" || found["event"] != "catalog_too_large" || found["bytes"] != float64(size) ||
 		found["gzip_bytes"] != float64(gzSize) || found["refused"] != refused || found["services"] != float64(20) {
 		t.Fatalf("log line %v: want severity ERROR, event catalog_too_large, bytes %d, gzip_bytes %d, refused %q, services 20", found, size, gzSize, refused)
