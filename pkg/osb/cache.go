@@ -91,6 +91,10 @@ type Rendered struct {
 	Services int
 	// Limit is the largest body served; a form over it is refused.
 	Limit int64
+
+	// Epoch is the store's (api.EpochHeader): a revision means something
+	// only with it.
+	Epoch string
 }
 
 // Body is the identity form in one new buffer, for tests and tools: the
@@ -168,16 +172,21 @@ func (c *Cache) refresh(ctx context.Context, fresh bool) (*Rendered, int64, erro
 // when it has not moved, the changes since when they can be read, a full
 // render otherwise.
 func (c *Cache) load(ctx context.Context, st *store.Store) (*Rendered, string, error) {
-	rev, at, err := st.RevisionAt(ctx)
+	meta, at, err := st.CatalogMetaAt(ctx)
 	if err != nil {
 		return nil, "", err
 	}
+	rev, epoch := meta.Revision, meta.Epoch
 	cur := c.cur.Load()
-	if cur != nil && cur.r.Revision == rev && c.specs != nil && c.specs.rev == rev {
+	if cur != nil && cur.r.Revision == rev && c.specs != nil && c.specs.rev == rev && c.specs.epoch == epoch {
 		return cur.r, "unchanged", nil
 	}
 	how := "full: cold"
-	if m := c.specs; m != nil && rev > m.rev {
+	if m := c.specs; m != nil && m.epoch != epoch {
+		// Another store (recreated, restored): its revisions are not
+		// this mirror's, whatever their numbers.
+		how = "full: epoch"
+	} else if m != nil && rev > m.rev {
 		why, err := c.catchUp(ctx, st, m, rev)
 		if err != nil {
 			return nil, "", err
@@ -194,7 +203,7 @@ func (c *Cache) load(ctx context.Context, st *store.Store) (*Rendered, string, e
 	if err != nil {
 		return nil, "", err
 	}
-	m := &mirror{rev: rev, specs: make(map[string]*mirrored, len(recs))}
+	m := &mirror{rev: rev, epoch: epoch, specs: make(map[string]*mirrored, len(recs))}
 	for i := range recs {
 		s, err := recs[i].Spec()
 		if err != nil {
@@ -258,14 +267,23 @@ func (c *Cache) catchUp(ctx context.Context, st *store.Store, m *mirror, rev int
 
 // render assembles m into the catalog to serve.
 func (c *Cache) render(m *mirror) (*Rendered, error) {
-	return c.renderPieces(m.rev, m.ordered())
+	r, err := c.renderPieces(m.rev, m.ordered())
+	if err != nil {
+		return nil, err
+	}
+	r.Epoch = m.epoch
+	return r, nil
 }
 
 // renderPieces is render → bytes → forms for any list of pieces in
 // render order (the whole catalog's, or a filtered list of them): one
 // AssembleBody (which leaves the pieces as they are, so several lists
-// of one mirror's pieces can be rendered), then encodeForms. A form over the limit is logged here, once
-// per render, not per request.
+// of one mirror's pieces can be rendered), then encodeForms. A form over
+// the limit is logged here, once per render, not per request. The body's
+// hash is part of its tag: a full render reads the specs as of the
+// revision read, which includes spec writes whose changes are still
+// pending, so instances can serve different bodies at one revision; each
+// must have its own tag.
 func (c *Cache) renderPieces(rev int64, pieces []*catalog.Piece) (*Rendered, error) {
 	body, err := catalog.AssembleBody(pieces)
 	var drop *catalog.DropError
@@ -286,7 +304,8 @@ func (c *Cache) renderPieces(rev int64, pieces []*catalog.Piece) (*Rendered, err
 
 // mirror is the specs behind a rendered catalog.
 type mirror struct {
-	rev int64
+	rev   int64
+	epoch string // the store's (Rendered.Epoch)
 	// base is the snapshot time of the full render it started from.
 	base time.Time
 	// specs holds every spec the full render read and every spec a change

@@ -100,6 +100,11 @@ func (b *Broker) getCatalog(w http.ResponseWriter, r *http.Request) {
 		WriteFailure(w, err)
 		return
 	}
+	// The store's epoch on every answer (serveCatalog sets the tag and
+	// the revision of the form it serves).
+	if cat.Epoch != "" {
+		w.Header().Set(api.EpochHeader, cat.Epoch)
+	}
 	w.Header().Set("X-Specsync-Firestore-Reads", strconv.FormatInt(reads, 10))
 	serveCatalog(w, r, cat) // catalogforms.go: gzip or identity, 304, or too large
 }

@@ -273,6 +273,9 @@ var rows = []row{
 	{"catalog", "a catalog over the response size limit (the JSON over it, the gzip form under it; both over it); Accept-Encoding with q-values (gzip;q=0, a weight that does not parse, * and identity weights)",
 		"never a cut body: the gzip form to whoever accepts gzip at all, 500 CatalogTooLarge naming the sizes to the others, to everyone when both are over; one ERROR line per render (event catalog_too_large, bytes, gzip_bytes, limit) and the status page says so; each form its own ETag, 304 only to its own tag, Vary: Accept-Encoding on every answer",
 		[]string{`^TestCatalogTooLargeIsRefused$`, `^TestCatalogGzip$`, `^TestCatalogAcceptEncoding$`}},
+	{"catalog", "the store recreated under a watcher (emulator database emptied while the watcher retries), reaching the watcher's very revision with other services",
+		"a watcher that sends its epoch gets 410 Gone with the new store's revision and epoch (an OSB error body), even from an instance whose cache holds the old store, and `specsync changes --follow` re-lists and follows the new store; the cache renders the new store in full; a watcher without an epoch is answered as before",
+		[]string{`^TestFeedEpochTellsARecreatedStore$`, `^TestE2EWatcherSurvivesARecreatedStore$`}},
 	// Load.
 	{"load", "200 concurrent catalog clients for 30 s, 100 services (loopback)",
 		"zero errors; p50/p99/rps and Firestore reads per request reported below",
