@@ -101,3 +101,11 @@ func Assemble(pieces []*Piece) ([]byte, error) {
 	}
 	return body, nil
 }
+
+// Name is the service name the piece claims.
+func (p *Piece) Name() string { return p.claim.name }
+
+// JSON is the encoded service (nil when it could not be rendered). After
+// Assemble kept the piece, it is the piece's bytes inside the body: read
+// it, never modify it.
+func (p *Piece) JSON() []byte { return p.json }

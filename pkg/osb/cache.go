@@ -73,6 +73,10 @@ type Rendered struct {
 	Revision int64
 	Body     []byte
 	ETag     string
+	// services and views: the catalogs of the views, filtered from this
+	// one render (views.go).
+	services []servedService
+	views    viewMemo
 }
 
 // current is the served catalog and when its revision was last read.
@@ -177,7 +181,8 @@ func (c *Cache) load(ctx context.Context, st *store.Store) (*Rendered, string, e
 			continue
 		}
 		m.specs[recs[i].ID] = &mirrored{asOf: at, createdAt: recs[i].CreatedAt,
-			piece: catalog.NewPiece(catalog.Offering{Spec: s, Generation: recs[i].Generation})}
+			piece: catalog.NewPiece(catalog.Offering{Spec: s, Generation: recs[i].Generation}),
+			facts: ServiceFacts{Registry: recs[i].Registry, Name: s.Name, Tags: s.Tags}}
 	}
 	m.base = at
 	c.specs = m
@@ -227,7 +232,8 @@ func (c *Cache) catchUp(ctx context.Context, st *store.Store, m *mirror, rev int
 
 // render assembles m into the catalog to serve.
 func (c *Cache) render(m *mirror) *Rendered {
-	body, err := catalog.Assemble(m.ordered())
+	pieces := m.ordered()
+	body, err := catalog.Assemble(pieces)
 	var drop *catalog.DropError
 	if errors.As(err, &drop) {
 		// One bad spec must not take the catalog down: serve the rest, say
@@ -240,7 +246,7 @@ func (c *Cache) render(m *mirror) *Rendered {
 	// of the revision read, which includes spec writes whose changes are
 	// still pending, so instances can serve different bodies at one
 	// revision; each must have its own tag.
-	return &Rendered{Revision: m.rev, Body: body, ETag: catalog.BodyETag(m.rev, body)}
+	return &Rendered{Revision: m.rev, Body: body, ETag: catalog.BodyETag(m.rev, body), services: servedServices(m, pieces, drop)}
 }
 
 // mirror is the specs behind a rendered catalog.
@@ -262,6 +268,8 @@ type mirrored struct {
 	// piece is the rendered service; nil when the spec is not in the
 	// catalog (it left, or its stored spec does not decode).
 	piece *catalog.Piece
+	// facts is what views look at (views.go).
+	facts ServiceFacts
 }
 
 // apply puts the state a change carries, unless the state held is as new.
@@ -284,6 +292,7 @@ func (m *mirror) apply(ch *store.Change, log *slog.Logger) {
 		return
 	}
 	e.createdAt = ch.SpecCreatedAt
+	e.facts = ServiceFacts{Registry: ch.Registry, Name: s.Name, Tags: s.Tags}
 	e.piece = catalog.NewPiece(catalog.Offering{Spec: s, Generation: ch.Generation})
 }
 
