@@ -256,10 +256,14 @@ func (b *Broker) inView(w http.ResponseWriter, r *http.Request, serviceID string
 
 // feedChange is a committed change as the view's feed carries it, and
 // whether it carries it at all. A change of a service whose registry or
-// name the view leaves out is not the view's; one whose service is now
-// outside the view only by its tags (or that left the catalog) comes
-// without its service: for the view's watcher it is a removal, which is
-// exactly what happened to its catalog.
+// name the view leaves out is not the view's. One whose service is
+// outside the view only by its tags comes without its service (a
+// removal for the view's watcher, which is what happened to its catalog
+// if the service was in it before), unless it created the service. A
+// change carries the service's state after it, not before, so the feed
+// cannot tell whether such a service was in the view: a view with tag
+// rules may see removals of services it never held (applying one is a
+// no-op), never a service it does not hold.
 func (v *View) feedChange(c store.Change) (api.Change, bool) {
 	it := feed.FromChange(c)
 	if v.all() {
@@ -269,6 +273,9 @@ func (v *View) feedChange(c store.Change) (api.Change, bool) {
 		return api.Change{}, false
 	}
 	if it.Service != nil && !v.Match(ServiceFacts{Registry: c.Registry, Name: it.Service.Name, Tags: it.Service.Tags}) {
+		if c.Kind == api.ChangeCreated {
+			return api.Change{}, false // new to the catalog: never in the view
+		}
 		it.Service, it.HeldBack, it.Problem = nil, nil, ""
 	}
 	return it, true
