@@ -280,3 +280,48 @@ func (v *View) feedChange(c store.Change) (api.Change, bool) {
 	}
 	return it, true
 }
+
+// viewInfos lists the views with the services each holds in cat.
+func (b *Broker) viewInfos(cat *Rendered) []api.ViewInfo {
+	out := make([]api.ViewInfo, len(b.views))
+	for i, v := range b.views {
+		n := len(cat.services)
+		if !v.all() {
+			n = len(cat.forView(v).ids)
+		}
+		out[i] = api.ViewInfo{Name: v.Name, Username: v.Username, Rules: append([]string{}, v.Rules...), Services: n}
+	}
+	return out
+}
+
+// adminViews serves GET /admin/views: every view, its rules and how many
+// services it holds now (from the cached catalog: no read inside the
+// refresh window).
+func (b *Broker) adminViews(w http.ResponseWriter, r *http.Request) {
+	cat, _, err := b.Cache.Get(r.Context())
+	if err != nil {
+		WriteFailure(w, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, api.ViewList{Revision: cat.Revision, Views: b.viewInfos(cat)})
+}
+
+// adminViewCatalog serves GET /admin/views/{name}/catalog: the catalog
+// exactly as a platform with that view's credential gets it (body, ETag,
+// revision, and the same caching headers and If-None-Match), for an
+// operator who holds the admin credential and not the platform's
+// (`specsync catalog --view NAME`).
+func (b *Broker) adminViewCatalog(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	for _, v := range b.views {
+		if v.Name == name {
+			b.getCatalog(w, r.WithContext(context.WithValue(r.Context(), viewKey{}, v)))
+			return
+		}
+	}
+	names := make([]string, len(b.views))
+	for i, v := range b.views {
+		names[i] = v.Name
+	}
+	WriteError(w, http.StatusNotFound, "NotFound", "no view %s (the views are %s)", quote(name), strings.Join(names, ", "))
+}
