@@ -228,14 +228,14 @@ func brokerViews(value string, env settings.Lookup, log *slog.Logger) ([]osb.Vie
 	if value == "" {
 		return nil, nil
 	}
-	f, err := config.LoadViews(value)
+	f, err := config.ReadViews(value)
 	if err != nil {
 		return nil, failure.Wrap(failure.Invalid, err)
 	}
 	out := make([]osb.View, 0, len(f.Views))
 	for i := range f.Views {
 		v := &f.Views[i]
-		cred, err := settings.LoadCredential(env, v.PasswordEnv)
+		cred, err := settings.ReadCredential(env, v.PasswordEnv)
 		if err != nil {
 			return nil, fmt.Errorf("view %s: %w", v.Name, err)
 		}

@@ -67,10 +67,10 @@ type Rules struct {
 
 func (r Rules) empty() bool { return len(r.Allow) == 0 && len(r.Deny) == 0 }
 
-// LoadViews reads the views file that SPECSYNC_BROKER_VIEWS gives: its
+// ReadViews reads the views file that SPECSYNC_BROKER_VIEWS gives: its
 // content when the value starts with "{" (JSON, as terraform writes it),
 // else the path of a YAML (or JSON) file.
-func LoadViews(value string) (*ViewsFile, error) {
+func ReadViews(value string) (*ViewsFile, error) {
 	v := strings.TrimSpace(value)
 	if strings.HasPrefix(v, "{") {
 		return ParseViews([]byte(v), "SPECSYNC_BROKER_VIEWS")

@@ -87,18 +87,18 @@ func TestViewRules(t *testing.T) {
 	}
 }
 
-func TestLoadViewsFileOrInlineJSON(t *testing.T) {
+func TestReadViewsFileOrInlineJSON(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "views.yaml")
 	if err := os.WriteFile(path, []byte("views:\n  - {name: a, username: a, password_env: A}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, value := range []string{path, ` {"views":[{"name":"a","username":"a","password_env":"A","services":{"allow":["x"]}}]}`} {
-		f, err := config.LoadViews(value)
+		f, err := config.ReadViews(value)
 		if err != nil || len(f.Views) != 1 || f.Views[0].Name != "a" {
-			t.Fatalf("LoadViews(%q): %+v %v", value, f, err)
+			t.Fatalf("ReadViews(%q): %+v %v", value, f, err)
 		}
 	}
-	if _, err := config.LoadViews(filepath.Join(t.TempDir(), "missing.yaml")); err == nil || !strings.Contains(err.Error(), "views file") {
+	if _, err := config.ReadViews(filepath.Join(t.TempDir(), "missing.yaml")); err == nil || !strings.Contains(err.Error(), "views file") {
 		t.Fatalf("a missing file: %v", err)
 	}
 }

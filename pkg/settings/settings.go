@@ -140,7 +140,7 @@ type Catalog struct {
 	BrokerPassword Credential
 	// BrokerViews is SPECSYNC_BROKER_VIEWS: the views file (its path, or
 	// its JSON when it starts with "{"), the broker's credentials, each
-	// with its part of the catalog (pkg/config.LoadViews). When set, it
+	// with its part of the catalog (pkg/config.ReadViews). When set, it
 	// replaces the broker username and password, which must be unset.
 	BrokerViews   string
 	RefreshWindow time.Duration // SPECSYNC_CATALOG_REFRESH, default 5s
@@ -292,10 +292,10 @@ func (r *reader) credential(key string, minLen int, sources ...string) (c Creden
 // needs no redeploy).
 var ViewPasswordSources = []string{"", SuffixSHA256, SuffixFile}
 
-// LoadCredential reads the credential key names from one of
+// ReadCredential reads the credential key names from one of
 // ViewPasswordSources, exactly as the broker's own password: one of them
 // is required.
-func LoadCredential(env Lookup, key string) (Credential, error) {
+func ReadCredential(env Lookup, key string) (Credential, error) {
 	r := &reader{lookup: env}
 	c, reported := r.credential(key, 0, ViewPasswordSources...)
 	if !c.IsSet() && !reported {

@@ -286,7 +286,7 @@ func TestCatalogBrokerViews(t *testing.T) {
 		"none":   {map[string]string{}, "one of V, V_SHA256, V_FILE is required"},
 		"two":    {map[string]string{"V": "pw", "V_FILE": "/f"}, "set only one of V, V_FILE"},
 	} {
-		cred, err := settings.LoadCredential(env(c.env), "V")
+		cred, err := settings.ReadCredential(env(c.env), "V")
 		if c.want == "" && (err != nil || !cred.IsSet()) {
 			t.Errorf("%s: %+v %v", name, cred, err)
 		}
