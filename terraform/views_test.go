@@ -18,7 +18,7 @@ import (
 
 func TestBrokerViews(t *testing.T) {
 	m := evaluated(t, map[string]cty.Value{"broker_views": ctyFromGo(map[string]any{
-		"data": map[string]any{"username": "k8s-data", "registries": map[string]any{"allow": []string{"internal", "team-.*"}}, "tags": map[string]any{"deny": []string{"deprecated"}}},
+		"data":        map[string]any{"username": "k8s-data", "registries": map[string]any{"allow": []string{"internal", "team-.*"}}, "tags": map[string]any{"deny": []string{"deprecated"}}},
 		"approved-cf": map[string]any{"username": "cf-prod", "services": map[string]any{"allow": []string{"pg|redis"}}},
 	})})
 	fns := functionsByEntryPoint(t, m)
