@@ -97,6 +97,8 @@ type statusData struct {
 	HeldBack   []heldRow
 	Chart      chart
 	Problems   []string
+	// Views are the broker's credentials as catalog views (views.go).
+	Views []api.ViewInfo
 }
 
 // health says how a registry is doing: failing when its last recorded run
@@ -183,6 +185,12 @@ func (b *Broker) statusData(r *http.Request) statusData {
 		if row.Health == HealthFailing {
 			d.Failing++
 		}
+	}
+
+	if cat, _, err := b.Cache.Get(ctx); err != nil {
+		problem("catalog views", err)
+	} else {
+		d.Views = b.viewInfos(cat)
 	}
 
 	marked, err := b.store.ListSpecs(ctx, store.SpecFilter{State: api.SpecMarked})

@@ -265,6 +265,41 @@ func TestViewsEachPlatformSeesOnlyItsOwn(t *testing.T) {
 	if c, _ := e.catalogAs("dbs"); len(c.Services) != 0 {
 		t.Errorf("dbs after both changes: %v, want nothing", serviceNames(c))
 	}
+
+	// The status page and GET /admin/views show the views and what each
+	// holds, never a password.
+	admin := func(path string) string {
+		req := e.request(http.MethodGet, path, "")
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		r := e.send(req)
+		if r.status != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, r.status, r.body)
+		}
+		return string(r.body)
+	}
+	page := admin("/status")
+	for _, want := range []string{
+		`<tr data-view="alpha"><td><strong>alpha</strong></td><td><code>alpha</code></td><td><ul class="flat"><li><code>registries allow data</code></li></ul></td><td class="view-services">2</td></tr>`,
+		`<tr data-view="none">`, `<td class="view-services">0</td>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the status page lacks %s", want)
+		}
+	}
+	var list api.ViewList
+	if err := json.Unmarshal([]byte(admin("/admin/views")), &list); err != nil || len(list.Views) != 5 || list.Revision != 6 {
+		t.Fatalf("GET /admin/views: %+v %v", list, err)
+	}
+	for _, v := range list.Views {
+		if want := map[string]int{"alpha": 2, "beta": 2, "mixed": 2, "dbs": 0, "none": 0}[v.Name]; v.Services != want {
+			t.Errorf("view %s holds %d services, want %d", v.Name, v.Services, want)
+		}
+	}
+	for _, body := range []string{page, admin("/admin/views")} {
+		if strings.Contains(body, "-pass") {
+			t.Error("a view's password is shown")
+		}
+	}
 }
 
 func parseSpecIn(t *testing.T, reg, yaml string) *spec.Spec {
