@@ -18,6 +18,7 @@ import (
 	"github.com/specsync/specsync/pkg/config"
 	"github.com/specsync/specsync/pkg/invariant"
 	"github.com/specsync/specsync/pkg/osb"
+	"github.com/specsync/specsync/pkg/osb/osbtest"
 	"github.com/specsync/specsync/pkg/spec"
 	"github.com/specsync/specsync/pkg/store"
 )
@@ -172,6 +173,9 @@ func TestViewsEachPlatformSeesOnlyItsOwn(t *testing.T) {
 		}
 		if rev := r.header.Get(api.RevisionHeader); rev != "4" {
 			t.Errorf("%s: X-Catalog-Revision %q, want the catalog's 4", user, rev)
+		}
+		if err := osbtest.Check(http.MethodGet, "/v2/catalog", r.status, r.body); err != nil {
+			t.Errorf("%s's catalog is not OSB's: %v", user, err)
 		}
 		if user == "none" && string(r.body) != `{"services":[]}` {
 			t.Errorf("a view that matches nothing: %s, want an empty catalog", r.body)
