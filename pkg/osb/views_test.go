@@ -17,6 +17,7 @@ import (
 	"github.com/specsync/specsync/pkg/catalog"
 	"github.com/specsync/specsync/pkg/config"
 	"github.com/specsync/specsync/pkg/invariant"
+	"github.com/specsync/specsync/pkg/logging"
 	"github.com/specsync/specsync/pkg/osb"
 	"github.com/specsync/specsync/pkg/osb/osbtest"
 	"github.com/specsync/specsync/pkg/spec"
@@ -74,18 +75,21 @@ func viewsFromYAML(t testing.TB, yaml string, check map[string]func(string) bool
 	return out
 }
 
-// newViewsEnv is newEnv with the broker's credentials as views.
-func newViewsEnv(t *testing.T, window time.Duration, views []osb.View) *env {
+// newViewsEnv is newEnv with the broker's credentials as views, and its
+// log.
+func newViewsEnv(t *testing.T, window time.Duration, views []osb.View) (*env, *syncBuffer) {
 	t.Helper()
 	client := emulatortest.Firestore(t)
 	st := store.New(client)
-	b := osb.NewBroker(st, osb.Config{Views: views, VerifyAdmin: osb.StaticToken(adminToken), MaxBodyBytes: testMaxBody, RefreshWindow: window})
+	logs := &syncBuffer{}
+	b := osb.NewBroker(st, osb.Config{Views: views, VerifyAdmin: osb.StaticToken(adminToken), MaxBodyBytes: testMaxBody, RefreshWindow: window,
+		Logger: logging.New(logs, "info")})
 	c := newClock()
 	b.Cache.Now = c.Now
 	srv := httptest.NewServer(b.Handler())
 	t.Cleanup(srv.Close)
 	return &env{t: t, ctx: t.Context(), client: client, st: st, broker: b, srv: srv, clock: c, window: window,
-		end: invariant.CheckAtEnd(t, client, invariant.Options{Settled: true, Canaries: []string{"alpha-pass", "beta-pass", adminToken}})}
+		end: invariant.CheckAtEnd(t, client, invariant.Options{Settled: true, Canaries: []string{"alpha-pass", "beta-pass", adminToken}})}, logs
 }
 
 // seedIn upserts specs of registry reg and commits them.
@@ -154,7 +158,7 @@ func withTags(name string, tags ...string) string {
 }
 
 func TestViewsEachPlatformSeesOnlyItsOwn(t *testing.T) {
-	e := newViewsEnv(t, time.Minute, viewsFromYAML(t, viewsYAML, nil))
+	e, logs := newViewsEnv(t, time.Minute, viewsFromYAML(t, viewsYAML, nil))
 	data := e.seedIn("data", withTags("pg", "database"), withTags("redis", "cache"))
 	apps := e.seedIn("apps", withTags("web", "http"), withTags("mysql", "database", "deprecated"))
 
@@ -229,6 +233,16 @@ func TestViewsEachPlatformSeesOnlyItsOwn(t *testing.T) {
 		t.Fatal("an instance outside the view was recorded")
 	}
 	wantEmptyObject(t, e.as("mixed", http.MethodPut, "/v2/service_instances/i-web", provisionBody(web.ID, web.Plans[0].ID)), http.StatusCreated)
+	// Each write's log line names the view that asked.
+	var views []string
+	for _, l := range logs.lines(t, "osb write") {
+		if l["instance"] == "i-web" {
+			views = append(views, fmt.Sprint(l["view"], " ", l["status"]))
+		}
+	}
+	if got := strings.Join(views, ", "); got != "alpha 400, none 400, dbs 400, mixed 201" {
+		t.Errorf("the writes of i-web were logged as %s", got)
+	}
 
 	// Update and bind outside the view: refused as unknown too.
 	patch := fmt.Sprintf(`{"service_id":%q,"plan_id":%q}`, pg.ID, pg.Plans[1].ID)
@@ -319,7 +333,7 @@ func parseSpecIn(t *testing.T, reg, yaml string) *spec.Spec {
 // A long poll of a view is not woken by another view's change: it waits
 // on, and answers with the revision it reached and nothing in it.
 func TestViewsFeedWaitSkipsOtherViews(t *testing.T) {
-	e := newViewsEnv(t, 10*time.Millisecond, viewsFromYAML(t, viewsYAML, nil))
+	e, _ := newViewsEnv(t, 10*time.Millisecond, viewsFromYAML(t, viewsYAML, nil))
 	e.seedIn("data", withTags("pg", "database"))
 	e.clock.Advance(time.Hour)
 	done := make(chan api.ChangePage, 1)
@@ -359,7 +373,7 @@ func TestViewsRotatedCredential(t *testing.T) {
 	}
 	const refresh = 50 * time.Millisecond
 	views := viewsFromYAML(t, viewsYAML, map[string]func(string) bool{"alpha": osb.MatchFile(path, 0, refresh, nil)})
-	e := newViewsEnv(t, time.Minute, views)
+	e, _ := newViewsEnv(t, time.Minute, views)
 	e.seedIn("data", withTags("pg", "database"))
 	get := func(pass string) int {
 		req := e.request(http.MethodGet, "/v2/catalog", "")
