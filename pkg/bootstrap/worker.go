@@ -9,6 +9,7 @@ import (
 
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
+	"github.com/specsync/specsync/pkg/logging"
 	"github.com/specsync/specsync/pkg/queue"
 	"github.com/specsync/specsync/pkg/reconcile"
 )
@@ -103,6 +104,11 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 		state = api.Failed
 	}
 	res := api.RegistryResult{State: state, Result: result, Counts: run.Counts, Firestore: run.Ops, Error: run.Error, RunID: run.ID, Planned: run.Planned}
+	if result == api.ResultDryRun {
+		// The operator's diff names every broken entry and why; a real
+		// run's are on the registry's status (GET /registries).
+		res.EntryErrors = run.Errors
+	}
 	if run.Guard != "" && res.Error == "" {
 		res.Error = run.Guard
 	}
@@ -280,6 +286,9 @@ func (w *Worker) HandleCommit(ctx context.Context, req queue.CommitRequest) erro
 		}
 		log.Info("report recorded", "result", req.Report.Result, "run", req.Report.RunID, "operation_state", op.State, "operation_description", op.Description)
 		if !op.AwaitsCommit() {
+			if op.State != api.InProgress && op.DryRun {
+				logEnded(log, op, w.now()) // a dry run ends with its last report
+			}
 			return nil
 		}
 		// The last report: the operation finishes when the committer has
@@ -307,6 +316,6 @@ func (w *Worker) HandleCommit(ctx context.Context, req queue.CommitRequest) erro
 	case err != nil:
 		return err
 	}
-	log.Info("operation finished", "state", op.State, "catalog_revision", res.Revision, "changes", res.Changes)
+	logEnded(log.With(logging.FieldChanges, res.Changes), op, w.now())
 	return nil
 }

@@ -32,6 +32,9 @@ type Config struct {
 	// MaxWait bounds a change feed long-poll (default 50s).
 	MaxWait time.Duration
 	Logger  *slog.Logger
+	// DashboardURL, when set, is the deployment's monitoring dashboard:
+	// the status page links to it.
+	DashboardURL string
 }
 
 // Broker serves the OSB endpoints.
@@ -102,6 +105,9 @@ func (b *Broker) getCatalog(w http.ResponseWriter, r *http.Request) {
 	cat := full.forView(viewOf(r)).r
 	w.Header().Set("ETag", cat.ETag)
 	w.Header().Set(api.RevisionHeader, strconv.FormatInt(cat.Revision, 10))
+	if cat.Epoch != "" {
+		w.Header().Set(api.EpochHeader, cat.Epoch)
+	}
 	w.Header().Set("X-Specsync-Firestore-Reads", strconv.FormatInt(reads, 10))
 	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatch(inm, cat.ETag) {
 		w.WriteHeader(http.StatusNotModified)

@@ -204,7 +204,7 @@ func (r *Rendered) forView(v *View) *viewCatalog {
 		ids[s.id] = true
 	}
 	body = append(body, "]}"...)
-	vc := &viewCatalog{r: &Rendered{Revision: r.Revision, Body: body, ETag: viewETag(r.Revision, body, v)}, ids: ids}
+	vc := &viewCatalog{r: &Rendered{Revision: r.Revision, Epoch: r.Epoch, Body: body, ETag: viewETag(r.Revision, body, v)}, ids: ids}
 	if r.views.m == nil {
 		r.views.m = map[string]*viewCatalog{}
 	}

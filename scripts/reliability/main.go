@@ -270,6 +270,9 @@ var rows = []row{
 	{"catalog", "only part of the feed's history pruned (revisions 1 and 2 expired and deleted, 3 to 5 kept), with and without limit",
 		"a watcher at 0 or 1 gets 410 Gone at the current revision, never a page that starts past since+1; a watcher at 2 or later reads on from since+1",
 		[]string{`^TestFeedGoneWhenThePrefixIsPruned$`}},
+	{"catalog", "the store recreated under a watcher (emulator database emptied while the watcher retries), reaching the watcher's very revision with other services",
+		"a watcher that sends its epoch gets 410 Gone with the new store's revision and epoch (an OSB error body), even from an instance whose cache holds the old store, and `specsync changes --follow` re-lists and follows the new store; the cache renders the new store in full; a watcher without an epoch is answered as before",
+		[]string{`^TestFeedEpochTellsARecreatedStore$`, `^TestE2EWatcherSurvivesARecreatedStore$`}},
 	// Load.
 	{"load", "200 concurrent catalog clients for 30 s, 100 services (loopback)",
 		"zero errors; p50/p99/rps and Firestore reads per request reported below",
@@ -306,6 +309,10 @@ var rows = []row{
 	{"views", "a view's password rotated (its file changed under a running broker)",
 		"the new password accepted and the old one refused without a restart; no other view's credential affected",
 		[]string{`^TestViewsRotatedCredential$`, `^TestCatalogColdStartWithViews$`}},
+	// Observability: what the metrics and alerts read.
+	{"observability", "a registry that cannot be fetched, a failed or overdue bootstrap, a message handed back to Pub/Sub; a log field renamed in the code or in terraform",
+		"every run logs one summary line, every ended bootstrap and every redelivery one line, each with every field of its contract; a renamed field fails the check of the log-based metrics' filters, labels and values (docs/operations.md)",
+		[]string{`^TestContractLinesOfARealBootstrap$`, `^TestContractLineOfAnOverdueBootstrap$`, `^TestContractLineOfASupersededBootstrap$`, `^TestRedeliveryLogsTheContractLine$`, `^TestLogMetricsReadLoggedFields$`, `^TestLogMetricsCheckCatchesADriftedField$`}},
 	// The checker itself.
 	{"checker", "a bad document of every kind written straight to Firestore",
 		"the invariant checker names the rule and the document for each; a healthy project passes",
