@@ -178,6 +178,9 @@ func TestViewsEachPlatformSeesOnlyItsOwn(t *testing.T) {
 		if rev := r.header.Get(api.RevisionHeader); rev != "4" {
 			t.Errorf("%s: X-Catalog-Revision %q, want the catalog's 4", user, rev)
 		}
+		if r.header.Get(api.EpochHeader) == "" {
+			t.Errorf("%s's catalog has no %s: its feed could not be followed", user, api.EpochHeader)
+		}
 		if err := osbtest.Check(http.MethodGet, "/v2/catalog", r.status, r.body); err != nil {
 			t.Errorf("%s's catalog is not OSB's: %v", user, err)
 		}
