@@ -17,12 +17,10 @@ package osb
 // broker's own settings, the zero-configuration deployment.
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 
@@ -126,16 +124,15 @@ func ViewAuth(views []*View, next http.Handler) http.Handler {
 }
 
 // servedService is one service of a rendered catalog: its id, what views
-// look at, and its bytes inside the body.
+// look at, and its piece (its bytes, shared with the full body).
 type servedService struct {
 	id    string
-	name  string
 	facts ServiceFacts
-	json  []byte
+	piece *catalog.Piece
 }
 
-// servedServices lists the services Assemble kept from pieces (all but
-// the dropped ones) in body order, with their facts from m.
+// servedServices lists the services the render kept from pieces (all but
+// the dropped ones) in render order, with their facts from m.
 func servedServices(m *mirror, pieces []*catalog.Piece, drop *catalog.DropError) []servedService {
 	dropped := map[string]bool{}
 	if drop != nil {
@@ -145,18 +142,15 @@ func servedServices(m *mirror, pieces []*catalog.Piece, drop *catalog.DropError)
 	}
 	out := make([]servedService, 0, len(pieces))
 	for _, p := range pieces {
-		if p == nil || p.JSON() == nil || dropped[p.SpecID()] {
+		if p == nil || dropped[p.SpecID()] {
 			continue
 		}
 		e := m.specs[p.SpecID()]
 		if e == nil {
 			continue
 		}
-		out = append(out, servedService{id: p.SpecID(), name: p.Name(), facts: e.facts, json: p.JSON()})
+		out = append(out, servedService{id: p.SpecID(), facts: e.facts, piece: p})
 	}
-	slices.SortFunc(out, func(a, b servedService) int {
-		return cmp.Or(strings.Compare(a.name, b.name), strings.Compare(a.id, b.id))
-	})
 	return out
 }
 
@@ -175,7 +169,9 @@ type viewMemo struct {
 }
 
 // forView is the catalog v sees at r's revision: r itself for a view of
-// every service.
+// every service. A view's catalog goes through the same forms as the
+// full one (encodeForms: gzip, the size limit), with the view's digest
+// in both tags.
 func (r *Rendered) forView(v *View) *viewCatalog {
 	if v.all() {
 		return &viewCatalog{r: r}
@@ -185,26 +181,29 @@ func (r *Rendered) forView(v *View) *viewCatalog {
 	if vc := r.views.m[v.Name]; vc != nil {
 		return vc
 	}
-	size := len(`{"services":[]}`)
-	var kept []servedService
-	for _, s := range r.services {
+	var pieces []*catalog.Piece
+	ids := map[string]bool{}
+	for _, s := range r.served {
 		if v.Match(s.facts) {
-			kept = append(kept, s)
-			size += len(s.json) + 1
+			pieces = append(pieces, s.piece)
+			ids[s.id] = true
 		}
 	}
-	body := make([]byte, 0, size)
-	body = append(body, `{"services":[`...)
-	ids := make(map[string]bool, len(kept))
-	for i, s := range kept {
-		if i > 0 {
-			body = append(body, ',')
-		}
-		body = append(body, s.json...)
-		ids[s.id] = true
+	// The full render kept every one of them, so no claim conflicts here:
+	// the same services, in the same order, as in the full body.
+	body, _ := catalog.AssembleBody(pieces)
+	vr, err := encodeForms(r.Revision, body, r.Limit)
+	if err != nil {
+		// Compressing into memory does not fail; if it did, the view is
+		// served in its identity form only (gzip counted as over the limit).
+		vr = &Rendered{Revision: r.Revision, body: body, ETag: body.ETag(r.Revision), Services: body.Services(), Limit: r.Limit, GzipBytes: r.Limit + 1}
 	}
-	body = append(body, "]}"...)
-	vc := &viewCatalog{r: &Rendered{Revision: r.Revision, Epoch: r.Epoch, Body: body, ETag: viewETag(r.Revision, body, v)}, ids: ids}
+	vr.Epoch = r.Epoch
+	vr.ETag = viewETag(vr.ETag, v)
+	if vr.GzipETag != "" {
+		vr.GzipETag = strings.TrimSuffix(vr.ETag, `"`) + gzipSuffix + `"`
+	}
+	vc := &viewCatalog{r: vr, ids: ids}
 	if r.views.m == nil {
 		r.views.m = map[string]*viewCatalog{}
 	}
@@ -217,9 +216,9 @@ func (vc *viewCatalog) has(id string) bool { return vc.ids == nil || vc.ids[id] 
 
 // viewETag is the body's tag with the view's name and rules digest in
 // it: two views never share a tag, and new rules are a new tag.
-func viewETag(rev int64, body []byte, v *View) string {
+func viewETag(bodyTag string, v *View) string {
 	sum := sha256.Sum256([]byte(v.Name + "\x00" + v.Tag))
-	return strings.TrimSuffix(catalog.BodyETag(rev, body), `"`) + "-v" + hex.EncodeToString(sum[:6]) + `"`
+	return strings.TrimSuffix(bodyTag, `"`) + "-v" + hex.EncodeToString(sum[:6]) + `"`
 }
 
 // errNotInView is the refusal of a service outside the view: word for
@@ -285,7 +284,7 @@ func (v *View) feedChange(c store.Change) (api.Change, bool) {
 func (b *Broker) viewInfos(cat *Rendered) []api.ViewInfo {
 	out := make([]api.ViewInfo, len(b.views))
 	for i, v := range b.views {
-		n := len(cat.services)
+		n := cat.Services
 		if !v.all() {
 			n = len(cat.forView(v).ids)
 		}
