@@ -210,6 +210,23 @@ func TestViewsEachPlatformSeesOnlyItsOwn(t *testing.T) {
 		t.Errorf("beta with alpha's ETag: %d, want 200", r.status)
 	}
 
+	// Each view's gzip form is its own too.
+	gz := map[string]string{}
+	for _, user := range []string{"alpha", "beta"} {
+		req := e.request(http.MethodGet, "/v2/catalog", "")
+		req.SetBasicAuth(user, user+"-pass")
+		req.Header.Set("Accept-Encoding", "gzip") // set by hand: the client leaves the body compressed
+		r := e.send(req)
+		if r.status != http.StatusOK || r.header.Get("Content-Encoding") != "gzip" || !strings.HasSuffix(r.header.Get("ETag"), `-gz"`) {
+			t.Fatalf("%s with gzip: %d %q ETag %s", user, r.status, r.header.Get("Content-Encoding"), r.header.Get("ETag"))
+		}
+		gz[user] = r.header.Get("ETag")
+	}
+	// (Go's client asked for gzip by itself above: the same tags.)
+	if gz["alpha"] == gz["beta"] || gz["alpha"] != etags["alpha"] {
+		t.Errorf("gzip ETags %v, want two, alpha's as before (%s)", gz, etags["alpha"])
+	}
+
 	// The feed: each view's changes only.
 	for user, names := range want {
 		p := e.feedAs(user, "since=0")
