@@ -204,9 +204,14 @@ func newCatalog(ctx context.Context, env settings.Lookup) (http.Handler, error) 
 	if err != nil {
 		return nil, err
 	}
+	views, err := brokerViews(s.BrokerViews, env, log)
+	if err != nil {
+		return nil, err
+	}
 	b := osb.NewBroker(st, osb.Config{
 		Username:       s.BrokerUsername,
 		VerifyPassword: match(s.BrokerPassword, 0, log),
+		Views:          views,
 		VerifyAdmin:    verifyAdmin(s.Admin, log),
 		MaxBodyBytes:   s.MaxBodyBytes,
 		RefreshWindow:  s.RefreshWindow,
@@ -216,6 +221,33 @@ func newCatalog(ctx context.Context, env settings.Lookup) (http.Handler, error) 
 	})
 	b.Cache.MaxBytes = s.MaxCatalogBytes // SPECSYNC_CATALOG_MAX_BYTES: a catalog over it is refused, never cut
 	return b.Handler(), nil
+}
+
+// brokerViews builds the broker's views from SPECSYNC_BROKER_VIEWS
+// (none when it is unset: the default view of the broker's own
+// credential), each password read as the broker's own is.
+func brokerViews(value string, env settings.Lookup, log *slog.Logger) ([]osb.View, error) {
+	if value == "" {
+		return nil, nil
+	}
+	f, err := config.ReadViews(value)
+	if err != nil {
+		return nil, failure.Wrap(failure.Invalid, err)
+	}
+	out := make([]osb.View, 0, len(f.Views))
+	for i := range f.Views {
+		v := &f.Views[i]
+		cred, err := settings.ReadCredential(env, v.PasswordEnv)
+		if err != nil {
+			return nil, fmt.Errorf("view %s: %w", v.Name, err)
+		}
+		ov := osb.View{Name: v.Name, Username: v.Username, Password: match(cred, 0, log), Tag: v.Digest(), Rules: v.Describe()}
+		if !v.All() {
+			ov.Match = func(s osb.ServiceFacts) bool { return v.Allows(s.Registry, s.Name, s.Tags, s.AnyTags) }
+		}
+		out = append(out, ov)
+	}
+	return out, nil
 }
 
 // match is the check of a presented credential against c, whichever

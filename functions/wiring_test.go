@@ -210,3 +210,54 @@ func TestBootstrapColdStartServesHooks(t *testing.T) {
 		t.Fatalf("published %+v (%v): want an event's message for the whole of bundled", m, err)
 	}
 }
+
+// The catalog with views as terraform deploys them: SPECSYNC_BROKER_VIEWS
+// holds the views file as JSON, each view's password comes from its own
+// variable (a digest, or a mounted secret file), and the broker's own
+// credential is gone. A bad views file fails the cold start, naming it.
+func TestCatalogColdStartWithViews(t *testing.T) {
+	if os.Getenv("FIRESTORE_EMULATOR_HOST") == "" {
+		t.Fatal("FIRESTORE_EMULATOR_HOST is not set: run the tests through `make test`")
+	}
+	const dataPass, appsPass = "data-password-0123456789abcdef", "apps-password-0123456789abcdef"
+	file := filepath.Join(t.TempDir(), "password")
+	if err := os.WriteFile(file, []byte(appsPass+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{
+		"GOOGLE_CLOUD_PROJECT": emulatortest.ProjectID(t),
+		"LOG_LEVEL":            "error",
+		"SPECSYNC_BROKER_VIEWS": `{"views":[
+			{"name":"data","username":"k8s-data","password_env":"SPECSYNC_VIEW_DATA_PASSWORD","registries":{"allow":["data"]}},
+			{"name":"apps","username":"cf-apps","password_env":"SPECSYNC_VIEW_APPS_PASSWORD"}]}`,
+		"SPECSYNC_VIEW_DATA_PASSWORD_SHA256": sha256Hex(dataPass),
+		"SPECSYNC_VIEW_APPS_PASSWORD_FILE":   file,
+		"SPECSYNC_ADMIN_TOKEN_SHA256":        sha256Hex("admin-token-0123456789abcdef"),
+	}
+	h, err := newCatalog(context.Background(), lookup(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		auth func(*http.Request)
+		want int
+	}{
+		{basic("k8s-data", dataPass), http.StatusOK},
+		{basic("cf-apps", appsPass), http.StatusOK},
+		{basic("k8s-data", appsPass), http.StatusUnauthorized},
+		{basic("cf-apps", dataPass), http.StatusUnauthorized},
+		{basic("platform", dataPass), http.StatusUnauthorized},
+	} {
+		if got := status(t, h, "/v2/catalog", c.auth); got != c.want {
+			t.Errorf("/v2/catalog: %d, want %d", got, c.want)
+		}
+	}
+	env["SPECSYNC_BROKER_VIEWS"] = `{"views":[{"name":"data","username":"k8s-data","password_env":"SPECSYNC_VIEW_DATA_PASSWORD","tags":{"allow":["("]}}]}`
+	if _, err := newCatalog(context.Background(), lookup(env)); err == nil || !strings.Contains(err.Error(), `views file SPECSYNC_BROKER_VIEWS: line 1: views[0] (data): tags.allow[0] "(" is not a valid regular expression`) {
+		t.Errorf("a bad views file: %v", err)
+	}
+	env["SPECSYNC_BROKER_VIEWS"] = `{"views":[{"name":"data","username":"k8s-data","password_env":"SPECSYNC_VIEW_NONE"}]}`
+	if _, err := newCatalog(context.Background(), lookup(env)); err == nil || !strings.Contains(err.Error(), "view data: ") || !strings.Contains(err.Error(), "SPECSYNC_VIEW_NONE_FILE is required") {
+		t.Errorf("a view without its password: %v", err)
+	}
+}

@@ -117,14 +117,14 @@ locals {
       # admin token against their SHA-256 digests (variables.tf), which are
       # not secrets for credentials of 32 random bytes. The broker password
       # digest is the new one and, while the password rotates, the retiring
-      # one.
-      env = merge(local.common_env, {
-        SPECSYNC_BROKER_USERNAME        = var.broker_username
-        SPECSYNC_BROKER_PASSWORD_SHA256 = join(",", compact([lower(var.broker_password_sha256), lower(var.broker_password_previous_sha256)]))
-        SPECSYNC_ADMIN_TOKEN_SHA256     = lower(var.admin_token_sha256)
-        SPECSYNC_CATALOG_REFRESH        = "${var.catalog_refresh_seconds}s"
-        SPECSYNC_MAX_BODY_BYTES         = tostring(var.max_body_bytes)
-        SPECSYNC_CATALOG_MAX_BYTES      = tostring(var.catalog_max_bytes)
+      # one. With catalog views (secrets.tf, "Catalog views"), each view's password is a
+      # mounted secret file instead, and the broker's one credential is
+      # not set.
+      env = merge(local.common_env, local.catalog_credential_env, {
+        SPECSYNC_ADMIN_TOKEN_SHA256 = lower(var.admin_token_sha256)
+        SPECSYNC_CATALOG_REFRESH    = "${var.catalog_refresh_seconds}s"
+        SPECSYNC_MAX_BODY_BYTES     = tostring(var.max_body_bytes)
+        SPECSYNC_CATALOG_MAX_BYTES  = tostring(var.catalog_max_bytes)
         # Long-polls of /v2/catalog/changes end before the request timeout.
         SPECSYNC_CHANGES_MAX_WAIT = "${min(50, var.catalog_service.timeout_seconds - 5)}s"
         # GET /registries also accepts an identity token for this audience
@@ -136,7 +136,7 @@ locals {
         SPECSYNC_DASHBOARD_URL = local.dashboard_url
       })
       secret_env   = {}
-      secret_files = {}
+      secret_files = { for f in values(local.broker_view_files) : f => f }
     }
   }
 }

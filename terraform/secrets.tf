@@ -50,6 +50,8 @@ locals {
     { for f in local.registry_secret_files : f => "${var.name_prefix}-registry-file-${trim(replace(lower(f), "/[^a-z0-9]+/", "-"), "-")}" },
     { for e in local.hook_secret_envs : e => "${var.name_prefix}-hook-env-${lower(replace(e, "_", "-"))}" },
     { for f in local.hook_secret_files : f => "${var.name_prefix}-hook-file-${trim(replace(lower(f), "/[^a-z0-9]+/", "-"), "-")}" },
+    # Catalog views (below): one secret per view, keyed by its file.
+    { for name, f in local.broker_view_files : f => "${var.name_prefix}-broker-view-${name}" },
   )
 
   # Who reads which secret: the function that mounts it, and only that one.
@@ -66,6 +68,9 @@ locals {
     },
     { for k in setunion(local.registry_secret_envs, local.registry_secret_files) : k => ["reconcile"] },
     { for k in setunion(local.hook_secret_envs, local.hook_secret_files) : k => ["bootstrap"] },
+    # A view's password: the catalog reads it (the file is re-read, so a
+    # new version needs no redeploy).
+    { for f in values(local.broker_view_files) : f => ["catalog"] },
   )
   secret_access = {
     for pair in flatten([
@@ -156,5 +161,47 @@ resource "terraform_data" "registries_file" {
       condition     = alltrue([for f in setunion(local.registry_secret_files, local.hook_secret_files) : startswith(f, "/") && dirname(f) != "/" && !startswith(f, "/workspace")]) && length(distinct([for f in setunion(local.registry_secret_files, local.hook_secret_files) : dirname(f)])) == length(setunion(local.registry_secret_files, local.hook_secret_files)) && !contains([for f in local.hook_secret_files : dirname(f)], dirname(local.admin_token_file))
       error_message = "Every *_file credential and hook secret_file must be an absolute path outside /workspace, in a directory no other secret file uses (a Secret Manager volume mounts the whole directory; the admin token has ${dirname(local.admin_token_file)})."
     }
+  }
+}
+
+# Catalog views (docs/configuration.md#catalog-views): with var.broker_views
+# set, every view is a broker credential of its own with the part of the
+# catalog its platform sees, and the broker's one credential
+# (broker_username, broker_password_sha256) is not deployed.
+#
+# Each view gets one Secret Manager secret (secrets.tf, keyed by the file
+# below), mounted on the catalog as a file that SPECSYNC_VIEW_<NAME>_PASSWORD_FILE
+# names: the catalog re-reads it every 30 s, so a view's password is
+# rotated by adding a secret version, without a redeploy. The rules go to
+# the catalog as the views file itself, JSON in SPECSYNC_BROKER_VIEWS
+# (pkg/config.ReadViews); no rule or user name is a secret.
+
+locals {
+  # name -> the variable its password is read from (password_env), and
+  # the file its secret is mounted at (a directory of its own: a secret
+  # volume mounts the whole directory).
+  broker_view_env   = { for name in keys(var.broker_views) : name => "SPECSYNC_VIEW_${upper(replace(name, "-", "_"))}_PASSWORD" }
+  broker_view_files = { for name in keys(var.broker_views) : name => "/etc/specsync/views/${name}/password" }
+
+  broker_views_json = jsonencode({
+    views = [for name, v in var.broker_views : {
+      name         = name
+      username     = v.username
+      password_env = local.broker_view_env[name]
+      registries   = v.registries
+      services     = v.services
+      tags         = v.tags
+    }]
+  })
+
+  # The catalog's credential settings: the views, or the broker's one
+  # credential (the settings refuse both).
+  catalog_credential_env = length(var.broker_views) > 0 ? merge(
+    { SPECSYNC_BROKER_VIEWS = local.broker_views_json },
+    { for name, f in local.broker_view_files : "${local.broker_view_env[name]}_FILE" => f },
+    ) : {
+    SPECSYNC_BROKER_VIEWS           = ""
+    SPECSYNC_BROKER_USERNAME        = var.broker_username
+    SPECSYNC_BROKER_PASSWORD_SHA256 = join(",", compact([lower(var.broker_password_sha256), lower(var.broker_password_previous_sha256)]))
   }
 }

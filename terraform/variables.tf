@@ -522,6 +522,28 @@ variable "artifact_registry_repositories" {
   }
 }
 
+# Catalog views (secrets.tf, "Catalog views", docs/configuration.md#catalog-views).
+variable "broker_views" {
+  type = map(object({
+    username   = string
+    registries = optional(object({ allow = optional(list(string), []), deny = optional(list(string), []) }), {})
+    services   = optional(object({ allow = optional(list(string), []), deny = optional(list(string), []) }), {})
+    tags       = optional(object({ allow = optional(list(string), []), deny = optional(list(string), []) }), {})
+  }))
+  description = "Catalog views, by name: each a broker credential (username; its password in the Secret Manager secret <name_prefix>-broker-view-<name>, mounted on the catalog) with allow/deny regular expressions over registries, service names and tags. Empty (the default): the one credential of broker_username and broker_password_sha256 sees every service."
+  default     = {}
+  nullable    = false
+
+  validation {
+    condition     = alltrue([for name in keys(var.broker_views) : can(regex("^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$", name))])
+    error_message = "Every broker_views name must be a DNS label: lowercase letters, digits and hyphens, starting with a letter, at most 63."
+  }
+  validation {
+    condition     = alltrue([for v in values(var.broker_views) : length(v.username) > 0 && !strcontains(v.username, ":")]) && length(distinct([for v in values(var.broker_views) : v.username])) == length(var.broker_views)
+    error_message = "Every broker_views username must be non-empty, without a colon (basic auth), and unique: a credential chooses one view."
+  }
+}
+
 # Monitoring (monitoring.tf): where alerts go and what they tolerate.
 
 variable "notification_channels" {

@@ -155,6 +155,7 @@ func cmdCatalog(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := flag.NewFlagSet("catalog", flag.ContinueOnError)
 	var c clientFlags
 	c.register(fs)
+	view := fs.String("view", "", "show what a platform with this view's credential sees (asks the admin API: needs the admin credential, not the platform's)")
 	if err := noArgs(fs, args); err != nil {
 		return err
 	}
@@ -166,7 +167,14 @@ func cmdCatalog(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	// instead of serving what a warm instance holds (up to
 	// SPECSYNC_CATALOG_REFRESH old), so right after a bootstrap the
 	// operator sees what it did.
-	ans, err := a.doWith(ctx, http.MethodGet, a.catalog+"/v2/catalog", authBroker, http.Header{"Cache-Control": {"no-cache"}}, http.StatusOK)
+	path, auth := "/v2/catalog", authBroker
+	if *view != "" {
+		// The view's catalog as its platform gets it, through the admin
+		// API: the operator holds the admin credential, not every
+		// platform's password.
+		path, auth = "/admin/views/"+url.PathEscape(*view)+"/catalog", authAdmin
+	}
+	ans, err := a.doWith(ctx, http.MethodGet, a.catalog+path, auth, http.Header{"Cache-Control": {"no-cache"}}, http.StatusOK)
 	if err != nil {
 		return err
 	}
@@ -182,6 +190,9 @@ func cmdCatalog(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	rev := ans.header.Get(api.RevisionHeader)
+	if *view != "" {
+		fmt.Fprintf(stdout, "view %s: ", *view)
+	}
 	fmt.Fprintf(stdout, "catalog revision %s, %s (ETag %s)\n", orDash(rev), count(len(cat.Services), "service", "services"), orDash(ans.header.Get("ETag")))
 	tw := table(stdout)
 	fmt.Fprintln(tw, "SERVICE\tID\tBINDABLE\tPLANS\tTAGS")

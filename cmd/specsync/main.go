@@ -51,7 +51,8 @@ operator commands (talk to the deployed functions' HTTP APIs):
                  shows what a real one would change
   status         every registry: last run, counts, errors, held-back
                  versions, pinned specs
-  catalog        the services and plans the broker serves
+  catalog        the services and plans the broker serves; --view NAME
+                 shows what that view's platform sees
   changes        the catalog's change feed; --follow keeps watching
   specs          the stored specs (--marked, --registry)
   instances      the service instances (--marked, --registry, --service)

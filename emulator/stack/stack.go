@@ -241,8 +241,12 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	// The laptop credentials only when no other form of them is set: the
 	// settings refuse two forms of one credential.
 	s.AdminToken = setCredentialDefault("SPECSYNC_ADMIN_TOKEN", DefaultAdminToken, "_SHA256", "_FILE")
-	s.BrokerUser = setDefault("SPECSYNC_BROKER_USERNAME", DefaultBrokerUser)
-	s.BrokerPass = setCredentialDefault("SPECSYNC_BROKER_PASSWORD", DefaultBrokerPass, "_SHA256")
+	if os.Getenv("SPECSYNC_BROKER_VIEWS") == "" {
+		// With views, each view is a credential and the broker's own
+		// must stay unset (the settings refuse both).
+		s.BrokerUser = setDefault("SPECSYNC_BROKER_USERNAME", DefaultBrokerUser)
+		s.BrokerPass = setCredentialDefault("SPECSYNC_BROKER_PASSWORD", DefaultBrokerPass, "_SHA256")
+	}
 	if opts.RegistriesFile != "" {
 		os.Setenv("SPECSYNC_REGISTRIES", opts.RegistriesFile)
 	}

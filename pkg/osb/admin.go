@@ -7,6 +7,7 @@ package osb
 //	GET /admin/specs?registry=R&state=active|marked
 //	GET /admin/instances?registry=R&marked=true&service_id=ID
 //	GET /admin/operations?limit=N
+//	GET /admin/views, /admin/views/{name}/catalog      (views.go)
 //	GET /status                                    (HTML)
 
 import (
@@ -35,6 +36,8 @@ func (b *Broker) adminRoutes(mux *http.ServeMux, verify func(*http.Request, stri
 	mux.Handle("/admin/specs", get(b.adminSpecs))
 	mux.Handle("/admin/instances", get(b.adminInstances))
 	mux.Handle("/admin/operations", get(b.adminOperations))
+	mux.Handle("/admin/views", get(b.adminViews))
+	mux.Handle("/admin/views/{name}/catalog", get(b.adminViewCatalog))
 	mux.Handle("/status", get(b.statusPage))
 }
 

@@ -170,7 +170,8 @@ func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // logWrite runs h, an instance or binding write (operation: provision,
 // update, deprovision, bind, unbind), and logs one structured line for
-// it whatever its outcome: the ids, the status, the platform's request
+// it whatever its outcome: the ids, the status, the view whose
+// credential asked (views.go), the platform's request
 // identity and, decoded, its originating identity (OSB's user who asked;
 // an audit trail of who changed what). Nothing else of the request is
 // logged: not its body (parameters may hold secrets), not its
@@ -183,6 +184,9 @@ func (b *Broker) logWrite(w http.ResponseWriter, r *http.Request, operation stri
 		attrs = append(attrs, "binding", id)
 	}
 	attrs = append(attrs, "status", sw.status)
+	if v := viewOf(r); v != nil {
+		attrs = append(attrs, "view", v.Name) // which platform's credential
+	}
 	if id := r.Header.Get(RequestIdentityHeader); id != "" {
 		attrs = append(attrs, requestIdentity(id))
 	}

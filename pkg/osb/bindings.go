@@ -96,6 +96,9 @@ func (b *Broker) bind(w http.ResponseWriter, r *http.Request) {
 		}
 		bind.Route = br.Route
 	}
+	if !b.inView(w, r, req.ServiceID, func(err error) { WriteError(w, http.StatusBadRequest, "BadRequest", "%s", Describe(err)) }) {
+		return
+	}
 	res, err := b.store.CreateBinding(r.Context(), bind)
 	switch {
 	case err == nil && res.Existed:

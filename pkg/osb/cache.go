@@ -95,6 +95,10 @@ type Rendered struct {
 	// Epoch is the store's (api.EpochHeader): a revision means something
 	// only with it.
 	Epoch string
+	// served and views: the catalogs of the views, filtered from this
+	// one render (views.go).
+	served []servedService
+	views  viewMemo
 }
 
 // Body is the identity form in one new buffer, for tests and tools: the
@@ -212,7 +216,8 @@ func (c *Cache) load(ctx context.Context, st *store.Store) (*Rendered, string, e
 			continue
 		}
 		m.specs[recs[i].ID] = &mirrored{asOf: at, createdAt: recs[i].CreatedAt,
-			piece: catalog.NewPiece(catalog.Offering{Spec: s, Generation: recs[i].Generation})}
+			piece: catalog.NewPiece(catalog.Offering{Spec: s, Generation: recs[i].Generation}),
+			facts: ServiceFacts{Registry: recs[i].Registry, Name: s.Name, Tags: s.Tags}}
 		// The stored spec is in the piece now: let it go as the loop goes,
 		// so the records and the pieces (each about the catalog's size)
 		// are never both held whole.
@@ -266,12 +271,16 @@ func (c *Cache) catchUp(ctx context.Context, st *store.Store, m *mirror, rev int
 }
 
 // render assembles m into the catalog to serve.
+// render assembles m into the catalog to serve, with what the views
+// filter theirs from (views.go).
 func (c *Cache) render(m *mirror) (*Rendered, error) {
-	r, err := c.renderPieces(m.rev, m.ordered())
+	pieces := m.ordered()
+	r, drop, err := c.renderPieces(m.rev, pieces)
 	if err != nil {
 		return nil, err
 	}
 	r.Epoch = m.epoch
+	r.served = servedServices(m, pieces, drop)
 	return r, nil
 }
 
@@ -283,8 +292,8 @@ func (c *Cache) render(m *mirror) (*Rendered, error) {
 // hash is part of its tag: a full render reads the specs as of the
 // revision read, which includes spec writes whose changes are still
 // pending, so instances can serve different bodies at one revision; each
-// must have its own tag.
-func (c *Cache) renderPieces(rev int64, pieces []*catalog.Piece) (*Rendered, error) {
+// must have its own tag. It returns the pieces left out too.
+func (c *Cache) renderPieces(rev int64, pieces []*catalog.Piece) (*Rendered, *catalog.DropError, error) {
 	body, err := catalog.AssembleBody(pieces)
 	var drop *catalog.DropError
 	if errors.As(err, &drop) {
@@ -296,10 +305,10 @@ func (c *Cache) renderPieces(rev int64, pieces []*catalog.Piece) (*Rendered, err
 	}
 	r, err := encodeForms(rev, body, c.MaxBytes)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	r.logSize(c.logger())
-	return r, nil
+	return r, drop, nil
 }
 
 // mirror is the specs behind a rendered catalog.
@@ -322,6 +331,8 @@ type mirrored struct {
 	// piece is the rendered service; nil when the spec is not in the
 	// catalog (it left, or its stored spec does not decode).
 	piece *catalog.Piece
+	// facts is what views look at (views.go).
+	facts ServiceFacts
 }
 
 // apply puts the state a change carries, unless the state held is as new.
@@ -344,6 +355,7 @@ func (m *mirror) apply(ch *store.Change, log *slog.Logger) {
 		return
 	}
 	e.createdAt = ch.SpecCreatedAt
+	e.facts = ServiceFacts{Registry: ch.Registry, Name: s.Name, Tags: s.Tags}
 	e.piece = catalog.NewPiece(catalog.Offering{Spec: s, Generation: ch.Generation})
 }
 

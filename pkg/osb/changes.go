@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/specsync/specsync/pkg/api"
-	"github.com/specsync/specsync/pkg/feed"
 )
 
 // Change feed limits.
@@ -157,12 +156,22 @@ func (b *Broker) getChanges(w http.ResponseWriter, r *http.Request) {
 				b.gone(w, cur, known, "the changes after revision %d are no longer retained: re-read /v2/catalog (revision %d) and resume from its %s", since, cur, api.RevisionHeader)
 				return
 			}
-			out := api.ChangePage{Changes: make([]api.Change, len(cs)), Revision: cur, Epoch: known}
-			for i, c := range cs {
-				out.Changes[i] = feed.FromChange(c)
+			// A view's feed carries only its own changes (views.go).
+			view := viewOf(r)
+			out := api.ChangePage{Changes: make([]api.Change, 0, len(cs)), Revision: cur, Epoch: known}
+			for _, c := range cs {
+				if it, ok := view.feedChange(c); ok {
+					out.Changes = append(out.Changes, it)
+				}
 			}
 			out.Next = cs[len(cs)-1].Revision
 			out.Revision = max(out.Revision, out.Next)
+			if len(out.Changes) == 0 && out.Next >= cur && time.Until(deadline) > 0 {
+				// None of them is the view's: wait on from the last one
+				// read, as if the view's catalog had not moved.
+				since = out.Next
+				continue
+			}
 			w.Header().Set(api.RevisionHeader, strconv.FormatInt(out.Revision, 10))
 			setEpoch(w, known)
 			WriteJSON(w, http.StatusOK, out)

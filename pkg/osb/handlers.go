@@ -17,6 +17,10 @@ type Config struct {
 	// VerifyPassword, when set, checks the broker password instead of
 	// Password (e.g. osb.MatchSHA256: the function holds only a digest).
 	VerifyPassword func(password string) bool
+	// Views, when set, are the broker's credentials, each with the part
+	// of the catalog its platform sees (views.go); Username and the
+	// password are then unused. Unset: one view of everything with them.
+	Views []View
 	// VerifyAdmin accepts admin bearer tokens (GET /registries).
 	VerifyAdmin func(r *http.Request, token string) bool
 	// MaxBodyBytes bounds request bodies (413 beyond; a Content-Length
@@ -40,6 +44,7 @@ type Config struct {
 type Broker struct {
 	store *store.Store
 	cfg   Config
+	views []*View
 	Cache *Cache
 	// listen tells waiting long polls of a new revision (listen.go).
 	listen *revisionListener
@@ -53,7 +58,7 @@ func NewBroker(st *store.Store, cfg Config) *Broker {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Broker{store: st, cfg: cfg, Cache: &Cache{Store: st, Window: cfg.RefreshWindow, Logger: cfg.Logger, MaxBytes: cfg.MaxCatalogBytes},
+	return &Broker{store: st, cfg: cfg, views: cfg.views(), Cache: &Cache{Store: st, Window: cfg.RefreshWindow, Logger: cfg.Logger, MaxBytes: cfg.MaxCatalogBytes},
 		listen: newRevisionListener(st, cfg.Logger)}
 }
 
@@ -61,7 +66,7 @@ func NewBroker(st *store.Store, cfg Config) *Broker {
 func (b *Broker) Handler() http.Handler {
 	mux := http.NewServeMux()
 	broker := func(h http.Handler) http.Handler {
-		return BasicAuthFunc(b.cfg.Username, b.cfg.passwordCheck(), Version(h))
+		return ViewAuth(b.views, Version(h))
 	}
 	mux.Handle("/v2/catalog", broker(Methods(map[string]http.HandlerFunc{http.MethodGet: b.getCatalog})))
 	mux.Handle("/v2/catalog/changes", broker(Methods(map[string]http.HandlerFunc{http.MethodGet: b.getChanges})))
@@ -94,12 +99,13 @@ func (b *Broker) getCatalog(w http.ResponseWriter, r *http.Request) {
 	if wantsFresh(r.Header) {
 		get = b.Cache.GetFresh // read-your-writes: no answer older than the request
 	}
-	cat, reads, err := get(r.Context())
+	full, reads, err := get(r.Context())
 	if err != nil {
 		b.cfg.Logger.Error("catalog unavailable", "error", err)
 		WriteFailure(w, err)
 		return
 	}
+	cat := full.forView(viewOf(r)).r // views.go
 	// The store's epoch on every answer (serveCatalog sets the tag and
 	// the revision of the form it serves).
 	if cat.Epoch != "" {

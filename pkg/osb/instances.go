@@ -170,6 +170,9 @@ func (b *Broker) provision(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if !b.inView(w, r, req.ServiceID, func(err error) { WriteError(w, http.StatusBadRequest, "BadRequest", "%s", Describe(err)) }) {
+		return
+	}
 	inst := store.Instance{ID: id, SpecID: req.ServiceID, PlanID: req.PlanID, Platform: platform, Context: ctxMap, MaintenanceVersion: version, Parameters: req.Parameters}
 	res, err := b.store.CreateInstance(r.Context(), inst)
 	switch {
@@ -278,6 +281,9 @@ func (b *Broker) update(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if u.MaintenanceVersion, ok = req.MaintenanceInfo.version(w); !ok {
+		return
+	}
+	if !b.inView(w, r, req.ServiceID, func(err error) { updateError(w, http.StatusBadRequest, "BadRequest", false, err) }) {
 		return
 	}
 	res, err := b.store.UpdateInstance(r.Context(), u)

@@ -97,7 +97,9 @@ type statusData struct {
 	HeldBack   []heldRow
 	Chart      chart
 	Problems   []string
-	Dashboard  string // Config.DashboardURL
+	// Views are the broker's credentials as catalog views (views.go).
+	Views     []api.ViewInfo
+	Dashboard string // Config.DashboardURL
 	// CatalogTooLarge is Rendered.Problem of the catalog this instance
 	// serves: "" when it fits.
 	CatalogTooLarge string
@@ -194,6 +196,12 @@ func (b *Broker) statusData(r *http.Request) statusData {
 		if row.Health == HealthFailing {
 			d.Failing++
 		}
+	}
+
+	if cat, _, err := b.Cache.Get(ctx); err != nil {
+		problem("catalog views", err)
+	} else {
+		d.Views = b.viewInfos(cat)
 	}
 
 	marked, err := b.store.ListSpecs(ctx, store.SpecFilter{State: api.SpecMarked})

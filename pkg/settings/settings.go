@@ -138,8 +138,13 @@ type Catalog struct {
 	// BrokerPassword is the platform's password (required):
 	// SPECSYNC_BROKER_PASSWORD or SPECSYNC_BROKER_PASSWORD_SHA256.
 	BrokerPassword Credential
-	RefreshWindow  time.Duration // SPECSYNC_CATALOG_REFRESH, default 5s
-	MaxBodyBytes   int64         // SPECSYNC_MAX_BODY_BYTES, default 65536
+	// BrokerViews is SPECSYNC_BROKER_VIEWS: the views file (its path, or
+	// its JSON when it starts with "{"), the broker's credentials, each
+	// with its part of the catalog (pkg/config.ReadViews). When set, it
+	// replaces the broker username and password, which must be unset.
+	BrokerViews   string
+	RefreshWindow time.Duration // SPECSYNC_CATALOG_REFRESH, default 5s
+	MaxBodyBytes  int64         // SPECSYNC_MAX_BODY_BYTES, default 65536
 	// MaxCatalogBytes is the largest catalog body served, in either form
 	// (SPECSYNC_CATALOG_MAX_BYTES, default 32 MiB: Cloud Run's limit on a
 	// response that is not streamed); a larger one is refused, never cut.
@@ -288,6 +293,24 @@ func (r *reader) credential(key string, minLen int, sources ...string) (c Creden
 	return c, len(r.problems) > before
 }
 
+// ViewPasswordSources are where a view's password may come from
+// (pkg/config.View.PasswordEnv names VAR): the password, its digests, or
+// a file holding it (a Secret Manager volume, re-read, so a rotation
+// needs no redeploy).
+var ViewPasswordSources = []string{"", SuffixSHA256, SuffixFile}
+
+// ReadCredential reads the credential key names from one of
+// ViewPasswordSources, exactly as the broker's own password: one of them
+// is required.
+func ReadCredential(env Lookup, key string) (Credential, error) {
+	r := &reader{lookup: env}
+	c, reported := r.credential(key, 0, ViewPasswordSources...)
+	if !c.IsSet() && !reported {
+		r.problems = append(r.problems, "one of "+sourceNames(key, ViewPasswordSources...)+" is required")
+	}
+	return c, r.err("view password")
+}
+
 // sourceNames lists the variables a credential may come from.
 func sourceNames(key string, sources ...string) string {
 	names := make([]string, len(sources))
@@ -379,12 +402,21 @@ var brokerPasswordSources = []string{"", SuffixSHA256}
 func LoadCatalog(env Lookup) (Catalog, error) {
 	r := &reader{lookup: env}
 	common := r.common()
-	username := r.required("SPECSYNC_BROKER_USERNAME")
+	views := r.str("SPECSYNC_BROKER_VIEWS", "")
+	username := r.str("SPECSYNC_BROKER_USERNAME", "")
+	if username == "" && views == "" {
+		r.problems = append(r.problems, "SPECSYNC_BROKER_USERNAME is required (or SPECSYNC_BROKER_VIEWS)")
+	}
 	password, reported := r.credential("SPECSYNC_BROKER_PASSWORD", 0, brokerPasswordSources...)
+	if views != "" && (username != "" || password.IsSet()) {
+		r.problems = append(r.problems, "set either SPECSYNC_BROKER_VIEWS or SPECSYNC_BROKER_USERNAME and its password, not both: with views, each view is a credential")
+		reported = true
+	}
 	c := Catalog{
 		Common:         common,
 		BrokerUsername: username,
 		BrokerPassword: password,
+		BrokerViews:    views,
 		RefreshWindow:  r.duration("SPECSYNC_CATALOG_REFRESH", 5*time.Second),
 		MaxBodyBytes:   r.int64("SPECSYNC_MAX_BODY_BYTES", 64<<10),
 		MaxWait:        r.duration("SPECSYNC_CHANGES_MAX_WAIT", 50*time.Second),
@@ -395,7 +427,7 @@ func LoadCatalog(env Lookup) (Catalog, error) {
 		r.problems = append(r.problems, "SPECSYNC_DASHBOARD_URL must be an http(s) URL")
 	}
 	c.MaxCatalogBytes = r.int64("SPECSYNC_CATALOG_MAX_BYTES", 32<<20)
-	if !c.BrokerPassword.IsSet() && !reported {
+	if views == "" && !c.BrokerPassword.IsSet() && !reported {
 		r.problems = append(r.problems, "one of "+sourceNames("SPECSYNC_BROKER_PASSWORD", brokerPasswordSources...)+" is required")
 	}
 	return c, r.err("catalog")

@@ -259,3 +259,39 @@ func TestEventSettings(t *testing.T) {
 		t.Fatalf("bad values: %v", err)
 	}
 }
+
+// SPECSYNC_BROKER_VIEWS replaces the broker's one credential: each view's
+// password is read from the variable it names, by the same three sources.
+func TestCatalogBrokerViews(t *testing.T) {
+	t.Parallel()
+	views := with(catalogBase, "SPECSYNC_BROKER_USERNAME", "", "SPECSYNC_BROKER_PASSWORD", "", "SPECSYNC_BROKER_VIEWS", "/etc/specsync/views.yaml")
+	c, err := loadCatalog(views)
+	if err != nil || c.BrokerViews != "/etc/specsync/views.yaml" || c.BrokerUsername != "" {
+		t.Fatalf("views alone: %+v %v", c, err)
+	}
+	_, err = loadCatalog(with(views, "SPECSYNC_BROKER_USERNAME", "platform"))
+	wantProblem(t, "views and a username", err, []string{"set either SPECSYNC_BROKER_VIEWS or SPECSYNC_BROKER_USERNAME"})
+	_, err = loadCatalog(with(views, "SPECSYNC_BROKER_PASSWORD", brokerPassword))
+	wantProblem(t, "views and a password", err, []string{"set either SPECSYNC_BROKER_VIEWS"}, brokerPassword)
+	_, err = loadCatalog(with(catalogBase, "SPECSYNC_BROKER_USERNAME", ""))
+	wantProblem(t, "neither", err, []string{"SPECSYNC_BROKER_USERNAME is required (or SPECSYNC_BROKER_VIEWS)"})
+
+	for name, c := range map[string]struct {
+		env  map[string]string
+		want string
+	}{
+		"value":  {map[string]string{"V": "pw"}, ""},
+		"sha256": {map[string]string{"V_SHA256": hexDigest("pw")}, ""},
+		"file":   {map[string]string{"V_FILE": "/secrets/v/password"}, ""},
+		"none":   {map[string]string{}, "one of V, V_SHA256, V_FILE is required"},
+		"two":    {map[string]string{"V": "pw", "V_FILE": "/f"}, "set only one of V, V_FILE"},
+	} {
+		cred, err := settings.ReadCredential(env(c.env), "V")
+		if c.want == "" && (err != nil || !cred.IsSet()) {
+			t.Errorf("%s: %+v %v", name, cred, err)
+		}
+		if c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: error %v, want %q", name, err, c.want)
+		}
+	}
+}

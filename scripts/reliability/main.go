@@ -317,6 +317,13 @@ var rows = []row{
 	{"load", "an event storm: 1,000 event messages for one registry in 10 s, delivered as the events row's storm, with the default cooldown and clock skew (1 s each)",
 		"converges to upstream's final state, no lease left behind, the checker passes; the runs and deliveries reported below; the test fails past 25 runs",
 		[]string{`^TestWorkerEventStormThousand$`}},
+	// Catalog views.
+	{"views", "two platforms with disjoint and overlapping views (registries, service names, tags); a view that matches nothing",
+		"each platform's catalog, feed and provisioning see only its own services (an ETag of its own, the one revision); a provision, update or bind outside the view is refused word for word as an unknown service; an empty view is an empty catalog, not an error; no Firestore read of its own inside the refresh window",
+		[]string{`^TestViewsEachPlatformSeesOnlyItsOwn$`, `^TestViewsFeedWaitSkipsOtherViews$`, `^TestE2ECatalogViews$`}},
+	{"views", "a view's password rotated (its file changed under a running broker)",
+		"the new password accepted and the old one refused without a restart; no other view's credential affected",
+		[]string{`^TestViewsRotatedCredential$`, `^TestCatalogColdStartWithViews$`}},
 	// Observability: what the metrics and alerts read.
 	{"observability", "a registry that cannot be fetched, a failed or overdue bootstrap, a message handed back to Pub/Sub; a log field renamed in the code or in terraform",
 		"every run logs one summary line, every ended bootstrap and every redelivery one line, each with every field of its contract; a renamed field fails the check of the log-based metrics' filters, labels and values (docs/operations.md)",
