@@ -104,9 +104,13 @@ func (r *Runner) newRun(reg Registry, id string) *run {
 		}
 	}
 	ops := &store.Ops{}
+	rec := store.Run{ID: id, StartedAt: r.now().UTC()}
+	if reg.Describes.Type != "" {
+		src := reg.Describes
+		rec.Source = &src
+	}
 	return &run{Runner: r, reg: reg, st: r.Store.WithOps(ops), ops: ops,
-		log: r.logger().With("registry", reg.Name, "run", id),
-		rec: store.Run{ID: id, StartedAt: r.now().UTC()}}
+		log: r.logger().With("registry", reg.Name, "run", id), rec: rec}
 }
 
 // A step is one part of a run: done ends the run with nothing more to
