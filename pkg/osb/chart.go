@@ -43,11 +43,11 @@ type rect struct {
 	LabelY float64
 }
 
-// Room a count needs to be written inside a part (11 px text).
+// Room a count needs to be written inside a part (10 px text).
 const (
-	labelMinH     = 13
-	labelCharW    = 6.5
-	labelPaddingW = 4
+	labelMinH     = 12
+	labelCharW    = 6
+	labelPaddingW = 2
 )
 
 type tick struct {
