@@ -1,7 +1,10 @@
 package osb
 
 import (
+	"bytes"
 	"math"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,6 +116,48 @@ func TestDurationMS(t *testing.T) {
 	for ms, want := range map[int64]string{0: "0 ms", 850: "850 ms", 2400: "2.4 s", 185_000: "3m05s"} {
 		if got := durationMS(ms); got != want {
 			t.Errorf("durationMS(%d) = %q, want %q", ms, got, want)
+		}
+	}
+}
+
+// The template renders what the Chromium test's stack does not bring
+// about: a registry that records no source yet and no duration, an entry
+// whose id another registry owns, a held-back version and a catalog
+// section cut at maxServices; every anchor leads to an element.
+func TestStatusTemplateRendersEveryKindOfRow(t *testing.T) {
+	d := statusData{
+		Registries: []registryRow{
+			{Name: "old", Health: HealthOK, Result: api.ResultSucceeded},
+			{Name: "team-a", Health: HealthDegraded, Source: &api.Source{Type: "oci", Location: "europe-docker.pkg.dev/p/specs", Auth: "google"},
+				HasDuration: true, LastDuration: 0, NeverReached: 1, ErrorsTotal: 1,
+				EntryErrors: []entryErrorRow{{EntryError: api.EntryError{Entry: "taken", SpecID: "s-2", Message: "owned elsewhere"}, Owner: "team-z"}}},
+			{Name: "team-z", Health: HealthOK},
+		},
+		HeldBack:      []heldRow{{Registry: "team-z", Spec: api.HeldBackSpec{SpecID: "s-2", Name: "redis", Digest: "sha256:x", Blockers: []string{"plan small: 1 instance"}}}},
+		Services:      []serviceRow{{ID: "s-2", Name: "redis", HeldBack: true, Plans: []planRow{{ID: "p-1", Name: "small", Free: true}}}},
+		ServicesTotal: 501,
+		CatalogRead:   true,
+	}
+	var buf bytes.Buffer
+	if err := statusTemplate.Execute(&buf, d); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	for _, want := range []string{
+		`<td class="source" data-label="Source"><span class="muted">not recorded yet</span>`,
+		`<td class="duration" data-label="Duration"><span class="muted">—</span>`,
+		`<td class="duration" data-label="Duration">0 ms</td>`,
+		`never reached the catalog: its id belongs to <a href="#registry-team-z">team-z</a>`,
+		`<a href="#held-s-2">a newer version is held back</a>`,
+		`the first 1 of 501`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page does not have %q", want)
+		}
+	}
+	for _, m := range regexp.MustCompile(`href="#([^"]+)"`).FindAllStringSubmatch(page, -1) {
+		if !strings.Contains(page, `id="`+m[1]+`"`) {
+			t.Errorf("anchor #%s leads nowhere", m[1])
 		}
 	}
 }
