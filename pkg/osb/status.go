@@ -146,6 +146,9 @@ type statusData struct {
 	Registries []registryRow
 	Failing    int
 	Degraded   int
+	// HasRow says which registries have a row to link to (one only in
+	// a dry run, or pending in its first bootstrap, has none).
+	HasRow map[string]bool
 	// Services are the catalog's (at most maxServices of ServicesTotal).
 	Services      []serviceRow
 	ServicesTotal int
@@ -256,7 +259,9 @@ func (b *Broker) statusData(r *http.Request) statusData {
 		d.Registries = append(d.Registries, row)
 	}
 	sort.Slice(d.Registries, func(i, j int) bool { return d.Registries[i].Name < d.Registries[j].Name })
+	d.HasRow = map[string]bool{}
 	for _, row := range d.Registries {
+		d.HasRow[row.Name] = true
 		switch row.Health {
 		case HealthFailing:
 			d.Failing++

@@ -137,6 +137,11 @@ func TestStatusTemplateRendersEveryKindOfRow(t *testing.T) {
 		Services:      []serviceRow{{ID: "s-2", Name: "redis", HeldBack: true, Plans: []planRow{{ID: "p-1", Name: "small", Free: true}}}},
 		ServicesTotal: 501,
 		CatalogRead:   true,
+		// A bootstrap of a registry with no row yet (its first, pending)
+		// and one of the others.
+		Operations: []opRow{{ID: "op-1", State: api.InProgress, Pending: []string{"new"},
+			Results: []opResultRow{{Registry: "team-a", State: api.Succeeded, Result: api.ResultSucceeded}}}},
+		HasRow: map[string]bool{"old": true, "team-a": true, "team-z": true},
 	}
 	var buf bytes.Buffer
 	if err := statusTemplate.Execute(&buf, d); err != nil {
@@ -150,6 +155,8 @@ func TestStatusTemplateRendersEveryKindOfRow(t *testing.T) {
 		`never reached the catalog: its id belongs to <a href="#registry-team-z">team-z</a>`,
 		`<a href="#held-s-2">a newer version is held back</a>`,
 		`the first 1 of 501`,
+		`<li class="state-in-progress"><strong>new</strong>: pending</li>`,
+		`data-registry="team-a"><a href="#registry-team-a">`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page does not have %q", want)
