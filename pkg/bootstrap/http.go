@@ -99,6 +99,10 @@ func (s *Service) start(w http.ResponseWriter, r *http.Request) {
 			s.logger().Error("bootstrap failed to publish", "operation", op.ID, "error", err)
 			if ferr := s.Operations.Fail(context.WithoutCancel(r.Context()), op.ID, desc); ferr != nil {
 				s.logger().Error("could not mark the operation failed", "operation", op.ID, "error", ferr)
+			} else {
+				ended := *op
+				ended.State, ended.Description = api.Failed, desc
+				logEnded(s.logger(), &ended, s.Operations.now())
 			}
 			osb.WriteError(w, http.StatusServiceUnavailable, "PublishFailed", "bootstrap %s failed: %s", op.ID, desc)
 			return

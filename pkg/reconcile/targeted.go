@@ -347,8 +347,8 @@ func (r *run) recordTargeted(ctx context.Context, rec store.Run, err error) (sto
 		r.log.Warn("another run of the registry ran meanwhile: no manifest recorded, the next run reads every spec")
 	}
 	if rec.Result != api.ResultFetchFailed {
-		r.log.Info("entries reconciled", "entries", r.t.names, "result", rec.Result, "counts", rec.Counts, "firestore", rec.Ops,
-			"duration_ms", rec.DurationMS, "specs_read", r.k.read, "digest_kept", t.Digest != "")
+		// Result, counts and cost are in the summary line (summarize).
+		r.log.Info("entries reconciled", "entries", r.t.names, "digest_kept", t.Digest != "")
 	}
 	return rec, nil
 }
