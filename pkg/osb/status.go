@@ -159,6 +159,9 @@ type statusData struct {
 	Chart         chart
 	Problems      []string
 	Dashboard     string // Config.DashboardURL
+	// CatalogTooLarge is Rendered.Problem of the catalog this instance
+	// serves: "" when it fits.
+	CatalogTooLarge string
 }
 
 // health says how a registry is doing: failing when its last recorded run
@@ -192,6 +195,14 @@ func (b *Broker) statusData(r *http.Request) statusData {
 	} else {
 		d.Revision = rev
 	}
+	// The catalog as this instance serves it (0 reads when warm): a form
+	// too large to serve is shown, not only logged.
+	cat, _, err := b.Cache.Get(ctx)
+	if err != nil {
+		problem("catalog", err)
+	} else {
+		d.CatalogTooLarge = cat.Problem()
+	}
 	ops, err := b.store.RecentOperations(ctx, defaultOperations)
 	if err != nil {
 		problem("recent bootstraps", err)
@@ -218,7 +229,10 @@ func (b *Broker) statusData(r *http.Request) statusData {
 		d.Operations = append(d.Operations, row)
 	}
 	d.Chart = opsChart(ops)
-	inCatalog := b.catalogServices(r, &d)
+	var inCatalog map[string]bool
+	if cat != nil {
+		inCatalog = catalogServices(cat, &d)
+	}
 
 	statuses, err := b.store.RegistryStatuses(ctx)
 	if err != nil {
@@ -339,15 +353,11 @@ func entryErrorRows(run api.Run, inCatalog map[string]bool) ([]entryErrorRow, in
 }
 
 // catalogServices fills the catalog section from the catalog platforms
-// are served (the broker's cache: inside its window, no Firestore read)
-// and returns the ids of its services. Only ids, names, descriptions and
+// are served (the broker's cache: inside its window, no Firestore read;
+// the rendered catalog even when a form of it is too large to serve) and
+// returns the ids of its services. Only ids, names, descriptions and
 // plans are read from it: a dashboard client's secret is never shown.
-func (b *Broker) catalogServices(r *http.Request, d *statusData) map[string]bool {
-	cat, _, err := b.Cache.Get(r.Context())
-	if err != nil {
-		d.Problems = append(d.Problems, fmt.Sprintf("catalog: %v", err))
-		return nil
-	}
+func catalogServices(cat *Rendered, d *statusData) map[string]bool {
 	var body struct {
 		Services []struct {
 			ID, Name, Description string
@@ -357,7 +367,7 @@ func (b *Broker) catalogServices(r *http.Request, d *statusData) map[string]bool
 			}
 		}
 	}
-	if err := json.Unmarshal(cat.Body, &body); err != nil {
+	if err := json.Unmarshal(cat.Body(), &body); err != nil {
 		d.Problems = append(d.Problems, fmt.Sprintf("catalog: %v", err))
 		return nil
 	}
