@@ -40,6 +40,19 @@ func TestDeployGuide(t *testing.T) {
 			t.Errorf("docs/deploy.md sets %s, which is not a variable", v[1])
 		}
 	}
+	// And every variable its terraform.tfvars snippets set.
+	set := 0
+	for _, block := range regexp.MustCompile("(?s)```hcl\n(.*?)```").FindAllStringSubmatch(section, -1) {
+		for _, v := range regexp.MustCompile(`(?m)^\s*([a-z_]+)\s*=`).FindAllStringSubmatch(block[1], -1) {
+			set++
+			if _, ok := m.variables[v[1]]; !ok {
+				t.Errorf("a terraform.tfvars snippet of docs/deploy.md sets %s, which is not a variable", v[1])
+			}
+		}
+	}
+	if set < 5 {
+		t.Errorf("found %d variables set in docs/deploy.md's hcl blocks; the pattern is broken", set)
+	}
 }
 
 // The settings table (docs/configuration.md) lists every variable a

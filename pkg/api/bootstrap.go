@@ -57,6 +57,11 @@ type RegistryResult struct {
 	Error      string         `json:"error,omitempty" firestore:"error,omitempty"`
 	RunID      string         `json:"run_id,omitempty" firestore:"run_id,omitempty"`
 	ReportedAt time.Time      `json:"reported_at" firestore:"reported_at"`
+	// DurationMS is how long the run took, and Source where it read the
+	// registry: every bootstrap says so, even of a run that recorded
+	// nothing on the registry (unchanged).
+	DurationMS int64   `json:"duration_ms,omitempty" firestore:"duration_ms,omitempty"`
+	Source     *Source `json:"source,omitempty" firestore:"source,omitempty"`
 	// Planned is a dry run's plan by name (at most store.MaxPlannedChanges;
 	// Counts are complete).
 	Planned []PlannedChange `json:"planned,omitempty" firestore:"planned,omitempty"`

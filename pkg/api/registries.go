@@ -140,6 +140,21 @@ type Run struct {
 	// says why it ran in full (no manifest to trust, a source that cannot
 	// fetch single entries).
 	Backstop string `json:"backstop,omitempty" firestore:"backstop,omitempty"`
+	// Source is where the run read the registry, as the registries file
+	// said then (nil: a run of a version before it, or a test's source).
+	Source *Source `json:"source,omitempty" firestore:"source,omitempty"`
+}
+
+// Source says where a registry is read from, for people (the status
+// page): its type, the host, URL, namespace or path it reads, and how it
+// authenticates. It never holds a secret: no password, token or user
+// name, and a URL without its user information, query or fragment
+// (config.Registry.Describe builds it).
+type Source struct {
+	Type     string `json:"type" firestore:"type"`
+	Location string `json:"location" firestore:"location"`
+	// Auth is the auth type (anonymous, basic, token, google).
+	Auth string `json:"auth,omitempty" firestore:"auth,omitempty"`
 }
 
 // EntryError is one registry entry that failed to parse or validate.

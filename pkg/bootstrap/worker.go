@@ -96,14 +96,16 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 			log.Warn("reconcile will be retried", "error", err, "result", run.Result)
 			return err
 		}
-		return w.report(ctx, log, m, api.RegistryResult{State: api.Failed, Result: run.Result, Counts: run.Counts, Error: err.Error(), RunID: run.ID})
+		return w.report(ctx, log, m, api.RegistryResult{State: api.Failed, Result: run.Result, Counts: run.Counts, Error: err.Error(), RunID: run.ID,
+			DurationMS: run.DurationMS, Source: run.Source})
 	}
 	result := run.Result
 	state := api.Succeeded
 	if !result.OK() {
 		state = api.Failed
 	}
-	res := api.RegistryResult{State: state, Result: result, Counts: run.Counts, Firestore: run.Ops, Error: run.Error, RunID: run.ID, Planned: run.Planned}
+	res := api.RegistryResult{State: state, Result: result, Counts: run.Counts, Firestore: run.Ops, Error: run.Error, RunID: run.ID, Planned: run.Planned,
+		DurationMS: run.DurationMS, Source: run.Source}
 	if result == api.ResultDryRun {
 		// The operator's diff names every broken entry and why; a real
 		// run's are on the registry's status (GET /registries).

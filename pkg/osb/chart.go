@@ -9,8 +9,11 @@ import (
 
 // chart is a stacked bar chart of the Firestore operations (reads,
 // writes, deletes) each bootstrap cost, oldest on the left, drawn as
-// server-side SVG: every bar has a <title>, so hovering explains it
-// without script.
+// server-side SVG. Its numbers are written on it, so that they read
+// without hovering (and on a phone, which cannot hover): each bar's total
+// above it, and each part's count inside the part when the part is tall
+// and wide enough for the digits. Every bar keeps a <title> with the
+// whole sentence for screen readers.
 type chart struct {
 	Width, Height int
 	Bars          []bar
@@ -26,9 +29,26 @@ type bar struct {
 	Deletes        rect
 	Title          string
 	DryRun, Failed bool
+	// Total is reads+writes+deletes, written at (CX, TotalY): above the
+	// bar.
+	Total      int64
+	CX, TotalY float64
 }
 
-type rect struct{ Y, H float64 }
+// rect is one part of a bar; Label, when set, is its count, written in
+// its middle (LabelY).
+type rect struct {
+	Y, H   float64
+	Label  string
+	LabelY float64
+}
+
+// Room a count needs to be written inside a part (10 px text).
+const (
+	labelMinH     = 12
+	labelCharW    = 6
+	labelPaddingW = 2
+)
 
 type tick struct {
 	Y     float64
@@ -39,7 +59,7 @@ const (
 	chartW, chartH = 640, 180
 	chartLeft      = 48 // room for the y labels
 	chartBottom    = 20 // room for the x labels
-	chartTop       = 8
+	chartTop       = 18 // room for the totals above the bars
 )
 
 func opsChart(ops []api.Operation) chart {
@@ -86,7 +106,11 @@ func opsChart(ops []api.Operation) chart {
 			h := float64(part.n) * scale
 			y -= h
 			*part.r = rect{Y: y, H: h}
+			if label := fmt.Sprint(part.n); part.n > 0 && h >= labelMinH && w >= float64(len(label))*labelCharW+labelPaddingW {
+				part.r.Label, part.r.LabelY = label, y+h/2
+			}
 		}
+		b.Total, b.CX, b.TotalY = t.Reads+t.Writes+t.Deletes, b.X+w/2, y-3
 		kind := "bootstrap"
 		if op.DryRun {
 			kind = "dry run"

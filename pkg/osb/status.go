@@ -2,14 +2,20 @@ package osb
 
 // GET /status: a read-only HTML page for operators, rendered on the server
 // with html/template (no build step, no script needed; the one script only
-// reloads the page). It shows registry health, the last bootstraps with
-// their per-registry results, specs marked for deletion and the instances
-// that pin them, held-back versions, and a chart of the Firestore
-// operations each bootstrap cost.
+// reloads the page). It shows registry health (with each registry's
+// source, last success and last duration, and the entries that do not
+// parse), a legend for every count, the last bootstraps with their
+// per-registry results, specs marked for deletion and the instances that
+// pin them, held-back versions, the catalog's services and plans as a
+// platform sees them, and a chart of the Firestore operations each
+// bootstrap cost, its numbers written on the bars. Registries, specs,
+// instances and bootstraps link to one another by anchor (registry-NAME,
+// service-ID, instance-ID, bootstrap-ID).
 
 import (
 	"bytes"
 	"embed"
+	"encoding/json"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -28,6 +34,8 @@ var statusTemplate = template.Must(template.New("status.html").Funcs(template.Fu
 	"rfc3339": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"short":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
 	"join":    strings.Join,
+	"ms":      durationMS,
+	"parts":   func(b bar) []rect { return []rect{b.Reads, b.Writes, b.Deletes} },
 }).ParseFS(statusFS, "templates/status.html"))
 
 // Registry health on the status page.
@@ -35,8 +43,16 @@ const (
 	HealthOK      = "ok"
 	HealthFailing = "failing"
 	HealthGuarded = "guarded"
-	HealthUnknown = "unknown" // never ran
+	// HealthDegraded: the registry was read, but some of its entries do
+	// not parse or validate (each keeps its last good version, or never
+	// reached the catalog).
+	HealthDegraded = "degraded"
+	HealthUnknown  = "unknown" // never ran
 )
+
+// maxServices bounds the catalog section: a catalog of thousands of
+// services is read through GET /v2/catalog or `specsync catalog`.
+const maxServices = 500
 
 type registryRow struct {
 	Name        string
@@ -48,13 +64,36 @@ type registryRow struct {
 	Ops         api.Counts
 	Error       string
 	Guard       string
-	EntryErrors []api.EntryError
+	EntryErrors []entryErrorRow
 	ErrorsTotal int
-	Marked      int
+	// NeverReached counts the entry errors shown whose entry has no
+	// version in the catalog.
+	NeverReached int
+	// Source is where the registry is read (the newest run's record).
+	Source *api.Source
+	// LastSuccess is the newest run that ended well (a bootstrap result
+	// or the recorded run), LastDuration the newest run's duration.
+	LastSuccess    time.Time
+	LastSuccessAge string
+	LastDuration   int64
+	HasDuration    bool // LastDuration is known (0 ms is a duration)
+	// LastOperation is the newest real bootstrap that included it.
+	LastOperation string
+	Marked        int
 	// LastBootstrap is this registry's result in the newest real
 	// (not dry-run) bootstrap that included it.
 	LastBootstrap api.RunResult
 	LastError     string
+}
+
+// entryErrorRow is an entry that does not parse or validate, and what
+// the catalog has of it: its last good version (InCatalog, SpecID), or
+// nothing (it never reached the catalog, or another registry owns its
+// id: Owner).
+type entryErrorRow struct {
+	api.EntryError
+	InCatalog bool
+	Owner     string
 }
 
 type opResultRow struct {
@@ -87,16 +126,38 @@ type heldRow struct {
 	Spec     api.HeldBackSpec
 }
 
+// serviceRow is a service of the catalog as platforms get it, with what
+// the page knows of it elsewhere (a held-back version, an entry error).
+type serviceRow struct {
+	ID, Name, Description string
+	Plans                 []planRow
+	HeldBack              bool
+	EntryError            string // the registry whose entry fails
+}
+
+type planRow struct {
+	ID, Name string
+	Free     bool
+}
+
 type statusData struct {
 	Generated  time.Time
 	Revision   int64
 	Registries []registryRow
 	Failing    int
-	Operations []opRow
-	Marked     []markedRow
-	HeldBack   []heldRow
-	Chart      chart
-	Problems   []string
+	Degraded   int
+	// HasRow says which registries have a row to link to (one only in
+	// a dry run, or pending in its first bootstrap, has none).
+	HasRow map[string]bool
+	// Services are the catalog's (at most maxServices of ServicesTotal).
+	Services      []serviceRow
+	ServicesTotal int
+	CatalogRead   bool
+	Operations    []opRow
+	Marked        []markedRow
+	HeldBack      []heldRow
+	Chart         chart
+	Problems      []string
 	// Views are the broker's credentials as catalog views (views.go).
 	Views     []api.ViewInfo
 	Dashboard string // Config.DashboardURL
@@ -107,13 +168,17 @@ type statusData struct {
 
 // health says how a registry is doing: failing when its last recorded run
 // failed or its newest bootstrap result did (a run that changes nothing is
-// not recorded on the registry, the bootstrap result is).
+// not recorded on the registry, the bootstrap result is); degraded when
+// it was read but entries of it do not parse or validate (the recorded
+// run's errors stand until a run reads a different listing).
 func health(st api.RegistryStatus, lastBootstrapState api.OperationState) string {
 	switch {
 	case st.LastRun.Result.Failed() || lastBootstrapState == api.Failed:
 		return HealthFailing
 	case st.LastRun.Result == api.ResultGuarded:
 		return HealthGuarded
+	case st.LastRun.ErrorsTotal > 0 || len(st.LastRun.Errors) > 0:
+		return HealthDegraded
 	case st.LastRun.Result == "" && lastBootstrapState == "":
 		return HealthUnknown
 	default:
@@ -134,7 +199,8 @@ func (b *Broker) statusData(r *http.Request) statusData {
 	}
 	// The catalog as this instance serves it (0 reads when warm): a form
 	// too large to serve is shown, not only logged.
-	if cat, _, err := b.Cache.Get(ctx); err != nil {
+	cat, _, err := b.Cache.Get(ctx)
+	if err != nil {
 		problem("catalog", err)
 	} else {
 		d.CatalogTooLarge = cat.Problem()
@@ -144,6 +210,8 @@ func (b *Broker) statusData(r *http.Request) statusData {
 		problem("recent bootstraps", err)
 	}
 	latest := map[string]api.RegistryResult{} // newest real result per registry
+	latestOp := map[string]string{}           // and the bootstrap it is of
+	succeeded := map[string]time.Time{}       // newest real result that ended well
 	for _, op := range ops {
 		row := opRow{ID: op.ID, State: op.State, DryRun: op.DryRun, Description: op.Description, CreatedAt: op.CreatedAt, Age: api.Age(now, op.CreatedAt), Total: op.Firestore()}
 		for _, name := range op.Registries {
@@ -154,12 +222,19 @@ func (b *Broker) statusData(r *http.Request) statusData {
 			}
 			row.Results = append(row.Results, opResultRow{Registry: name, State: res.State, Result: res.Result, Error: res.Error, Ops: res.Firestore})
 			if _, seen := latest[name]; !seen && !op.DryRun {
-				latest[name] = res
+				latest[name], latestOp[name] = res, op.ID
+			}
+			if _, seen := succeeded[name]; !seen && !op.DryRun && res.State == api.Succeeded {
+				succeeded[name] = res.ReportedAt
 			}
 		}
 		d.Operations = append(d.Operations, row)
 	}
 	d.Chart = opsChart(ops)
+	var inCatalog map[string]bool
+	if cat != nil {
+		inCatalog = catalogServices(cat, &d)
+	}
 
 	statuses, err := b.store.RegistryStatuses(ctx)
 	if err != nil {
@@ -170,10 +245,17 @@ func (b *Broker) statusData(r *http.Request) statusData {
 		seen[st.Name] = true
 		lr := st.LastRun
 		row := registryRow{Name: st.Name, Result: lr.Result, FinishedAt: lr.FinishedAt, Age: api.Age(now, lr.FinishedAt),
-			Counts: lr.Counts, Ops: lr.Ops, Error: lr.Error, Guard: lr.Guard, EntryErrors: lr.Errors, ErrorsTotal: lr.ErrorsTotal, Marked: st.Marked}
+			Counts: lr.Counts, Ops: lr.Ops, Error: lr.Error, Guard: lr.Guard, ErrorsTotal: lr.ErrorsTotal, Marked: st.Marked,
+			Source: lr.Source, LastSuccess: st.LastSuccessAt, LastDuration: lr.DurationMS, HasDuration: lr.Result != ""}
+		row.EntryErrors, row.NeverReached = entryErrorRows(lr, inCatalog)
 		if res, ok := latest[st.Name]; ok {
 			row.LastBootstrap, row.LastError = res.Result, res.Error
+			row.withResult(res, latestOp[st.Name])
 		}
+		if at := succeeded[st.Name]; at.After(row.LastSuccess) {
+			row.LastSuccess = at
+		}
+		row.LastSuccessAge = api.Age(now, row.LastSuccess)
 		row.Health = health(st, latest[st.Name].State)
 		d.Registries = append(d.Registries, row)
 		for _, hb := range lr.HeldBack {
@@ -187,14 +269,21 @@ func (b *Broker) statusData(r *http.Request) statusData {
 			continue
 		}
 		row := registryRow{Name: name, Result: res.Result, FinishedAt: res.ReportedAt, Age: api.Age(now, res.ReportedAt), Counts: res.Counts, Ops: res.Firestore,
-			Error: res.Error, LastBootstrap: res.Result, LastError: res.Error}
+			Error: res.Error, LastBootstrap: res.Result, LastError: res.Error, LastSuccess: succeeded[name]}
+		row.withResult(res, latestOp[name])
+		row.LastSuccessAge = api.Age(now, row.LastSuccess)
 		row.Health = health(api.RegistryStatus{}, res.State)
 		d.Registries = append(d.Registries, row)
 	}
 	sort.Slice(d.Registries, func(i, j int) bool { return d.Registries[i].Name < d.Registries[j].Name })
+	d.HasRow = map[string]bool{}
 	for _, row := range d.Registries {
-		if row.Health == HealthFailing {
+		d.HasRow[row.Name] = true
+		switch row.Health {
+		case HealthFailing:
 			d.Failing++
+		case HealthDegraded:
+			d.Degraded++
 		}
 	}
 
@@ -215,7 +304,109 @@ func (b *Broker) statusData(r *http.Request) statusData {
 		}
 		d.Marked = append(d.Marked, markedRow{Spec: specView(rec), Instances: insts})
 	}
+	// What the catalog section says of a service beyond the catalog.
+	held := map[string]bool{}
+	for _, h := range d.HeldBack {
+		held[h.Spec.SpecID] = true
+	}
+	failing := map[string]string{}
+	for _, row := range d.Registries {
+		for _, e := range row.EntryErrors {
+			if e.InCatalog {
+				failing[e.SpecID] = row.Name
+			}
+		}
+	}
+	for i := range d.Services {
+		d.Services[i].HeldBack = held[d.Services[i].ID]
+		d.Services[i].EntryError = failing[d.Services[i].ID]
+	}
 	return d
+}
+
+// withResult takes from a registry's newest bootstrap result what is
+// newer than its recorded run: a run that changed nothing records nothing
+// on the registry, but reports its source and duration to the bootstrap.
+func (row *registryRow) withResult(res api.RegistryResult, op string) {
+	row.LastOperation = op
+	if res.Source != nil {
+		row.Source = res.Source
+	}
+	// A result of a version before DurationMS and Source has neither.
+	if res.DurationMS > 0 || res.Source != nil {
+		row.LastDuration, row.HasDuration = res.DurationMS, true
+	}
+}
+
+// entryErrorRows are a run's entry errors with what the catalog has of
+// each entry, and how many never reached it: an error names the spec id
+// its entry last gave (SpecID) only when the registry stored a version of
+// it, unless the error is a conflict (the id is another registry's).
+func entryErrorRows(run api.Run, inCatalog map[string]bool) ([]entryErrorRow, int) {
+	owner := map[[2]string]string{}
+	for _, c := range run.Conflicts {
+		owner[[2]string{c.Entry, c.SpecID}] = c.Owner
+	}
+	var out []entryErrorRow
+	never := 0
+	for _, e := range run.Errors {
+		row := entryErrorRow{EntryError: e, Owner: owner[[2]string{e.Entry, e.SpecID}]}
+		row.InCatalog = e.SpecID != "" && row.Owner == "" && inCatalog[e.SpecID]
+		if !row.InCatalog {
+			never++
+		}
+		out = append(out, row)
+	}
+	return out, never
+}
+
+// catalogServices fills the catalog section from the catalog platforms
+// are served (the broker's cache: inside its window, no Firestore read;
+// the rendered catalog even when a form of it is too large to serve) and
+// returns the ids of its services. Only ids, names, descriptions and
+// plans are read from it: a dashboard client's secret is never shown.
+func catalogServices(cat *Rendered, d *statusData) map[string]bool {
+	var body struct {
+		Services []struct {
+			ID, Name, Description string
+			Plans                 []struct {
+				ID, Name string
+				Free     bool
+			}
+		}
+	}
+	if err := json.Unmarshal(cat.Body(), &body); err != nil {
+		d.Problems = append(d.Problems, fmt.Sprintf("catalog: %v", err))
+		return nil
+	}
+	d.CatalogRead = true
+	d.ServicesTotal = len(body.Services)
+	ids := make(map[string]bool, len(body.Services))
+	for _, s := range body.Services {
+		ids[s.ID] = true
+		if len(d.Services) == maxServices {
+			continue
+		}
+		row := serviceRow{ID: s.ID, Name: s.Name, Description: s.Description}
+		for _, p := range s.Plans {
+			row.Plans = append(row.Plans, planRow{ID: p.ID, Name: p.Name, Free: p.Free})
+		}
+		d.Services = append(d.Services, row)
+	}
+	return ids
+}
+
+// durationMS writes a run's duration for people: "850 ms", "2.4 s",
+// "3m05s".
+func durationMS(ms int64) string {
+	switch d := time.Duration(ms) * time.Millisecond; {
+	case d < time.Second:
+		return fmt.Sprintf("%d ms", ms)
+	case d < time.Minute:
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	default:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	}
 }
 
 func (b *Broker) statusPage(w http.ResponseWriter, r *http.Request) {

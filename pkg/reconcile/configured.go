@@ -29,7 +29,7 @@ func FromConfig(cfg *config.Config) Registries {
 		if b.MaxMarkShare != nil {
 			p.MaxMarkShare = *b.MaxMarkShare
 		}
-		out[i] = Registry{Name: b.Name, Source: b.Source, Policy: p}
+		out[i] = Registry{Name: b.Name, Source: b.Source, Policy: p, Describes: b.Describe()}
 	}
 	return out
 }

@@ -105,9 +105,13 @@ func (r *Runner) newRun(reg Registry, id string) *run {
 		}
 	}
 	ops := &store.Ops{}
+	rec := store.Run{ID: id, StartedAt: r.now().UTC()}
+	if reg.Describes.Type != "" {
+		src := reg.Describes
+		rec.Source = &src
+	}
 	return &run{Runner: r, reg: reg, st: r.Store.WithOps(ops), ops: ops,
-		log: r.logger().With(logging.FieldRegistry, reg.Name, logging.FieldRun, id),
-		rec: store.Run{ID: id, StartedAt: r.now().UTC()}}
+		log: r.logger().With(logging.FieldRegistry, reg.Name, logging.FieldRun, id), rec: rec}
 }
 
 // A step is one part of a run: done ends the run with nothing more to

@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/queue"
 	"github.com/specsync/specsync/pkg/registry"
 	"github.com/specsync/specsync/pkg/store"
@@ -17,6 +18,9 @@ type Registry struct {
 	Name   string
 	Source registry.Source
 	Policy Policy
+	// Describes says where Source reads, for people (config's Describe);
+	// each run records it. Empty: not said (a test's source).
+	Describes api.Source
 }
 
 // Runner reconciles registries into a store.
