@@ -510,3 +510,14 @@ variable "artifact_registry_repositories" {
     error_message = "artifact_registry_repositories names a repository twice."
   }
 }
+
+variable "trace_sample_ratio" {
+  type        = number
+  description = "SPECSYNC_TRACE_SAMPLE_RATIO of every function: the share of catalog requests' and registry events' traces sent to Cloud Trace (a bootstrap's trace always is). 0 turns tracing off (SPECSYNC_TRACE=off)."
+  default     = 0.01
+
+  validation {
+    condition     = var.trace_sample_ratio >= 0 && var.trace_sample_ratio <= 1
+    error_message = "trace_sample_ratio must be between 0 and 1."
+  }
+}

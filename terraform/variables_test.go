@@ -51,6 +51,7 @@ func TestVariablesTypedDescribedValidated(t *testing.T) {
 		"broker_password_previous_sha256": cty.StringVal(sha256Hex(testCredentials["SPECSYNC_BROKER_PASSWORD"])), // the current one again
 		"artifact_registry_events":        cty.StringVal("if-absent"),
 		"hook_window_seconds":             cty.NumberIntVal(0),
+		"trace_sample_ratio":              cty.NumberFloatVal(1.5),
 	} {
 		bm, err := loadModule(".", inputs(map[string]cty.Value{name: bad}))
 		if err != nil {
