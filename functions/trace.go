@@ -23,6 +23,10 @@ var tracer = otel.Tracer("github.com/specsync/specsync/functions")
 // notification's) starts a trace of its own, linked to the one that
 // published it: events coalesce, and one run may answer many.
 func messageSpan(ctx context.Context, ev queue.Event, id string) (context.Context, trace.Span) {
+	return startMessageSpan(ctx, tracer, ev, id)
+}
+
+func startMessageSpan(ctx context.Context, tracer trace.Tracer, ev queue.Event, id string) (context.Context, trace.Span) {
 	remote := telemetry.Extract(ctx, ev.Attributes)
 	name := "receive message"
 	attrs := []attribute.KeyValue{

@@ -63,11 +63,21 @@ func Setup(ctx context.Context, c Config) error {
 }
 
 func setup(ctx context.Context, c Config) error {
+	tp, err := newProvider(ctx, c)
+	if err != nil || tp == nil {
+		return err
+	}
+	otel.SetTracerProvider(tp)
+	return nil
+}
+
+// newProvider is the provider Config asks for; nil when tracing is off.
+func newProvider(ctx context.Context, c Config) (*sdktrace.TracerProvider, error) {
 	var exp sdktrace.SpanExporter
 	var err error
 	switch c.Exporter {
 	case "", ExportOff:
-		return nil
+		return nil, nil
 	case ExportCloudTrace:
 		exp, err = texporter.New(texporter.WithProjectID(c.Project), texporter.WithContext(context.WithoutCancel(ctx)))
 	case ExportStdout:
@@ -77,10 +87,10 @@ func setup(ctx context.Context, c Config) error {
 		// OTEL_EXPORTER_OTLP_* variables.
 		exp, err = otlptracehttp.New(ctx)
 	default:
-		return fmt.Errorf("tracing: unknown exporter %q (one of %v)", c.Exporter, Exporters)
+		return nil, fmt.Errorf("tracing: unknown exporter %q (one of %v)", c.Exporter, Exporters)
 	}
 	if err != nil {
-		return fmt.Errorf("tracing: start the %s exporter: %w", c.Exporter, err)
+		return nil, fmt.Errorf("tracing: start the %s exporter: %w", c.Exporter, err)
 	}
 	res, err := resource.New(ctx,
 		resource.WithDetectors(gcp.NewDetector()),
@@ -91,13 +101,11 @@ func setup(ctx context.Context, c Config) error {
 		// nothing) still names the service.
 		res = resource.NewSchemaless(serviceName)
 	}
-	tp := sdktrace.NewTracerProvider(
+	return sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(exp),
 		sdktrace.WithSampler(NewSampler(c.SampleRatio)),
 		sdktrace.WithResource(res),
-	)
-	otel.SetTracerProvider(tp)
-	return nil
+	), nil
 }
 
 var serviceName = attribute.String("service.name", "specsync")

@@ -145,3 +145,40 @@ func hasAttr(as []attribute.KeyValue, want attribute.KeyValue) bool {
 	}
 	return false
 }
+
+// SPECSYNC_TRACE=otlp sends to OTEL_EXPORTER_OTLP_ENDPOINT over HTTP
+// (what `make run` can point at a local collector), and Flush delivers
+// before it returns; off builds nothing.
+func TestOTLPExportReachesTheEndpoint(t *testing.T) {
+	got := make(chan string, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Method + " " + r.URL.Path + " " + r.Header.Get("Content-Type")
+	}))
+	defer srv.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
+	ctx := context.Background()
+	tp, err := newProvider(ctx, Config{Exporter: ExportOTLP, SampleRatio: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tp.Shutdown(ctx) }()
+	_, span := tp.Tracer("t").Start(ctx, "bootstrap")
+	span.End()
+	if err := tp.ForceFlush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case g := <-got:
+		if g != "POST /v1/traces application/x-protobuf" {
+			t.Errorf("the collector got %q", g)
+		}
+	default:
+		t.Fatal("the flush returned before the span reached the collector")
+	}
+	if off, err := newProvider(ctx, Config{Exporter: ExportOff}); off != nil || err != nil {
+		t.Errorf("off built %v, %v", off, err)
+	}
+	if _, err := newProvider(ctx, Config{Exporter: "jaeger"}); err == nil {
+		t.Error("an unknown exporter built a provider")
+	}
+}
