@@ -36,7 +36,7 @@ locals {
     LOG_LEVEL            = var.log_level
     # Spans to Cloud Trace (pkg/telemetry); a bootstrap's trace is kept
     # whatever the ratio.
-    SPECSYNC_TRACE              = var.trace_sample_ratio > 0 ? "cloudtrace" : "off"
+    SPECSYNC_TRACE              = var.tracing ? "cloudtrace" : "off"
     SPECSYNC_TRACE_SAMPLE_RATIO = tostring(var.trace_sample_ratio)
   }
 

@@ -511,9 +511,15 @@ variable "artifact_registry_repositories" {
   }
 }
 
+variable "tracing" {
+  type        = bool
+  description = "Whether the functions send spans to Cloud Trace (SPECSYNC_TRACE=cloudtrace, else off)."
+  default     = true
+}
+
 variable "trace_sample_ratio" {
   type        = number
-  description = "SPECSYNC_TRACE_SAMPLE_RATIO of every function: the share of catalog requests' and registry events' traces sent to Cloud Trace (a bootstrap's trace always is). 0 turns tracing off (SPECSYNC_TRACE=off)."
+  description = "SPECSYNC_TRACE_SAMPLE_RATIO of every function: the share of catalog requests' and registry events' traces sent to Cloud Trace; a bootstrap's trace always is, so 0 traces bootstraps only."
   default     = 0.01
 
   validation {

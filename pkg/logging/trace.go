@@ -52,3 +52,32 @@ func (h traceHandler) WithAttrs(as []slog.Attr) slog.Handler {
 func (h traceHandler) WithGroup(name string) slog.Handler {
 	return traceHandler{Handler: h.Handler.WithGroup(name), project: h.project}
 }
+
+// WithContext returns l logging every line as if with ctx when the call
+// gave none with a span: a run binds its span once, and the lines it
+// logs without a context (Info rather than InfoContext) still name the
+// run's trace. A line logged with a context that holds a span keeps
+// that span.
+func WithContext(l *slog.Logger, ctx context.Context) *slog.Logger {
+	return slog.New(boundHandler{Handler: l.Handler(), ctx: ctx})
+}
+
+type boundHandler struct {
+	slog.Handler
+	ctx context.Context
+}
+
+func (h boundHandler) Handle(ctx context.Context, r slog.Record) error {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		ctx = h.ctx
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h boundHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return boundHandler{Handler: h.Handler.WithAttrs(as), ctx: h.ctx}
+}
+
+func (h boundHandler) WithGroup(name string) slog.Handler {
+	return boundHandler{Handler: h.Handler.WithGroup(name), ctx: h.ctx}
+}

@@ -51,3 +51,26 @@ func TestLinesInsideASpanCarryItsTrace(t *testing.T) {
 		}
 	}
 }
+
+// A logger bound to a span's context names that span on lines logged
+// without one; a line logged with another span names that one.
+func TestBoundLoggerNamesTheSpan(t *testing.T) {
+	var buf bytes.Buffer
+	mk := func(b byte) context.Context {
+		return trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+			TraceID: trace.TraceID{1, b}, SpanID: trace.SpanID{2, b}}))
+	}
+	log := WithContext(New(&buf, "info", Project("p")), mk(1)).With("registry", "r1")
+	log.Info("bound")
+	log.InfoContext(mk(2), "own")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	for i, want := range []string{"0201000000000000", "0202000000000000"} {
+		var l map[string]any
+		if err := json.Unmarshal([]byte(lines[i]), &l); err != nil {
+			t.Fatal(err)
+		}
+		if l[SpanIDKey] != want || l["registry"] != "r1" || l[TraceSampledKey] != false {
+			t.Errorf("line %d: %v, want span %s", i, l, want)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/specsync/specsync/pkg/failure"
+	"github.com/specsync/specsync/pkg/logging"
 	"github.com/specsync/specsync/pkg/store"
 )
 
@@ -41,6 +42,8 @@ func (r *run) startSpan(ctx *context.Context, name string) runSpan {
 	var span trace.Span
 	*ctx, span = tracer.Start(*ctx, name, trace.WithAttributes(
 		attrRegistry.String(r.reg.Name), attrRun.String(r.rec.ID)))
+	// The run's lines logged without a context name its span too.
+	r.log = logging.WithContext(r.log, *ctx)
 	return runSpan{span: span, run: r}
 }
 

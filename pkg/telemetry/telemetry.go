@@ -96,9 +96,9 @@ func newProvider(ctx context.Context, c Config) (*sdktrace.TracerProvider, error
 		resource.WithDetectors(gcp.NewDetector()),
 		resource.WithAttributes(serviceName),
 	)
-	if err != nil {
-		// A partial resource (off Google Cloud the detector finds
-		// nothing) still names the service.
+	if err != nil && res == nil {
+		// A partial resource (a detector failed) is kept; with none,
+		// the spans still name the service.
 		res = resource.NewSchemaless(serviceName)
 	}
 	return sdktrace.NewTracerProvider(
