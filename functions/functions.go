@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
@@ -106,7 +107,7 @@ func Reconcile(ctx context.Context, e event.Event) error {
 		// the message while the deployment is broken: let Pub/Sub retry
 		// (and dead-letter) until it is fixed.
 		logger().Error("cold start failed", "error", err)
-		return errRedeliver
+		return redeliver(e, err)
 	}
 	// The spans of the message leave before the function returns: the
 	// CPU is throttled once it has.
@@ -117,10 +118,28 @@ func Reconcile(ctx context.Context, e event.Event) error {
 		// could put a line of its choosing into the log. So the error is
 		// logged here as a JSON field, and the framework gets a sentence
 		// of ours.
-		logger().Warn("the message will be redelivered", "event", e.ID(), "error", err.Error())
-		return errRedeliver
+		return redeliver(e, err)
 	}
 	return nil
+}
+
+// redeliver logs that the message goes back to Pub/Sub, and why, and
+// returns the error that sends it back. The line is the contract one
+// (logging.EventMessageRetry) the message retries metric reads: after
+// max_delivery_attempts of these, Pub/Sub dead-letters the message.
+func redeliver(e event.Event, err error) error {
+	logger().Warn("the message will be redelivered", logging.FieldEvent, logging.EventMessageRetry,
+		logging.FieldTopic, topicOf(e.Source()), "event_id", e.ID(), "error", err.Error())
+	return errRedeliver
+}
+
+// topicOf is the topic's name in an event's source
+// ("//pubsub.googleapis.com/projects/P/topics/T"): a bounded value.
+func topicOf(source string) string {
+	if _, t, ok := strings.Cut(source, "/topics/"); ok {
+		return t
+	}
+	return source
 }
 
 // errRedeliver is what Reconcile returns for a message Pub/Sub should

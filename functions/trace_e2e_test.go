@@ -251,7 +251,7 @@ func TestE2ETraceOneBootstrapOneTrace(t *testing.T) {
 		}
 		joined[fmt.Sprint(l["message"])]++
 	}
-	for _, m := range []string{"bootstrap started", "commit requested", "registry reconciled", "report published", "catalog changes committed", "operation finished"} {
+	for _, m := range []string{"bootstrap started", "commit requested", "reconcile run", "report published", "catalog changes committed", "bootstrap operation ended"} {
 		if joined[m] == 0 {
 			t.Errorf("no %q line carries the bootstrap's trace (lines in it: %v)", m, joined)
 		}

@@ -163,7 +163,7 @@ func (a *reconcileApp) handle(ctx context.Context, e event.Event) (err error) {
 		a.log.DebugContext(ctx, "ignoring a message on the gcr topic that is not an Artifact Registry event", "message_id", id, "error", err)
 		return nil
 	case err != nil:
-		a.log.ErrorContext(ctx, "dropping an undecodable event", "event", e.ID(), "message_id", id, "error", err)
+		a.log.ErrorContext(ctx, "dropping an undecodable event", "event_id", e.ID(), "message_id", id, "error", err)
 		return nil
 	case ev.Commit != nil:
 		return a.worker.HandleCommit(ctx, *ev.Commit)
@@ -226,6 +226,7 @@ func newCatalog(ctx context.Context, env settings.Lookup) (http.Handler, error) 
 		RefreshWindow:  s.RefreshWindow,
 		MaxWait:        s.MaxWait,
 		Logger:         log,
+		DashboardURL:   s.DashboardURL,
 	})
 	return telemetry.Handler("catalog", b.Handler(), nil), nil
 }

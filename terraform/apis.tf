@@ -11,7 +11,8 @@ locals {
     "cloudtrace.googleapis.com",           # the functions' spans (SPECSYNC_TRACE=cloudtrace)
     "firestore.googleapis.com",            # specs, instances, registries, operations
     "iam.googleapis.com",                  # service accounts
-    "logging.googleapis.com",              # function and build logs
+    "logging.googleapis.com",              # function and build logs, log-based metrics
+    "monitoring.googleapis.com",           # the dashboard and the alerts
     "pubsub.googleapis.com",               # the reconcile fan-out
     "run.googleapis.com",                  # 2nd gen functions are Cloud Run services
     "secretmanager.googleapis.com",        # broker, admin and registry credentials

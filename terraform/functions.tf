@@ -135,6 +135,8 @@ locals {
         # it), besides the admin token.
         SPECSYNC_SCHEDULER_AUDIENCE        = local.function_urls["catalog"]
         SPECSYNC_SCHEDULER_SERVICE_ACCOUNT = google_service_account.scheduler.email
+        # The status page links to the dashboard (monitoring.tf).
+        SPECSYNC_DASHBOARD_URL = local.dashboard_url
       })
       secret_env   = {}
       secret_files = {}

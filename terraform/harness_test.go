@@ -671,6 +671,8 @@ func (m *module) synthesize(inst *instance) {
 		}
 	case "google_project":
 		set("number", s(fakeProjectNumber))
+	case "google_monitoring_dashboard":
+		a["id"] = s("projects/" + fakeProjectNumber + "/dashboards/0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")
 	case "archive_file":
 		set("output_md5", s("0123456789abcdef0123456789abcdef"))
 		set("output_size", cty.NumberIntVal(1))

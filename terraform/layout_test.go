@@ -36,7 +36,7 @@ func TestFormatting(t *testing.T) {
 // One file per concern, and each resource in the file of its concern.
 func TestOneFilePerConcern(t *testing.T) {
 	m := evaluated(t, nil)
-	want := []string{"apis.tf", "firestore.tf", "functions.tf", "iam.tf", "outputs.tf", "pubsub.tf", "scheduler.tf", "secrets.tf", "variables.tf", "versions.tf"}
+	want := []string{"apis.tf", "firestore.tf", "functions.tf", "iam.tf", "monitoring.tf", "outputs.tf", "pubsub.tf", "scheduler.tf", "secrets.tf", "variables.tf", "versions.tf"}
 	var got []string
 	for name := range m.files {
 		got = append(got, name)
@@ -79,6 +79,8 @@ func homeOf(typ string) string {
 		{"google_storage_", "functions.tf"},
 		{"archive_file", "functions.tf"},
 		{"google_cloud_scheduler_", "scheduler.tf"},
+		{"google_logging_metric", "monitoring.tf"},
+		{"google_monitoring_", "monitoring.tf"},
 		{"google_secret_manager_", "secrets.tf"},
 		{"terraform_data", "secrets.tf"},
 	}

@@ -59,3 +59,8 @@ output "service_accounts" {
     },
   )
 }
+
+output "dashboard_url" {
+  description = "The Cloud Monitoring dashboard of this deployment (monitoring.tf); the status page links to it."
+  value       = local.dashboard_url
+}

@@ -511,6 +511,42 @@ variable "artifact_registry_repositories" {
   }
 }
 
+# Monitoring (monitoring.tf): where alerts go and what they tolerate.
+
+variable "notification_channels" {
+  type        = list(string)
+  description = "Cloud Monitoring notification channels every specsync alert notifies (projects/PROJECT/notificationChannels/ID, as `gcloud beta monitoring channels list` prints them). Empty: the alerts still open incidents, shown in the console, but notify nobody."
+  default     = []
+  nullable    = false
+
+  validation {
+    condition     = alltrue([for c in var.notification_channels : can(regex("^projects/[^/]+/notificationChannels/[^/]+$", c))])
+    error_message = "notification_channels holds channel names such as projects/my-project/notificationChannels/1234567890."
+  }
+}
+
+variable "alert_failed_runs" {
+  type        = number
+  description = "How many runs in a row a registry must fail (fetch_failed or error) before the registry_failing alert fires."
+  default     = 3
+
+  validation {
+    condition     = var.alert_failed_runs >= 1 && var.alert_failed_runs <= 24 && floor(var.alert_failed_runs) == var.alert_failed_runs
+    error_message = "alert_failed_runs is a whole number from 1 to 24."
+  }
+}
+
+variable "bootstrap_interval_seconds" {
+  type        = number
+  description = "Seconds between two runs of bootstrap_schedule (3600 for the default hourly schedule): the failing-registry alert counts failures over alert_failed_runs of these, and the no-successful-run alert fires after two of them without one."
+  default     = 3600
+
+  validation {
+    condition     = var.bootstrap_interval_seconds >= 300 && var.bootstrap_interval_seconds <= 43200
+    error_message = "bootstrap_interval_seconds is from 300 (5 minutes) to 43200 (12 hours): the absence alert waits twice as long, and Cloud Monitoring waits at most a day."
+  }
+}
+
 variable "tracing" {
   type        = bool
   description = "Whether the functions send spans to Cloud Trace (SPECSYNC_TRACE=cloudtrace, else off)."

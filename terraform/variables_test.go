@@ -51,6 +51,9 @@ func TestVariablesTypedDescribedValidated(t *testing.T) {
 		"broker_password_previous_sha256": cty.StringVal(sha256Hex(testCredentials["SPECSYNC_BROKER_PASSWORD"])), // the current one again
 		"artifact_registry_events":        cty.StringVal("if-absent"),
 		"hook_window_seconds":             cty.NumberIntVal(0),
+		"notification_channels":           ctyFromGo([]string{"1234567890"}),
+		"alert_failed_runs":               cty.NumberIntVal(0),
+		"bootstrap_interval_seconds":      cty.NumberIntVal(86400),
 		"trace_sample_ratio":              cty.NumberFloatVal(1.5),
 	} {
 		bm, err := loadModule(".", inputs(map[string]cty.Value{name: bad}))
@@ -103,6 +106,8 @@ func TestAPIs(t *testing.T) {
 		{"google_project_iam_", []string{"cloudresourcemanager"}},
 		{"google_project", []string{"cloudresourcemanager"}},
 		{"google_artifact_registry_", []string{"artifactregistry"}},
+		{"google_logging_", []string{"logging"}},
+		{"google_monitoring_", []string{"monitoring"}},
 	}
 	enabled := map[string]bool{}
 	for _, s := range m.ofType("google_project_service") {

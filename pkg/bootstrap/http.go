@@ -15,6 +15,7 @@ import (
 
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
+	"github.com/specsync/specsync/pkg/logging"
 	"github.com/specsync/specsync/pkg/osb"
 	"github.com/specsync/specsync/pkg/queue"
 )
@@ -105,6 +106,10 @@ func (s *Service) start(w http.ResponseWriter, r *http.Request) {
 			s.logger().ErrorContext(r.Context(), "bootstrap failed to publish", "operation", op.ID, "error", err)
 			if ferr := s.Operations.Fail(context.WithoutCancel(r.Context()), op.ID, desc); ferr != nil {
 				s.logger().ErrorContext(r.Context(), "could not mark the operation failed", "operation", op.ID, "error", ferr)
+			} else {
+				ended := *op
+				ended.State, ended.Description = api.Failed, desc
+				logEnded(logging.WithContext(s.logger(), r.Context()), &ended, s.Operations.now())
 			}
 			osb.WriteError(w, http.StatusServiceUnavailable, "PublishFailed", "bootstrap %s failed: %s", op.ID, desc)
 			return

@@ -11,6 +11,7 @@ package bootstrap
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -30,6 +31,9 @@ type Operations struct {
 	// Retention is how long a finished operation can still be polled.
 	Retention time.Duration
 	Now       func() time.Time
+	// Logger is where an operation failed for being overdue says so
+	// (slog.Default() when nil).
+	Logger *slog.Logger
 
 	mu       sync.Mutex
 	starting map[bool]*startCall // by dry run
@@ -38,6 +42,13 @@ type Operations struct {
 // NewOperations returns the operations kept in st, with the given limits.
 func NewOperations(st *store.Store, deadline, retention time.Duration) *Operations {
 	return &Operations{store: st, Deadline: deadline, Retention: retention, Now: time.Now}
+}
+
+func (o *Operations) logger() *slog.Logger {
+	if o.Logger != nil {
+		return o.Logger
+	}
+	return slog.Default()
 }
 
 func (o *Operations) now() time.Time { return o.Now().UTC() }
@@ -109,6 +120,9 @@ func (o *Operations) startTx(ctx context.Context, registries []string, dryRun bo
 	if res.Join != nil {
 		return res.Join, false, nil
 	}
+	if res.Supersede != nil {
+		logEnded(o.logger(), res.Supersede, res.Supersede.UpdatedAt) // failed: past its deadline
+	}
 	return res.Create, true, nil
 }
 
@@ -164,6 +178,7 @@ func (o *Operations) Get(ctx context.Context, id string) (*api.Operation, error)
 			return nil, err
 		}
 		op.State, op.Description = api.Failed, desc
+		logEnded(o.logger(), op, now)
 	}
 	return op, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
+	"github.com/specsync/specsync/pkg/logging"
 	"github.com/specsync/specsync/pkg/queue"
 	"github.com/specsync/specsync/pkg/reconcile"
 )
@@ -280,6 +281,9 @@ func (w *Worker) HandleCommit(ctx context.Context, req queue.CommitRequest) erro
 		}
 		log.InfoContext(ctx, "report recorded", "result", req.Report.Result, "run", req.Report.RunID, "operation_state", op.State, "operation_description", op.Description)
 		if !op.AwaitsCommit() {
+			if op.State != api.InProgress && op.DryRun {
+				logEnded(logging.WithContext(log, ctx), op, w.now()) // a dry run ends with its last report
+			}
 			return nil
 		}
 		// The last report: the operation finishes when the committer has
@@ -307,6 +311,6 @@ func (w *Worker) HandleCommit(ctx context.Context, req queue.CommitRequest) erro
 	case err != nil:
 		return err
 	}
-	log.InfoContext(ctx, "operation finished", "state", op.State, "catalog_revision", res.Revision, "changes", res.Changes)
+	logEnded(logging.WithContext(log.With(logging.FieldChanges, res.Changes), ctx), op, w.now())
 	return nil
 }

@@ -28,6 +28,9 @@ type Config struct {
 	// MaxWait bounds a change feed long-poll (default 50s).
 	MaxWait time.Duration
 	Logger  *slog.Logger
+	// DashboardURL, when set, is the deployment's monitoring dashboard:
+	// the status page links to it.
+	DashboardURL string
 }
 
 // Broker serves the OSB endpoints.

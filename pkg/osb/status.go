@@ -97,6 +97,7 @@ type statusData struct {
 	HeldBack   []heldRow
 	Chart      chart
 	Problems   []string
+	Dashboard  string // Config.DashboardURL
 }
 
 // health says how a registry is doing: failing when its last recorded run
@@ -118,7 +119,7 @@ func health(st api.RegistryStatus, lastBootstrapState api.OperationState) string
 func (b *Broker) statusData(r *http.Request) statusData {
 	ctx := r.Context()
 	now := time.Now().UTC()
-	d := statusData{Generated: now}
+	d := statusData{Generated: now, Dashboard: b.cfg.DashboardURL}
 	problem := func(what string, err error) { d.Problems = append(d.Problems, fmt.Sprintf("%s: %v", what, err)) }
 
 	if rev, err := b.store.Revision(ctx); err != nil {

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/specsync/specsync/pkg/logging"
 	"github.com/specsync/specsync/pkg/store"
 )
 
@@ -112,7 +113,16 @@ func (c *Committer) Commit(ctx context.Context) (out Commit, err error) {
 	}
 	out.Ops = ops.Snapshot()
 	if out.Changes > 0 {
-		c.logger().InfoContext(ctx, "catalog changes committed", "changes", out.Changes, "revision", out.Revision, "published", out.Published, "firestore", out.Ops)
+		// The catalog moved: the contract line (logging.EventCatalogCommit)
+		// the catalog revision metric reads.
+		c.logger().LogAttrs(ctx, slog.LevelInfo, "catalog changes committed",
+			slog.String(logging.FieldEvent, logging.EventCatalogCommit),
+			slog.Int64(logging.FieldRevision, out.Revision),
+			slog.Int(logging.FieldChanges, out.Changes),
+			slog.Int(logging.FieldPublished, out.Published),
+			slog.Int64(logging.FieldReads, out.Ops.Reads),
+			slog.Int64(logging.FieldWrites, out.Ops.Writes),
+			slog.Int64(logging.FieldDeletes, out.Ops.Deletes))
 	}
 	return out, nil
 }

@@ -18,6 +18,7 @@ func (r *Runner) DryRun(ctx context.Context, reg Registry) (store.Run, error) {
 	run.dry = true
 	err := run.do(ctx, run.fetch, run.know, run.assumePlanned, run.findBlockers)
 	rec := run.report(err)
+	run.summarize(rec)
 	if err != nil {
 		return rec, fmt.Errorf("dry run %s: %w", reg.Name, err)
 	}

@@ -3,9 +3,11 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 
 	"github.com/specsync/specsync/pkg/api"
+	"github.com/specsync/specsync/pkg/logging"
 	"github.com/specsync/specsync/pkg/store"
 )
 
@@ -57,9 +59,16 @@ func (r *run) report(err error) store.Run {
 }
 
 // record ends the run: it reports it, writes it to the registry's status
-// (the one write that says how the run went) and returns it with the
-// run's error, if it has one.
+// (the one write that says how the run went), logs its summary line and
+// returns it with the run's error, if it has one.
 func (r *run) record(ctx context.Context, err error) (store.Run, error) {
+	rec, err := r.recordRun(ctx, err)
+	r.summarize(rec)
+	return rec, err
+}
+
+// recordRun writes the run, as reported, to the registry's status.
+func (r *run) recordRun(ctx context.Context, err error) (store.Run, error) {
 	rec := r.report(err)
 	wrap := func(err error) error { return fmt.Errorf("reconcile %s: %w", r.reg.Name, err) }
 	switch {
@@ -151,7 +160,47 @@ func (r *run) record(ctx context.Context, err error) (store.Run, error) {
 	case r.short:
 		r.log.Info("registry unchanged; deleted unreferenced marked specs", "deleted", rec.Counts.Deleted, "kept", rec.Counts.Kept)
 	case full:
-		r.log.Info("registry reconciled", "result", rec.Result, "counts", rec.Counts, "firestore", rec.Ops, "duration_ms", rec.DurationMS, "manifest", r.k.fromManifest, "specs_read", r.k.read)
+		// The counts are in the summary line (summarize).
+		r.log.Debug("registry reconciled", "manifest", r.k.fromManifest)
 	}
 	return rec, nil
+}
+
+// summarize logs the run's summary line (logging.EventRunSummary): one
+// per run, however it ended, with the same fields every time, so the
+// log-based metrics of terraform/monitoring.tf can count runs by registry
+// and result and read their counts and cost (docs/operations.md). Its
+// severity follows the result: a run that could not do its work is a
+// warning, one whose store failed an error.
+func (r *run) summarize(rec store.Run) {
+	level := slog.LevelInfo
+	switch {
+	case rec.Result == api.ResultError:
+		level = slog.LevelError
+	case rec.Result.Failed() || rec.Result == api.ResultGuarded || rec.Result == api.ResultBusy:
+		level = slog.LevelWarn
+	}
+	c := rec.Counts
+	r.log.LogAttrs(context.Background(), level, "reconcile run",
+		slog.String(logging.FieldEvent, logging.EventRunSummary),
+		slog.String(logging.FieldResult, string(rec.Result)),
+		slog.Bool(logging.FieldTargeted, r.t != nil),
+		slog.Bool(logging.FieldDryRun, r.dry),
+		slog.Int(logging.FieldCreated, c.Created),
+		slog.Int(logging.FieldUpdated, c.Updated),
+		slog.Int(logging.FieldUnchanged, c.Unchanged),
+		slog.Int(logging.FieldUnmarked, c.Unmarked),
+		slog.Int(logging.FieldMarked, c.Marked),
+		slog.Int(logging.FieldDeleted, c.Deleted),
+		slog.Int(logging.FieldKept, c.Kept),
+		slog.Int(logging.FieldHeldBack, c.HeldBack),
+		slog.Int(logging.FieldEntryErrors, c.EntryErrors),
+		slog.Int(logging.FieldConflicts, c.Conflicts),
+		slog.Int(logging.FieldChanges, c.Changes),
+		slog.Int64(logging.FieldDuration, rec.DurationMS),
+		slog.Int64(logging.FieldReads, rec.Ops.Reads),
+		slog.Int64(logging.FieldWrites, rec.Ops.Writes),
+		slog.Int64(logging.FieldDeletes, rec.Ops.Deletes),
+		slog.Int(logging.FieldSpecsRead, r.k.read),
+	)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/specsync/specsync/pkg/api"
+	"github.com/specsync/specsync/pkg/logging"
 	"github.com/specsync/specsync/pkg/queue"
 	"github.com/specsync/specsync/pkg/registry"
 	"github.com/specsync/specsync/pkg/store"
@@ -106,7 +107,7 @@ func (r *Runner) newRun(reg Registry, id string) *run {
 	}
 	ops := &store.Ops{}
 	return &run{Runner: r, reg: reg, st: r.Store.WithOps(ops), ops: ops,
-		log: r.logger().With("registry", reg.Name, "run", id),
+		log: r.logger().With(logging.FieldRegistry, reg.Name, logging.FieldRun, id),
 		rec: store.Run{ID: id, StartedAt: r.now().UTC()}}
 }
 

@@ -348,8 +348,8 @@ func (r *run) recordTargeted(ctx context.Context, rec store.Run, err error) (sto
 		r.log.WarnContext(ctx, "another run of the registry ran meanwhile: no manifest recorded, the next run reads every spec")
 	}
 	if rec.Result != api.ResultFetchFailed {
-		r.log.InfoContext(ctx, "entries reconciled", "entries", r.t.names, "result", rec.Result, "counts", rec.Counts, "firestore", rec.Ops,
-			"duration_ms", rec.DurationMS, "specs_read", r.k.read, "digest_kept", t.Digest != "")
+		// Result, counts and cost are in the summary line (summarize).
+		r.log.InfoContext(ctx, "entries reconciled", "entries", r.t.names, "digest_kept", t.Digest != "")
 	}
 	return rec, nil
 }

@@ -166,6 +166,9 @@ type Catalog struct {
 	// request timeout).
 	MaxWait time.Duration
 	Admin   Admin
+	// DashboardURL is the monitoring dashboard the status page links to
+	// (SPECSYNC_DASHBOARD_URL, optional; terraform sets it).
+	DashboardURL string
 }
 
 // reader collects every problem instead of stopping at the first.
@@ -423,6 +426,10 @@ func LoadCatalog(env Lookup) (Catalog, error) {
 		MaxBodyBytes:   r.int64("SPECSYNC_MAX_BODY_BYTES", 64<<10),
 		MaxWait:        r.duration("SPECSYNC_CHANGES_MAX_WAIT", 50*time.Second),
 		Admin:          r.admin(),
+		DashboardURL:   r.str("SPECSYNC_DASHBOARD_URL", ""),
+	}
+	if u := c.DashboardURL; u != "" && !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
+		r.problems = append(r.problems, "SPECSYNC_DASHBOARD_URL must be an http(s) URL")
 	}
 	if !c.BrokerPassword.IsSet() && !reported {
 		r.problems = append(r.problems, "one of "+sourceNames("SPECSYNC_BROKER_PASSWORD", brokerPasswordSources...)+" is required")

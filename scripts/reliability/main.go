@@ -305,6 +305,10 @@ var rows = []row{
 	{"load", "an event storm: 1,000 event messages for one registry in 10 s, delivered as the events row's storm, with the default cooldown and clock skew (1 s each)",
 		"converges to upstream's final state, no lease left behind, the checker passes; the runs and deliveries reported below; the test fails past 25 runs",
 		[]string{`^TestWorkerEventStormThousand$`}},
+	// Observability: what the metrics and alerts read.
+	{"observability", "a registry that cannot be fetched, a failed or overdue bootstrap, a message handed back to Pub/Sub; a log field renamed in the code or in terraform",
+		"every run logs one summary line, every ended bootstrap and every redelivery one line, each with every field of its contract; a renamed field fails the check of the log-based metrics' filters, labels and values (docs/operations.md)",
+		[]string{`^TestContractLinesOfARealBootstrap$`, `^TestContractLineOfAnOverdueBootstrap$`, `^TestContractLineOfASupersededBootstrap$`, `^TestRedeliveryLogsTheContractLine$`, `^TestLogMetricsReadLoggedFields$`, `^TestLogMetricsCheckCatchesADriftedField$`}},
 	// The checker itself.
 	{"checker", "a bad document of every kind written straight to Firestore",
 		"the invariant checker names the rule and the document for each; a healthy project passes",
