@@ -67,5 +67,9 @@ fmt:
 	gofmt -w .
 
 ## run: the local stack (every function, emulators, OCI registry, push subscription) on $PORT.
+## Built, then run (not go run, which exits 1 when interrupted, so Ctrl-C
+## would end in "make: *** Error 1"): the binary stops cleanly on Ctrl-C
+## and exits 0.
 run:
-	$(GO) run ./cmd/specsync-local run
+	$(GO) build -o specsync-local ./cmd/specsync-local
+	./specsync-local run

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -58,6 +59,10 @@ type Event struct {
 type notifier struct {
 	addr string
 
+	// quiet, while above zero, drops the events of the pushes and
+	// deletes the registry accepts (Registry.Quietly).
+	quiet atomic.Int32
+
 	mu       sync.Mutex
 	targets  []target
 	log      *slog.Logger
@@ -94,6 +99,16 @@ func (r *Registry) Notify(endpoint string, header http.Header, log *slog.Logger)
 	if first {
 		go n.send()
 	}
+}
+
+// Quietly runs f with notifications off: the pushes and deletes the
+// registry accepts meanwhile (f's, and any other client's) notify no
+// endpoint. The local stack re-seeds the registry so before a bootstrap,
+// which then finds the changes itself.
+func (r *Registry) Quietly(f func() error) error {
+	r.notify.quiet.Add(1)
+	defer r.notify.quiet.Add(-1)
+	return f()
 }
 
 // manifestPath splits /v2/<repository>/manifests/<reference>.
@@ -143,7 +158,7 @@ func (n *notifier) wrap(h http.Handler) http.Handler {
 		n.mu.Lock()
 		on := len(n.targets) > 0
 		n.mu.Unlock()
-		if !on {
+		if !on || n.quiet.Load() > 0 {
 			return
 		}
 		var ev Event

@@ -202,7 +202,7 @@ func TestE2EOperatorCLI(t *testing.T) {
 		t.Errorf("team-b has no instances: %s", r.stdout)
 	}
 	r = s.cli(nil, "status").must(t, 0, "status with a pinned spec")
-	r.contains(t, "status pinned", "pinned: beta ("+betaID+") is marked for deletion, 1 instances still use it")
+	r.contains(t, "status pinned", "pinned: beta ("+betaID+") is marked for deletion, 1 instance still uses it")
 
 	// Exit codes for scripts: refused credentials 3, unreachable 4, usage 2.
 	s.cli([]string{"SPECSYNC_ADMIN_TOKEN=wrong-token-0123456789"}, "status").must(t, 3, "wrong admin token")

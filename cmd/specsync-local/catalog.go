@@ -35,7 +35,7 @@ func printCatalog(ctx context.Context, st *store.Store, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "catalog revision %d: %d services\n", rev, len(recs))
+	fmt.Fprintf(w, "catalog revision %d: %s\n", rev, count(len(recs), "service", "services"))
 	for _, r := range recs {
 		s, err := r.Spec()
 		if err != nil {

@@ -202,8 +202,9 @@ func (c *demoClient) bootstrap(ctx context.Context) error {
 			sort.Strings(names)
 			for _, n := range names {
 				r := op.Registries[n]
-				fmt.Fprintf(c.out, "   registry %s: %s; created %d, updated %d, unchanged %d, marked %d, deleted %d, entry errors %d; firestore %d reads, %d writes\n",
-					n, r.Result, r.Counts.Created, r.Counts.Updated, r.Counts.Unchanged, r.Counts.Marked, r.Counts.Deleted, r.Counts.EntryErrors, r.Firestore.Reads, r.Firestore.Writes)
+				fmt.Fprintf(c.out, "   registry %s: %s; created %d, updated %d, unchanged %d, marked %d, deleted %d, entry errors %d; firestore %s, %s\n",
+					n, r.Result, r.Counts.Created, r.Counts.Updated, r.Counts.Unchanged, r.Counts.Marked, r.Counts.Deleted, r.Counts.EntryErrors,
+					count(int(r.Firestore.Reads), "read", "reads"), count(int(r.Firestore.Writes), "write", "writes"))
 				if r.Error != "" {
 					fmt.Fprintf(c.out, "     error: %s\n", r.Error)
 				}
@@ -232,7 +233,7 @@ func (c *demoClient) catalog(ctx context.Context) (string, error) {
 	if err := json.Unmarshal(body, &cat); err != nil {
 		return "", err
 	}
-	fmt.Fprintf(c.out, "   200 OK, ETag %s, %d services, %d bytes\n", resp.Header.Get("ETag"), len(cat.Services), len(body))
+	fmt.Fprintf(c.out, "   200 OK, ETag %s, %s, %s\n", resp.Header.Get("ETag"), count(len(cat.Services), "service", "services"), count(len(body), "byte", "bytes"))
 	for _, svc := range cat.Services {
 		plans := make([]string, len(svc.Plans))
 		for i, p := range svc.Plans {

@@ -80,3 +80,17 @@ func TestPushPushesSpecFilesAsTheSeedingDid(t *testing.T) {
 		t.Error("push of a missing file succeeded")
 	}
 }
+
+func TestShellQuoteGivesOneWord(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://127.0.0.1:8080": "http://127.0.0.1:8080",
+		"local-broker-password": "local-broker-password",
+		"a b":                   "'a b'",
+		"it's $x":               `'it'\''s $x'`,
+		"":                      "''",
+	} {
+		if got := shellQuote(in); got != want {
+			t.Errorf("shellQuote(%q) = %s, want %s", in, got, want)
+		}
+	}
+}

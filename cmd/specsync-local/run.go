@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -20,17 +21,19 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	regAddr := fs.String("registry-addr", envOr("SPECSYNC_LOCAL_REGISTRY", DefaultLocalRegistry), "listen address of the local OCI registry, where specsync-local push pushes (env SPECSYNC_LOCAL_REGISTRY; 127.0.0.1:0 picks a free port)")
 	interval := fs.Duration("bootstrap-interval", envDuration("SPECSYNC_BOOTSTRAP_INTERVAL"), "bootstrap periodically, standing in for Cloud Scheduler (env SPECSYNC_BOOTSTRAP_INTERVAL; 0 = never)")
 	prune := fs.Duration("prune-interval", envDuration("SPECSYNC_PRUNE_INTERVAL"), "delete expired change records this often, as Firestore TTL does in production (env SPECSYNC_PRUNE_INTERVAL; default 1m)")
+	specs := fs.String("specs", os.Getenv("SPECSYNC_LOCAL_SPECS"), "directory of spec files the local OCI registry serves, re-read before every bootstrap (env SPECSYNC_LOCAL_SPECS; default examples/registry when run from the repository, else the examples built in)")
 	logLevel := fs.String("log-level", envOr("LOG_LEVEL", "info"), "log level (env LOG_LEVEL)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	log := logging.New(stderr, *logLevel)
-	s, err := stack.Start(ctx, stack.Options{Addr: *addr, RegistryAddr: *regAddr, BootstrapInterval: *interval, PruneInterval: *prune, Logger: log})
+	s, err := stack.Start(ctx, stack.Options{Addr: *addr, RegistryAddr: *regAddr, SpecsDir: *specs, BootstrapInterval: *interval, PruneInterval: *prune, Logger: log})
 	if err != nil {
 		return err
 	}
 	defer s.Close()
 	fmt.Fprintf(stdout, "specsync local stack on %s (project %s, OCI registry %s)\n", s.URL, s.Project, s.Registry)
+	fmt.Fprintf(stdout, "  the OCI registry serves the spec files of %s, re-read before every bootstrap: edit one, bootstrap, and that is the change\n", s.SpecsFrom)
 	fmt.Fprintf(stdout, "  POST %s/bootstrap               (Authorization: Bearer $SPECSYNC_ADMIN_TOKEN)\n", s.URL)
 	fmt.Fprintf(stdout, "  GET  %s/bootstrap/last_operation?operation=ID\n", s.URL)
 	fmt.Fprintf(stdout, "  GET  %s/v2/catalog              (basic auth $SPECSYNC_BROKER_USERNAME:$SPECSYNC_BROKER_PASSWORD, X-Broker-API-Version: 2.17)\n", s.URL)
@@ -47,6 +50,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if u, err := url.Parse(s.PushURL); err == nil {
 		fmt.Fprintf(stdout, "  Pub/Sub pushes to the reconcile function on http://%s (loopback only, behind a token of its own)\n", u.Host)
 	}
+	fmt.Fprintln(stdout, "drive it with the specsync CLI from another shell; paste:")
+	fmt.Fprintln(stdout, "  "+exportLine(s))
 	fmt.Fprintln(stdout, "ready; interrupt to stop")
 	err = s.Wait(ctx)
 	fmt.Fprintln(stdout, "stopping")
@@ -56,4 +61,35 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 func envDuration(key string) time.Duration {
 	d, _ := time.ParseDuration(envOr(key, "0s"))
 	return d
+}
+
+// exportLine is the shell line that points the specsync CLI at the stack,
+// with its credentials (laptop ones). A credential given only as a hash
+// or a file is not known here: the line says so instead of a value.
+func exportLine(s *stack.Stack) string {
+	val := func(v, unknown string) string {
+		if v == "" {
+			return unknown
+		}
+		return shellQuote(v)
+	}
+	return fmt.Sprintf("export SPECSYNC_URL=%s SPECSYNC_ADMIN_TOKEN=%s SPECSYNC_BROKER_USERNAME=%s SPECSYNC_BROKER_PASSWORD=%s",
+		shellQuote(s.URL), val(s.AdminToken, "'(the token whose hash SPECSYNC_ADMIN_TOKEN_SHA256 holds)'"),
+		shellQuote(s.BrokerUser), val(s.BrokerPass, "'(the password whose hash SPECSYNC_BROKER_PASSWORD_SHA256 holds)'"))
+}
+
+// shellQuote is v as one POSIX shell word: bare when only safe
+// characters, else single-quoted.
+func shellQuote(v string) string {
+	safe := v != ""
+	for _, r := range v {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("@%+=:,./_-", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return v
+	}
+	return "'" + strings.ReplaceAll(v, "'", `'\''`) + "'"
 }

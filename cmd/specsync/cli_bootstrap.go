@@ -21,7 +21,7 @@ func cmdBootstrap(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	c.register(fs)
 	wait := fs.Bool("wait", false, "follow the bootstrap until it ends; exit 1 if it failed")
 	dryRun := fs.Bool("dry-run", false, "plan every registry and print what a real bootstrap would change, as a diff (implies --wait); writes nothing")
-	poll := fs.Duration("poll-interval", 0, "time between polls (default: the server's Retry-After, at most 5s)")
+	poll := fs.Duration("poll-interval", 0, "time between polls (default: 100ms, doubling up to the server's Retry-After, at most 5s)")
 	waitTimeout := fs.Duration("wait-timeout", 20*time.Minute, "give up waiting after this long (exit 5)")
 	if err := noArgs(fs, args); err != nil {
 		return err
@@ -125,6 +125,7 @@ func follow(ctx context.Context, a *client, id string, poll time.Duration, quiet
 	bar := isTerminal(stdout) && !quiet
 	lastDone := -1
 	committing := false
+	polls := 0
 	for {
 		ans, err := a.do(ctx, http.MethodGet, u, authAdmin, http.StatusOK)
 		if err != nil {
@@ -152,7 +153,7 @@ func follow(ctx context.Context, a *client, id string, poll time.Duration, quiet
 					fmt.Fprint(stdout, progressBar(done, total, op.Pending))
 				}
 			case done != lastDone:
-				fmt.Fprintf(stdout, "progress: %d/%d registries reported\n", done, total)
+				fmt.Fprintf(stdout, "progress: %d/%s reported\n", done, count(total, "registry", "registries"))
 			}
 			lastDone = done
 			if op.Committing != nil && !committing {
@@ -168,11 +169,13 @@ func follow(ctx context.Context, a *client, id string, poll time.Duration, quiet
 		}
 		wait := poll
 		if wait <= 0 {
-			wait = 2 * time.Second
+			retryAfter := time.Duration(0)
 			if s, err := strconv.Atoi(ans.header.Get("Retry-After")); err == nil && s > 0 {
-				wait = min(time.Duration(s)*time.Second, 5*time.Second)
+				retryAfter = time.Duration(s) * time.Second
 			}
+			wait = pollDelay(polls, retryAfter)
 		}
+		polls++
 		select {
 		case <-ctx.Done():
 			if bar {
@@ -182,6 +185,33 @@ func follow(ctx context.Context, a *client, id string, poll time.Duration, quiet
 		case <-time.After(wait):
 		}
 	}
+}
+
+// Polling of --wait without --poll-interval: short first polls, since
+// most bootstraps end within a second or two (the server's Retry-After,
+// sized for the slowest, would keep the operator waiting 5 s for a 0.6 s
+// operation), then the server's pace. Each poll is one GET of
+// last_operation: one Firestore document read.
+const (
+	firstPoll   = 100 * time.Millisecond
+	defaultPoll = 2 * time.Second // the pace when the server sends no Retry-After
+	maxPoll     = 5 * time.Second
+)
+
+// pollDelay is the wait before poll n+1 (n from 0): firstPoll doubling
+// each time, up to the server's Retry-After (defaultPoll without one),
+// never more than maxPoll.
+func pollDelay(n int, retryAfter time.Duration) time.Duration {
+	ceiling := defaultPoll
+	if retryAfter > 0 {
+		ceiling = retryAfter
+	}
+	ceiling = min(ceiling, maxPoll)
+	d := firstPoll
+	for i := 0; i < n && d < ceiling; i++ {
+		d *= 2
+	}
+	return min(d, ceiling)
 }
 
 // checkCatalogRevision reads the catalog with Cache-Control: no-cache,
@@ -237,7 +267,7 @@ func progressBar(done, total int, pending []string) string {
 			p = p[:57] + "..."
 		}
 	}
-	return fmt.Sprintf("[%s%s] %d/%d registries%s", strings.Repeat("#", filled), strings.Repeat("-", width-filled), done, total, p)
+	return fmt.Sprintf("[%s%s] %d/%s%s", strings.Repeat("#", filled), strings.Repeat("-", width-filled), done, count(total, "registry", "registries"), p)
 }
 
 func resultLine(name string, r api.RegistryResult) string {
@@ -290,25 +320,33 @@ func printDryRunDiff(w io.Writer, op *api.LastOperation) {
 		c.Kept -= named[api.PlannedKeep]
 		c.HeldBack -= named[api.PlannedHoldBack]
 		lines := []struct {
-			sign string
-			n    int
-			what string
+			sign      string
+			n         int
+			one, many string
 		}{
-			{"+", c.Created, "new specs would be created"},
-			{"+", c.Unmarked, "marked specs would be offered again (unmarked)"},
-			{"~", c.Updated, "specs would be updated to a new version"},
-			{"~", c.Repaired, "specs would have their entry error cleared"},
-			{"-", c.Marked, "specs would be marked for deletion (leave the catalog)"},
-			{"-", c.Deleted, "marked specs would be deleted (no instance uses them)"},
-			{" ", c.Kept, "marked specs would be kept: instances still use them"},
-			{"!", c.HeldBack, "new versions would be held back: they strand instances"},
-			{"!", c.EntryErrors, "entries do not parse or validate (their last good version stays)"},
-			{"!", c.Conflicts, "spec ids are owned by another registry"},
+			{"+", c.Created, "new spec would be created", "new specs would be created"},
+			{"+", c.Unmarked, "marked spec would be offered again (unmarked)", "marked specs would be offered again (unmarked)"},
+			{"~", c.Updated, "spec would be updated to a new version", "specs would be updated to a new version"},
+			{"~", c.Repaired, "spec would have its entry error cleared", "specs would have their entry error cleared"},
+			{"-", c.Marked, "spec would be marked for deletion (leaves the catalog)", "specs would be marked for deletion (leave the catalog)"},
+			{"-", c.Deleted, "marked spec would be deleted (no instance uses it)", "marked specs would be deleted (no instance uses them)"},
+			{" ", c.Kept, "marked spec would be kept: instances still use it", "marked specs would be kept: instances still use them"},
+			{"!", c.HeldBack, "new version would be held back: it strands instances", "new versions would be held back: they strand instances"},
+			{"!", c.EntryErrors - len(r.EntryErrors), "more entry does not parse or validate (its last good version stays)", "more entries do not parse or validate (their last good version stays)"},
+			{"!", c.Conflicts, "spec id is owned by another registry", "spec ids are owned by another registry"},
 		}
-		any := len(r.Planned) > 0
+		// Each broken entry by name, with why: the operator fixes those.
+		for _, e := range r.EntryErrors {
+			line := "! entry " + e.Entry
+			if e.Ref != "" && e.Ref != e.Entry {
+				line += " (" + e.Ref + ")"
+			}
+			fmt.Fprintf(w, "%s does not parse or validate (its last good version stays): %s\n", line, e.Message)
+		}
+		any := len(r.Planned) > 0 || len(r.EntryErrors) > 0
 		for _, l := range lines {
 			if l.n > 0 {
-				fmt.Fprintf(w, "%s %d %s\n", l.sign, l.n, l.what)
+				fmt.Fprintf(w, "%s %s\n", l.sign, count(l.n, l.one, l.many))
 				any = true
 			}
 		}
@@ -316,7 +354,7 @@ func printDryRunDiff(w io.Writer, op *api.LastOperation) {
 			fmt.Fprintf(w, "! %s\n", r.Error)
 		}
 		if !any {
-			fmt.Fprintf(w, "  no change (%d specs unchanged)\n", c.Unchanged)
+			fmt.Fprintf(w, "  no change (%s unchanged)\n", count(c.Unchanged, "spec", "specs"))
 		}
 	}
 }

@@ -4,8 +4,9 @@ package main
 // With --follow it is a watcher: it keeps the catalog in memory, applies
 // each change (service present: put it; absent: remove its id), asks again
 // from "next", and when the feed answers 410 Gone (the revision is no
-// longer retained, or is ahead of the catalog) it re-lists /v2/catalog and
-// resumes from that listing's X-Catalog-Revision.
+// longer retained, is ahead of the catalog, or is of a store recreated
+// since: another epoch) it re-lists /v2/catalog and resumes from that
+// listing's X-Catalog-Revision and X-Catalog-Epoch.
 
 import (
 	"context"
@@ -15,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -36,6 +38,10 @@ type watcher struct {
 	services map[string]string // id -> name
 	json     bool
 	out      io.Writer
+	// epoch is the store the watcher's revisions are of (X-Catalog-Epoch
+	// of its listing, or of the feed's first answer), sent with every
+	// request: "" until it knows one.
+	epoch string
 }
 
 func cmdChanges(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -86,7 +92,7 @@ func cmdChanges(ctx context.Context, args []string, stdout, stderr io.Writer) er
 				return err
 			}
 		}
-		fmt.Fprintf(stdout, "%d changes; catalog at revision %d; next: specsync changes --since %d\n", len(page.Changes), page.Revision, page.Next)
+		fmt.Fprintf(stdout, "%s; catalog at revision %d; next: specsync changes --since %d\n", count(len(page.Changes), "change", "changes"), page.Revision, page.Next)
 		return nil
 	}
 	err := w.follow(ctx, *since, *wait, *limit)
@@ -100,6 +106,9 @@ func (w *watcher) url(since int64, wait time.Duration, limit int) string {
 	u := fmt.Sprintf("%s/v2/catalog/changes?since=%d&limit=%d", w.a.catalog, since, limit)
 	if wait > 0 {
 		u += "&wait=" + wait.String()
+	}
+	if w.epoch != "" {
+		u += "&epoch=" + url.QueryEscape(w.epoch)
 	}
 	return u
 }
@@ -125,14 +134,15 @@ func (w *watcher) relist(ctx context.Context, reason string) (int64, error) {
 	if err := ans.decode(&cat); err != nil {
 		return 0, err
 	}
+	w.epoch = ans.header.Get(api.EpochHeader)
 	w.services = map[string]string{}
 	for _, s := range cat.Services {
 		w.services[s.ID] = s.Name
 	}
 	if w.json {
-		_ = json.NewEncoder(w.out).Encode(map[string]any{"resync": true, "reason": reason, "revision": rev, "services": len(cat.Services)})
+		_ = json.NewEncoder(w.out).Encode(map[string]any{"resync": true, "reason": reason, "revision": rev, "epoch": w.epoch, "services": len(cat.Services)})
 	} else {
-		fmt.Fprintf(w.out, "# listed the catalog (%s): revision %d, %d services\n", reason, rev, len(cat.Services))
+		fmt.Fprintf(w.out, "# listed the catalog (%s): revision %d, %s\n", reason, rev, count(len(cat.Services), "service", "services"))
 	}
 	return rev, nil
 }
@@ -170,7 +180,12 @@ func (w *watcher) follow(ctx context.Context, since int64, wait time.Duration, l
 		}
 		backoff = time.Second
 		if ans.status == http.StatusGone {
-			rev, err := w.relist(ctx, fmt.Sprintf("revision %d is not in the feed (410 Gone)", since))
+			reason := fmt.Sprintf("revision %d is not in the feed (410 Gone)", since)
+			var gone api.Gone
+			if json.Unmarshal(ans.body, &gone) == nil && w.epoch != "" && gone.Epoch != w.epoch {
+				reason = fmt.Sprintf("the store was recreated or restored: epoch %s, not %s (410 Gone)", orNone(gone.Epoch), w.epoch)
+			}
+			rev, err := w.relist(ctx, reason)
 			if err != nil {
 				return err
 			}
@@ -180,6 +195,11 @@ func (w *watcher) follow(ctx context.Context, since int64, wait time.Duration, l
 		var page rawPage
 		if err := ans.decode(&page); err != nil {
 			return err
+		}
+		if w.epoch == "" {
+			// Started from --since, or listed an empty store: the
+			// revisions are this store's from now on.
+			w.epoch = page.Epoch
 		}
 		for _, raw := range page.Changes {
 			if err := w.apply(raw, true); err != nil {
@@ -214,10 +234,17 @@ func (w *watcher) apply(raw json.RawMessage, track bool) error {
 		line += "  held back: " + strings.Join(c.HeldBack.Blockers, "; ")
 	}
 	if track {
-		line += fmt.Sprintf("  (%d services)", len(w.services))
+		line += fmt.Sprintf("  (%s)", count(len(w.services), "service", "services"))
 	}
 	_, err := fmt.Fprintln(w.out, line)
 	return err
+}
+
+func orNone(epoch string) string {
+	if epoch == "" {
+		return "none (nothing committed yet)"
+	}
+	return epoch
 }
 
 func compact(raw json.RawMessage) []byte {

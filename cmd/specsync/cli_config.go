@@ -51,18 +51,11 @@ func cmdConfig(_ context.Context, args []string, stdout, _ io.Writer) error {
 			}
 		}
 		if res.OK() {
-			noun := "registries"
-			if len(res.Registries) == 1 {
-				noun = "registry"
-			}
-			fmt.Fprintf(stdout, "%s: ok, %d %s (%v)\n", file, len(res.Registries), noun, res.Registries)
+			fmt.Fprintf(stdout, "%s: ok, %s (%v)\n", file, count(len(res.Registries), "registry", "registries"), res.Registries)
 		}
 	}
 	if !res.OK() {
-		if len(res.Problems) == 1 {
-			return withExit(ExitFailed, "%s: 1 problem", file)
-		}
-		return withExit(ExitFailed, "%s: %d problems", file, len(res.Problems))
+		return withExit(ExitFailed, "%s: %s", file, count(len(res.Problems), "problem", "problems"))
 	}
 	return nil
 }

@@ -82,7 +82,7 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			}
 		}
 		if len(bad) > 0 {
-			return withExit(ExitFailed, "%d registries not healthy: %s", len(bad), strings.Join(bad, ", "))
+			return withExit(ExitFailed, "%s not healthy: %s", count(len(bad), "registry", "registries"), strings.Join(bad, ", "))
 		}
 	}
 	return nil
@@ -119,7 +119,7 @@ func printStatus(w io.Writer, regs []api.RegistryStatus, marked []api.SpecView) 
 			lines = append(lines, fmt.Sprintf("entry %s: %s", e.Entry, e.Message))
 		}
 		if l.ErrorsTotal > len(l.Errors) {
-			lines = append(lines, fmt.Sprintf("... and %d more entry errors", l.ErrorsTotal-len(l.Errors)))
+			lines = append(lines, fmt.Sprintf("... and %s", count(l.ErrorsTotal-len(l.Errors), "more entry error", "more entry errors")))
 		}
 		for _, h := range l.HeldBack {
 			lines = append(lines, fmt.Sprintf("held back: %s (%s) version %s: %s", h.Name, h.SpecID, h.Digest, strings.Join(h.Blockers, "; ")))
@@ -129,7 +129,7 @@ func printStatus(w io.Writer, regs []api.RegistryStatus, marked []api.SpecView) 
 				continue
 			}
 			if m.Instances > 0 {
-				lines = append(lines, fmt.Sprintf("pinned: %s (%s) is marked for deletion, %d instances still use it", m.Name, m.ID, m.Instances))
+				lines = append(lines, fmt.Sprintf("pinned: %s (%s) is marked for deletion, %s", m.Name, m.ID, stillUse(m.Instances)))
 			} else {
 				lines = append(lines, fmt.Sprintf("marked: %s (%s) is marked for deletion and unused: the next run deletes it", m.Name, m.ID))
 			}
@@ -182,7 +182,7 @@ func cmdCatalog(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	rev := ans.header.Get(api.RevisionHeader)
-	fmt.Fprintf(stdout, "catalog revision %s, %d services (ETag %s)\n", orDash(rev), len(cat.Services), orDash(ans.header.Get("ETag")))
+	fmt.Fprintf(stdout, "catalog revision %s, %s (ETag %s)\n", orDash(rev), count(len(cat.Services), "service", "services"), orDash(ans.header.Get("ETag")))
 	tw := table(stdout)
 	fmt.Fprintln(tw, "SERVICE\tID\tBINDABLE\tPLANS\tTAGS")
 	for _, s := range cat.Services {
@@ -267,7 +267,7 @@ func cmdSpecs(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%d specs\n", len(body.Specs))
+	fmt.Fprintln(stdout, count(len(body.Specs), "spec", "specs"))
 	return nil
 }
 
@@ -312,7 +312,7 @@ func cmdInstances(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%d instances\n", len(body.Instances))
+	fmt.Fprintln(stdout, count(len(body.Instances), "instance", "instances"))
 	return nil
 }
 

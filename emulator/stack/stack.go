@@ -30,7 +30,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/specsync/specsync/emulator"
-	"github.com/specsync/specsync/examples"
 	"github.com/specsync/specsync/functions"
 	"github.com/specsync/specsync/pkg/config"
 	"github.com/specsync/specsync/pkg/hooks"
@@ -65,6 +64,11 @@ type Options struct {
 	// one, so that `specsync-local push` finds it).
 	RegistryAddr   string
 	RegistriesFile string // SPECSYNC_REGISTRIES, default examples/registries.yaml
+	// SpecsDir holds the spec files the local OCI registry serves, read
+	// again before every bootstrap (SPECSYNC_LOCAL_SPECS; default
+	// DefaultSpecsDir when the working directory has it, else the example
+	// specs built into the binary).
+	SpecsDir string
 	// BootstrapInterval, when set, bootstraps periodically (standing in
 	// for Cloud Scheduler).
 	BootstrapInterval time.Duration
@@ -181,6 +185,9 @@ type Stack struct {
 	// Hooks are the registries whose webhook the local registry notifies
 	// of every push and delete.
 	Hooks []string
+	// SpecsFrom is where the local registry's specs come from (a
+	// directory, re-read before every bootstrap).
+	SpecsFrom string
 
 	// PushURL is the push endpoint's base, token included: a push
 	// subscription delivers to PushURL + "/projects/P/topics/T".
@@ -254,9 +261,18 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 		return nil, err
 	}
 	s.stops = append(s.stops, func() { reg.Close() })
-	if _, err := emulator.SeedRegistry(ctx, reg.Host(), examples.Registry, examples.RegistryDir); err != nil {
+	specsDir := opts.SpecsDir
+	if specsDir == "" {
+		specsDir = os.Getenv("SPECSYNC_LOCAL_SPECS")
+	}
+	files, err := openSpecFiles(reg, specsDir)
+	if err != nil {
 		return nil, err
 	}
+	if _, _, err := files.sync(ctx); err != nil {
+		return nil, fmt.Errorf("seed the local registry: %w", err)
+	}
+	s.SpecsFrom = files.from
 	if opts.Seed != nil {
 		if err := opts.Seed(ctx, reg.Host()); err != nil {
 			return nil, fmt.Errorf("seed the local registry: %w", err)
@@ -295,7 +311,9 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	}
 	s.URL = "http://" + ln.Addr().String()
 	mux := http.NewServeMux()
-	mux.HandleFunc("/bootstrap", functions.Bootstrap)
+	// Before a bootstrap, the registry takes up what changed in the spec
+	// files: an edit is exactly that change on the next bootstrap.
+	mux.HandleFunc("/bootstrap", files.beforeBootstrap(functions.Bootstrap, log))
 	mux.HandleFunc("/bootstrap/", functions.Bootstrap)
 	mux.HandleFunc("/hooks/", functions.Bootstrap) // the registries' webhooks
 	mux.HandleFunc("/v2/", functions.Catalog)

@@ -60,6 +60,10 @@ type RegistryResult struct {
 	// Planned is a dry run's plan by name (at most store.MaxPlannedChanges;
 	// Counts are complete).
 	Planned []PlannedChange `json:"planned,omitempty" firestore:"planned,omitempty"`
+	// EntryErrors are a dry run's broken entries, each with why it does
+	// not parse or validate (sorted by entry, at most
+	// reconcile.MaxRecordedErrors; Counts.EntryErrors counts them all).
+	EntryErrors []EntryError `json:"entry_errors,omitempty" firestore:"entry_errors,omitempty"`
 }
 
 // Operation is one bootstrap: an operations/{id} document, and an entry of

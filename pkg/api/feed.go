@@ -14,6 +14,13 @@ import (
 // delivers after R, and applying those again is harmless).
 const RevisionHeader = "X-Catalog-Revision"
 
+// EpochHeader names the store a catalog revision belongs to (GET
+// /v2/catalog and the change feed): a store that is recreated or
+// restored gets another epoch, and its revisions start again. A watcher
+// sends it back as the feed's epoch parameter; another store's epoch is
+// answered 410 Gone. Empty (absent) until the first commit of a store.
+const EpochHeader = "X-Catalog-Epoch"
+
 // Change is one committed catalog change as clients see it. It carries the
 // whole new state of one service: Service when the service is in the
 // catalog after the change, nothing when it left it.
@@ -44,6 +51,8 @@ type ChangePage struct {
 	Next int64 `json:"next"`
 	// Revision is the catalog revision this answer knows of.
 	Revision int64 `json:"revision"`
+	// Epoch is the store's epoch (EpochHeader): a watcher sends it back.
+	Epoch string `json:"epoch,omitempty"`
 }
 
 // Gone is the feed's 410 body: an OSB error plus the revision to re-list
@@ -52,4 +61,7 @@ type Gone struct {
 	Error       string `json:"error"`
 	Description string `json:"description"`
 	Revision    int64  `json:"revision"`
+	// Epoch is the store's epoch: the watcher's, if it sent another, is
+	// of a store that is gone.
+	Epoch string `json:"epoch,omitempty"`
 }

@@ -108,7 +108,7 @@ func TestOperationDeadlineAndRetention(t *testing.T) {
 	}
 	c.add(11 * time.Minute)
 	got, err := ops.Get(ctx, op.ID)
-	if err != nil || got.State != api.Failed || !strings.Contains(got.Description, "registries b did not report") {
+	if err != nil || got.State != api.Failed || !strings.Contains(got.Description, "registry b did not report") {
 		t.Fatalf("past deadline: %+v %v", got, err)
 	}
 	// A bootstrap past its deadline does not block the next one.

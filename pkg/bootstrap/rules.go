@@ -118,7 +118,11 @@ func overdue(op *api.Operation, now time.Time) (string, bool) {
 		return fmt.Sprintf("%s, but the %s their runs wrote were not committed within %s: the committer did not finish (see the commit subscription and its dead letters); the changes stay pending for the next commit",
 			op.Commit.Description, countChanges(op.Commit.Changes), within), true
 	}
-	return fmt.Sprintf("registries %s did not report within %s", strings.Join(op.Pending(), ", "), within), true
+	noun := "registries"
+	if len(op.Pending()) == 1 {
+		noun = "registry"
+	}
+	return fmt.Sprintf("%s %s did not report within %s", noun, strings.Join(op.Pending(), ", "), within), true
 }
 
 // summarize is the outcome of an operation whose registries all reported.

@@ -104,6 +104,11 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 		state = api.Failed
 	}
 	res := api.RegistryResult{State: state, Result: result, Counts: run.Counts, Firestore: run.Ops, Error: run.Error, RunID: run.ID, Planned: run.Planned}
+	if result == api.ResultDryRun {
+		// The operator's diff names every broken entry and why; a real
+		// run's are on the registry's status (GET /registries).
+		res.EntryErrors = run.Errors
+	}
 	if run.Guard != "" && res.Error == "" {
 		res.Error = run.Guard
 	}

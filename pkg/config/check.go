@@ -75,7 +75,35 @@ func dirOf(path string) string {
 	return "."
 }
 
-var yamlLine = regexp.MustCompile(`line (\d+)`)
+var (
+	yamlLine     = regexp.MustCompile(`line (\d+)`)
+	yamlLineText = regexp.MustCompile(`line \d+: `)
+)
+
+// maxBadLineScan bounds the file (in lines) whose syntax error is placed
+// by firstBadLine, which parses every prefix.
+const maxBadLineScan = 2000
+
+// firstBadLine is the first line a YAML document stops parsing at: the
+// fewest leading lines that do not parse (0 if the document parses, or
+// is too long to scan). The parser's own "line N" is where the construct
+// around the problem began (the flow list, the block mapping), often a
+// line or more before the problem, and sometimes 0-based.
+func firstBadLine(data []byte) int {
+	lines := strings.SplitAfter(string(data), "\n")
+	if len(lines) > maxBadLineScan {
+		return 0
+	}
+	var b strings.Builder
+	for i, l := range lines {
+		b.WriteString(l)
+		var n yaml.Node
+		if err := yaml.Unmarshal([]byte(b.String()), &n); err != nil {
+			return i + 1
+		}
+	}
+	return 0
+}
 
 // Check checks a registries file's content (see Parse for its meaning).
 func Check(data []byte, source, baseDir string) *CheckResult {
@@ -91,7 +119,12 @@ func Check(data []byte, source, baseDir string) *CheckResult {
 		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
 			line, _ = strconv.Atoi(m[1])
 		}
-		add(line, 0, "%s", strings.Replace(err.Error(), "yaml: ", "", 1))
+		line = max(line, firstBadLine(data))
+		msg := strings.Replace(err.Error(), "yaml: ", "", 1)
+		// The problem's own line leads the message; the parser's (often
+		// the line before) would contradict it.
+		msg = yamlLineText.ReplaceAllString(msg, "")
+		add(line, 0, "%s", msg)
 		return finish(res)
 	}
 	missingOn := map[int]bool{}
@@ -105,7 +138,11 @@ func Check(data []byte, source, baseDir string) *CheckResult {
 	}
 	root := doc.Content[0]
 	// 3. Unknown and mistyped fields, everywhere.
-	checkShape(root, reflect.TypeOf(File{}), "", func(n *yaml.Node, msg string) { add(n.Line, n.Column, "%s", msg) })
+	shapeBad := map[*yaml.Node]bool{}
+	checkShape(root, reflect.TypeOf(File{}), "", func(n *yaml.Node, msg string) {
+		shapeBad[n] = true
+		add(n.Line, n.Column, "%s", msg)
+	})
 	regs := mapValue(root, "registries")
 	if regs == nil || regs.Kind != yaml.SequenceNode || len(regs.Content) == 0 {
 		line := root.Line
@@ -163,6 +200,12 @@ func Check(data []byte, source, baseDir string) *CheckResult {
 				msg = strings.TrimPrefix(msg, ": ")
 			}
 			at := locate(item, msg)
+			if holdsAny(scopeOf(item, at), shapeBad) {
+				// A field reported above was dropped for this check, and
+				// what Load says now is its consequence ("host is required"
+				// after "oci.hots: unknown field"): one problem, reported once.
+				continue
+			}
 			add(at.Line, at.Column, "%s: %s", where, msg)
 		}
 	}
@@ -401,3 +444,50 @@ func locate(item *yaml.Node, msg string) *yaml.Node {
 
 // ErrProblems is returned by callers that turn a failed check into an error.
 var ErrProblems = errors.New("the registries file has problems")
+
+// scopeOf is what a problem located at at (a key of item, or item itself)
+// is about: the key's value, or the whole registry.
+func scopeOf(item, at *yaml.Node) *yaml.Node {
+	if at == item {
+		return item
+	}
+	var found *yaml.Node
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		for i, c := range n.Content {
+			if found != nil {
+				return
+			}
+			if c == at {
+				if n.Kind == yaml.MappingNode && i%2 == 0 && i+1 < len(n.Content) {
+					found = n.Content[i+1]
+				} else {
+					found = c
+				}
+				return
+			}
+			walk(c)
+		}
+	}
+	walk(item)
+	if found == nil {
+		return item
+	}
+	return found
+}
+
+// holdsAny reports whether n or a node below it is one of set.
+func holdsAny(n *yaml.Node, set map[*yaml.Node]bool) bool {
+	if n == nil {
+		return false
+	}
+	if set[n] {
+		return true
+	}
+	for _, c := range n.Content {
+		if holdsAny(c, set) {
+			return true
+		}
+	}
+	return false
+}

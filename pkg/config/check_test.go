@@ -98,3 +98,45 @@ func TestCheckReportsHelmProblemsAtTheirLines(t *testing.T) {
 		t.Errorf("%d problems, want 3: %+v", len(res.Problems), res.Problems)
 	}
 }
+
+// Each problem once, at its own line: a misspelt field is not reported a
+// second time as the block or field it left missing, and a YAML error is
+// reported on the line that has it, not where the construct around it
+// began.
+func TestCheckReportsEachProblemOnceAtItsTrueLine(t *testing.T) {
+	for _, c := range []struct {
+		name, src string
+		line      int
+		want      string
+	}{
+		{"misspelt field in a block", "registries:\n  - name: a\n    type: oci\n    oci:\n      hots: example.com\n", 5, "registries[0].oci.hots: unknown field"},
+		{"misspelt block", "registries:\n  - name: a\n    type: oci\n    ocii:\n      host: example.com\n", 4, "registries[0].ocii: unknown field"},
+		{"unclosed flow list", "registries:\n  - name: a\n    type: oci\n    oci:\n      host: x\n      insecure: true\n    allow: [\"specs/.*\"\n  - name: b\n", 7, "did not find expected ',' or ']'"},
+		{"tab", "registries:\n  - name: a\n    type: oci\n    oci:\n      host: x\n      insecure: true\n\tbad: tab\n", 7, "tab character"},
+		{"misplaced list item", "registries:\n  - name: a\n    type: oci\n    oci:\n      host: x\n      insecure: true\n      - y\n", 7, "did not find expected key"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res := config.Check([]byte(c.src), "f.yaml", ".")
+			if len(res.Problems) != 1 {
+				t.Fatalf("%d problems, want 1: %+v", len(res.Problems), res.Problems)
+			}
+			p := res.Problems[0]
+			if p.Line != c.line || !strings.Contains(p.Message, c.want) {
+				t.Fatalf("got line %d %q, want line %d %q", p.Line, p.Message, c.line, c.want)
+			}
+			if strings.Contains(p.Message, "line ") {
+				t.Errorf("message %q names a line of its own", p.Message)
+			}
+		})
+	}
+	// A problem of its own in another field of the registry still shows.
+	res := config.Check([]byte("registries:\n  - name: a\n    type: oci\n    oci:\n      host: x\n      tagg: latest\n    max_mark_share: 2\n"), "f.yaml", ".")
+	if len(res.Problems) != 2 || res.Problems[0].Line != 6 || res.Problems[1].Line != 7 {
+		t.Errorf("want the misspelt tag (6) and max_mark_share (7): %+v", res.Problems)
+	}
+	// The source's block is named once.
+	res = config.Check([]byte("registries:\n  - name: a\n    type: http\n    http:\n      url: ftp://x\n"), "f.yaml", ".")
+	if len(res.Problems) != 1 || strings.Contains(res.Problems[0].Message, "http: http:") {
+		t.Errorf("http block named twice: %+v", res.Problems)
+	}
+}

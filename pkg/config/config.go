@@ -479,8 +479,10 @@ func build(r Registry, baseDir string) (registry.Source, error) {
 	default:
 		return nil, fmt.Errorf("type %q is not one of oci, http, dir, dockerhub, ghcr, helm", r.Type)
 	}
+	// The oci, http and dir sources name their block in their errors
+	// ("oci: host is required"): returned as they are, not as "oci: oci: ...".
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", r.Type, err)
+		return nil, err
 	}
 	return out, nil
 }

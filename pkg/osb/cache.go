@@ -73,6 +73,10 @@ type Rendered struct {
 	Revision int64
 	Body     []byte
 	ETag     string
+
+	// Epoch is the store's (api.EpochHeader): a revision means something
+	// only with it.
+	Epoch string
 }
 
 // current is the served catalog and when its revision was last read.
@@ -143,16 +147,21 @@ func (c *Cache) refresh(ctx context.Context, fresh bool) (*Rendered, int64, erro
 // when it has not moved, the changes since when they can be read, a full
 // render otherwise.
 func (c *Cache) load(ctx context.Context, st *store.Store) (*Rendered, string, error) {
-	rev, at, err := st.RevisionAt(ctx)
+	meta, at, err := st.CatalogMetaAt(ctx)
 	if err != nil {
 		return nil, "", err
 	}
+	rev, epoch := meta.Revision, meta.Epoch
 	cur := c.cur.Load()
-	if cur != nil && cur.r.Revision == rev && c.specs != nil && c.specs.rev == rev {
+	if cur != nil && cur.r.Revision == rev && c.specs != nil && c.specs.rev == rev && c.specs.epoch == epoch {
 		return cur.r, "unchanged", nil
 	}
 	how := "full: cold"
-	if m := c.specs; m != nil && rev > m.rev {
+	if m := c.specs; m != nil && m.epoch != epoch {
+		// Another store (recreated, restored): its revisions are not
+		// this mirror's, whatever their numbers.
+		how = "full: epoch"
+	} else if m != nil && rev > m.rev {
 		why, err := c.catchUp(ctx, st, m, rev)
 		if err != nil {
 			return nil, "", err
@@ -168,7 +177,7 @@ func (c *Cache) load(ctx context.Context, st *store.Store) (*Rendered, string, e
 	if err != nil {
 		return nil, "", err
 	}
-	m := &mirror{rev: rev, specs: make(map[string]*mirrored, len(recs))}
+	m := &mirror{rev: rev, epoch: epoch, specs: make(map[string]*mirrored, len(recs))}
 	for i := range recs {
 		s, err := recs[i].Spec()
 		if err != nil {
@@ -240,12 +249,13 @@ func (c *Cache) render(m *mirror) *Rendered {
 	// of the revision read, which includes spec writes whose changes are
 	// still pending, so instances can serve different bodies at one
 	// revision; each must have its own tag.
-	return &Rendered{Revision: m.rev, Body: body, ETag: catalog.BodyETag(m.rev, body)}
+	return &Rendered{Revision: m.rev, Epoch: m.epoch, Body: body, ETag: catalog.BodyETag(m.rev, body)}
 }
 
 // mirror is the specs behind a rendered catalog.
 type mirror struct {
-	rev int64
+	rev   int64
+	epoch string // the store's (Rendered.Epoch)
 	// base is the snapshot time of the full render it started from.
 	base time.Time
 	// specs holds every spec the full render read and every spec a change

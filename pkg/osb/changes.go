@@ -17,7 +17,7 @@ const (
 	maxChangeLimit     = 1000
 )
 
-// getChanges serves GET /v2/catalog/changes?since=N[&wait=D][&limit=L]:
+// getChanges serves GET /v2/catalog/changes?since=N[&epoch=E][&wait=D][&limit=L]:
 // the committed changes after revision N, in order. With wait it holds the
 // request until a change arrives or the wait is over (an empty answer):
 // the instance's revision listener (listen.go) wakes it when Firestore
@@ -25,13 +25,24 @@ const (
 // since the feed cannot continue from (its changes expired, or it is ahead
 // of the catalog) is 410 Gone with the current revision: re-read
 // /v2/catalog and resume from its X-Catalog-Revision.
+//
+// A revision is a revision of one store: epoch (the X-Catalog-Epoch of
+// the watcher's listing, or of an earlier answer) names it, and a since
+// of another store's epoch is 410 Gone too, whatever its number (the
+// store was recreated or restored under the watcher). Without epoch the
+// feed answers as it did before epochs.
 func (b *Broker) getChanges(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	for k := range q {
-		if k != "since" && k != "wait" && k != "limit" {
-			WriteError(w, http.StatusBadRequest, "BadRequest", "unknown query parameter %q (since, wait and limit are known)", k)
+		if k != "since" && k != "wait" && k != "limit" && k != "epoch" {
+			WriteError(w, http.StatusBadRequest, "BadRequest", "unknown query parameter %q (since, epoch, wait and limit are known)", k)
 			return
 		}
+	}
+	epoch := q.Get("epoch")
+	if len(epoch) > maxEpochLen {
+		WriteError(w, http.StatusBadRequest, "BadRequest", "epoch must be the %s header of /v2/catalog (at most %d characters)", api.EpochHeader, maxEpochLen)
+		return
 	}
 	since, err := strconv.ParseInt(q.Get("since"), 10, 64)
 	if err != nil || since < 0 {
@@ -83,6 +94,21 @@ func (b *Broker) getChanges(w http.ResponseWriter, r *http.Request) {
 			WriteFailure(w, err)
 			return
 		}
+		// known is the store's epoch as the freshest read says.
+		known := cat.Epoch
+		if epoch != "" && known != epoch {
+			// The cache may lag a store this watcher listed elsewhere:
+			// ask Firestore before calling the watcher's store gone.
+			meta, _, err := b.store.CatalogMetaAt(ctx)
+			if err != nil {
+				WriteFailure(w, err)
+				return
+			}
+			if known = meta.Epoch; known != epoch {
+				b.goneEpoch(w, meta.Revision, known, epoch)
+				return
+			}
+		}
 		// cur is the newest revision known; latest is the word of the
 		// freshest source (the listener's, while it is live, which may
 		// be below the cache's when the revision went back), by which a
@@ -94,12 +120,18 @@ func (b *Broker) getChanges(w http.ResponseWriter, r *http.Request) {
 		if since > latest && since >= cur {
 			// The cache may lag a watcher that listed elsewhere: ask
 			// Firestore before calling the watcher's revision bogus.
-			if cur, err = b.store.Revision(ctx); err != nil {
+			meta, _, err := b.store.CatalogMetaAt(ctx)
+			if err != nil {
 				WriteFailure(w, err)
 				return
 			}
+			cur, known = meta.Revision, meta.Epoch
+			if epoch != "" && known != epoch {
+				b.goneEpoch(w, cur, known, epoch)
+				return
+			}
 			if since > cur {
-				b.gone(w, cur, "revision %d is ahead of the catalog (revision %d): re-read /v2/catalog and resume from its %s", since, cur, api.RevisionHeader)
+				b.gone(w, cur, known, "revision %d is ahead of the catalog (revision %d): re-read /v2/catalog and resume from its %s", since, cur, api.RevisionHeader)
 				return
 			}
 		}
@@ -109,24 +141,50 @@ func (b *Broker) getChanges(w http.ResponseWriter, r *http.Request) {
 				WriteFailure(w, err)
 				return
 			}
+			if epoch != "" {
+				// The changes come straight from Firestore, the epoch
+				// from a cache that may be a refresh window old: read it
+				// after them, so that changes of a store recreated
+				// meanwhile are never handed out as the watcher's
+				// store's.
+				fresh, ok := b.confirmEpoch(w, r, epoch)
+				if !ok {
+					return
+				}
+				known, cur = fresh.Epoch, max(cur, fresh.Revision)
+			}
 			if len(cs) == 0 || cs[0].Revision != since+1 {
-				b.gone(w, cur, "the changes after revision %d are no longer retained: re-read /v2/catalog (revision %d) and resume from its %s", since, cur, api.RevisionHeader)
+				b.gone(w, cur, known, "the changes after revision %d are no longer retained: re-read /v2/catalog (revision %d) and resume from its %s", since, cur, api.RevisionHeader)
 				return
 			}
-			out := api.ChangePage{Changes: make([]api.Change, len(cs)), Revision: cur}
+			out := api.ChangePage{Changes: make([]api.Change, len(cs)), Revision: cur, Epoch: known}
 			for i, c := range cs {
 				out.Changes[i] = feed.FromChange(c)
 			}
 			out.Next = cs[len(cs)-1].Revision
 			out.Revision = max(out.Revision, out.Next)
 			w.Header().Set(api.RevisionHeader, strconv.FormatInt(out.Revision, 10))
+			setEpoch(w, known)
 			WriteJSON(w, http.StatusOK, out)
 			return
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
+			if epoch != "" {
+				// "Nothing new" is an answer about the watcher's store
+				// too: not from a cache that may predate its recreation.
+				fresh, ok := b.confirmEpoch(w, r, epoch)
+				if !ok {
+					return
+				}
+				if fresh.Revision > since {
+					continue // committed meanwhile: answer with it
+				}
+				known, cur = fresh.Epoch, max(cur, fresh.Revision)
+			}
 			w.Header().Set(api.RevisionHeader, strconv.FormatInt(cur, 10))
-			WriteJSON(w, http.StatusOK, api.ChangePage{Changes: []api.Change{}, Next: since, Revision: cur})
+			setEpoch(w, known)
+			WriteJSON(w, http.StatusOK, api.ChangePage{Changes: []api.Change{}, Next: since, Revision: cur, Epoch: known})
 			return
 		}
 		if !joined {
@@ -149,7 +207,43 @@ func (b *Broker) getChanges(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (b *Broker) gone(w http.ResponseWriter, cur int64, format string, args ...any) {
-	w.Header().Set(api.RevisionHeader, strconv.FormatInt(cur, 10))
-	WriteJSON(w, http.StatusGone, api.Gone{Error: "Gone", Description: fmt.Sprintf(format, args...), Revision: cur})
+// maxEpochLen bounds the epoch parameter (an epoch is a UUID).
+const maxEpochLen = 64
+
+func (b *Broker) gone(w http.ResponseWriter, rev int64, epoch string, format string, args ...any) {
+	w.Header().Set(api.RevisionHeader, strconv.FormatInt(rev, 10))
+	setEpoch(w, epoch)
+	WriteJSON(w, http.StatusGone, api.Gone{Error: "Gone", Description: fmt.Sprintf(format, args...), Revision: rev, Epoch: epoch})
+}
+
+// confirmEpoch reads the revision and epoch afresh (GetFresh: one read,
+// shared by the requests that ask together, such as the watchers a
+// commit wakes) and answers 410 when the store's epoch is not the
+// watcher's; ok says the request may be answered.
+func (b *Broker) confirmEpoch(w http.ResponseWriter, r *http.Request, epoch string) (*Rendered, bool) {
+	fresh, _, err := b.Cache.GetFresh(r.Context())
+	if err != nil {
+		WriteFailure(w, err)
+		return nil, false
+	}
+	if fresh.Epoch != epoch {
+		b.goneEpoch(w, fresh.Revision, fresh.Epoch, epoch)
+		return nil, false
+	}
+	return fresh, true
+}
+
+// goneEpoch answers a watcher whose revisions are of another store.
+func (b *Broker) goneEpoch(w http.ResponseWriter, rev int64, known, epoch string) {
+	now := known
+	if now == "" {
+		now = "none yet: it has committed nothing"
+	}
+	b.gone(w, rev, known, "epoch %q is not this catalog's (%s): the store was recreated or restored, and its revisions are not the ones you saw; re-read /v2/catalog and resume from its %s and %s", epoch, now, api.RevisionHeader, api.EpochHeader)
+}
+
+func setEpoch(w http.ResponseWriter, epoch string) {
+	if epoch != "" {
+		w.Header().Set(api.EpochHeader, epoch)
+	}
 }

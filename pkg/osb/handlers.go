@@ -99,6 +99,9 @@ func (b *Broker) getCatalog(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("ETag", cat.ETag)
 	w.Header().Set(api.RevisionHeader, strconv.FormatInt(cat.Revision, 10))
+	if cat.Epoch != "" {
+		w.Header().Set(api.EpochHeader, cat.Epoch)
+	}
 	w.Header().Set("X-Specsync-Firestore-Reads", strconv.FormatInt(reads, 10))
 	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatch(inm, cat.ETag) {
 		w.WriteHeader(http.StatusNotModified)

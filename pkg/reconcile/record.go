@@ -41,6 +41,12 @@ func (r *run) report(err error) store.Run {
 	rec.Counts = runCounts(r.done)
 	rec.Kept = keptSpecs(r.done)
 	rec.Result = r.result(err, rec.Counts, rec.Kept)
+	if err == nil && (r.ended == api.ResultUnchanged || r.short) {
+		// The run stopped at the listing: it compared no spec, yet every
+		// active one is as the baseline left it, and an operator reads
+		// "unchanged 0" as "nothing here".
+		rec.Counts.Unchanged = activeSpecs(r.status)
+	}
 	switch finished := err == nil && r.ended == ""; {
 	case finished && r.short:
 		// The listing, and so its entry errors, are the last run's.
@@ -164,6 +170,19 @@ func (r *run) recordRun(ctx context.Context, err error) (store.Run, error) {
 		r.log.Debug("registry reconciled", "manifest", r.k.fromManifest)
 	}
 	return rec, nil
+}
+
+// activeSpecs is how many active specs the baseline status describes:
+// its manifest's count, else what its last run left offered.
+func activeSpecs(st *store.RegistryStatus) int {
+	if st == nil {
+		return 0
+	}
+	if st.Manifest != nil {
+		return st.Manifest.Active
+	}
+	c := st.LastRun.Counts
+	return c.Created + c.Updated + c.Unchanged + c.Unmarked + c.Repaired
 }
 
 // summarize logs the run's summary line (logging.EventRunSummary): one

@@ -336,6 +336,10 @@ func TestScenarioUnchangedListingCostsOneRead(t *testing.T) {
 	if run.Ops != (store.Counts{Reads: 1}) {
 		t.Fatalf("unchanged run used %+v, want exactly 1 read", run.Ops)
 	}
+	// It counts what it left unchanged, though it compared no spec.
+	if run.Counts.Unchanged != 3 {
+		t.Fatalf("unchanged run counts %d unchanged specs, want 3", run.Counts.Unchanged)
+	}
 	if e.revision() != rev {
 		t.Fatal("unchanged run moved the revision")
 	}
@@ -354,6 +358,9 @@ func TestScenarioUnchangedListingCostsOneRead(t *testing.T) {
 	fsys["c.yaml"] = &fstest.MapFile{Data: []byte("# reformatted\n" + specYAML("c"))}
 	run = e.run(reg)
 	wantResult(t, run, api.ResultUnchanged)
+	if run.Counts.Unchanged != 3 {
+		t.Fatalf("unchanged run after an update counts %d unchanged, want 3", run.Counts.Unchanged)
+	}
 	if run.Ops != (store.Counts{Reads: 1}) || e.revision() != rev {
 		t.Fatalf("cosmetic change: ops %+v; want 1 read and the same revision", run.Ops)
 	}

@@ -159,6 +159,12 @@ type pendingWrite struct {
 // catalogMetaDoc is meta/catalog.
 type catalogMetaDoc struct {
 	Revision int64 `firestore:"revision"`
+	// Epoch names this store's catalog: written with the first commit
+	// of a new store (or the first after an upgrade from a version
+	// without it), never changed after. A store recreated or restored
+	// gets another, so a watcher can tell its revisions from this one's
+	// (the feed's epoch parameter, api.EpochHeader).
+	Epoch string `firestore:"epoch,omitempty"`
 	// Published is the highest revision pushed to the changes topic.
 	Published int64     `firestore:"published"`
 	UpdatedAt time.Time `firestore:"updated_at"`
@@ -283,6 +289,11 @@ func (s *Store) CommitPending(ctx context.Context, retention time.Duration) (Com
 				meta = *m
 			}
 			now := s.now().UTC()
+			fields := map[string]any{"updated_at": now}
+			if meta.Epoch == "" {
+				meta.Epoch = newEpoch()
+				fields["epoch"] = meta.Epoch
+			}
 			for _, p := range ps {
 				meta.Revision++
 				if err := tx.Update(p.ref, []firestore.Update{
@@ -293,7 +304,8 @@ func (s *Store) CommitPending(ctx context.Context, retention time.Duration) (Com
 					return err
 				}
 			}
-			return tx.Set(s.catalogMeta(), map[string]any{"revision": meta.Revision, "updated_at": now}, firestore.MergeAll)
+			fields["revision"] = meta.Revision
+			return tx.Set(s.catalogMeta(), fields, firestore.MergeAll)
 		}, firestore.MaxAttempts(commitAttempts))
 		if status.Code(err) == codes.FailedPrecondition && stale < commitAttempts {
 			// A change of the batch was numbered (or pruned) since it was

@@ -12,7 +12,7 @@
 //	                    a service binding of that instance (pins nothing)
 //	tombstones/{key}    what a deprovision or unbind left, for last_operation
 //	registries/{name}   status of a registry's last runs
-//	meta/catalog        the catalog revision (the last committed change)
+//	meta/catalog        the catalog revision (the last committed change) and the store's epoch
 //	changes/{id}        the change feed (see Change)
 //	operations/{id}     a bootstrap operation (operations.go)
 //	meta/bootstrap      names the operation in progress
@@ -31,6 +31,7 @@ import (
 	"unicode/utf8"
 
 	"cloud.google.com/go/firestore"
+	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -156,22 +157,39 @@ func (s *Store) Revision(ctx context.Context) (int64, error) {
 // every change with a revision up to the one returned was committed by
 // then (ActiveSpecsAt reads the specs as of the same instant).
 func (s *Store) RevisionAt(ctx context.Context) (int64, time.Time, error) {
+	m, at, err := s.CatalogMetaAt(ctx)
+	return m.Revision, at, err
+}
+
+// CatalogMeta is the catalog's revision and the epoch of the store it is
+// a revision of ("" until the first commit of a new store).
+type CatalogMeta struct {
+	Revision int64
+	Epoch    string
+}
+
+// CatalogMetaAt reads meta/catalog once: the revision, the store's epoch,
+// and the read time of the snapshot (as RevisionAt).
+func (s *Store) CatalogMetaAt(ctx context.Context) (CatalogMeta, time.Time, error) {
 	snap, err := s.client.Collection(MetaCollection).Doc(catalogDoc).Get(ctx)
 	s.ops.read(1)
 	if isNotFound(err) {
-		return 0, snap.ReadTime, nil
+		return CatalogMeta{}, snap.ReadTime, nil
 	}
 	if err != nil {
-		return 0, time.Time{}, classify(err, "read catalog revision")
+		return CatalogMeta{}, time.Time{}, classify(err, "read catalog revision")
 	}
-	var m struct {
-		Revision int64 `firestore:"revision"`
-	}
+	var m catalogMetaDoc
 	if err := snap.DataTo(&m); err != nil {
-		return 0, time.Time{}, classify(err, "decode catalog revision")
+		return CatalogMeta{}, time.Time{}, classify(err, "decode catalog revision")
 	}
-	return m.Revision, snap.ReadTime, nil
+	return CatalogMeta{Revision: m.Revision, Epoch: m.Epoch}, snap.ReadTime, nil
 }
+
+// newEpoch is a new store's epoch: random, so that no two stores (a
+// database recreated, a restore from backup next to the original) share
+// one.
+func newEpoch() string { return uuid.NewString() }
 
 // Open connects to Firestore: the emulator when FIRESTORE_EMULATOR_HOST is
 // set (the client library does that by itself), Google Cloud otherwise.

@@ -276,6 +276,9 @@ var rows = []row{
 	{"catalog", "only part of the feed's history pruned (revisions 1 and 2 expired and deleted, 3 to 5 kept), with and without limit",
 		"a watcher at 0 or 1 gets 410 Gone at the current revision, never a page that starts past since+1; a watcher at 2 or later reads on from since+1",
 		[]string{`^TestFeedGoneWhenThePrefixIsPruned$`}},
+	{"catalog", "the store recreated under a watcher (emulator database emptied while the watcher retries), reaching the watcher's very revision with other services",
+		"a watcher that sends its epoch gets 410 Gone with the new store's revision and epoch (an OSB error body), even from an instance whose cache holds the old store, and `specsync changes --follow` re-lists and follows the new store; the cache renders the new store in full; a watcher without an epoch is answered as before",
+		[]string{`^TestFeedEpochTellsARecreatedStore$`, `^TestE2EWatcherSurvivesARecreatedStore$`}},
 	// Load.
 	{"load", "200 concurrent catalog clients for 30 s, 100 services (loopback)",
 		"zero errors; p50/p99/rps and Firestore reads per request reported below",
