@@ -62,7 +62,7 @@ func TestE2ERemovedSpecLifecycle(t *testing.T) {
 		}
 	}
 	put := s.do(http.MethodPut, "/v2/service_instances/inst-1", "broker",
-		strings.NewReader(fmt.Sprintf(`{"service_id":%q,"plan_id":%q,"context":{"platform":"kubernetes"}}`, betaID, betaPlan)))
+		strings.NewReader(fmt.Sprintf(`{"service_id":%q,"plan_id":%q,"organization_guid":"org-1","space_guid":"space-1","context":{"platform":"kubernetes"}}`, betaID, betaPlan)))
 	if put.status != http.StatusCreated {
 		t.Fatalf("provision: %d %s", put.status, put.body)
 	}
@@ -162,7 +162,7 @@ func TestE2EBadInput(t *testing.T) {
 	s.bootstrap()
 	c, _ := s.catalog()
 	svc := c.Services[0]
-	good := fmt.Sprintf(`{"service_id":%q,"plan_id":%q}`, svc.ID, svc.Plans[0].ID)
+	good := fmt.Sprintf(`{"service_id":%q,"plan_id":%q,"organization_guid":"org-1","space_guid":"space-1"}`, svc.ID, svc.Plans[0].ID)
 
 	cases := []struct {
 		name, method, path, auth, body string
@@ -223,7 +223,7 @@ func TestE2EBadInput(t *testing.T) {
 	if r := s.do("PUT", "/v2/service_instances/i1", "broker", strings.NewReader(good)); r.status != 200 {
 		t.Fatalf("identical provision: %d", r.status)
 	}
-	conflicting := fmt.Sprintf(`{"service_id":%q,"plan_id":"other-plan"}`, svc.ID)
+	conflicting := fmt.Sprintf(`{"service_id":%q,"plan_id":"other-plan","organization_guid":"org-1","space_guid":"space-1"}`, svc.ID)
 	if r := s.do("PUT", "/v2/service_instances/i1", "broker", strings.NewReader(conflicting)); r.status != 409 {
 		t.Fatalf("conflicting provision: %d %s", r.status, r.body)
 	}

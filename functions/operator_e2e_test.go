@@ -157,7 +157,7 @@ func TestE2EOperatorCLI(t *testing.T) {
 		}
 	}
 	if put := s.do(http.MethodPut, "/v2/service_instances/inst-1", "broker",
-		strings.NewReader(fmt.Sprintf(`{"service_id":%q,"plan_id":%q,"context":{"oci_platform":"linux/amd64"}}`, betaID, betaPlan))); put.status != http.StatusCreated {
+		strings.NewReader(fmt.Sprintf(`{"service_id":%q,"plan_id":%q,"organization_guid":"org-1","space_guid":"space-1","context":{"oci_platform":"linux/amd64"}}`, betaID, betaPlan))); put.status != http.StatusCreated {
 		t.Fatalf("provision: %d %s", put.status, put.body)
 	}
 	b.set(false)

@@ -71,7 +71,7 @@ func TestE2EBodyLimit(t *testing.T) {
 	t.Parallel()
 	_, s, db := surfaceStack(t, surfaceIndex)
 	small := db.plan("small")
-	good := fmt.Sprintf(`{"service_id":%q,"plan_id":%q}`, db.ID, small)
+	good := fmt.Sprintf(`{"service_id":%q,"plan_id":%q,"organization_guid":"org-1","space_guid":"space-1"}`, db.ID, small)
 	if r := s.do(http.MethodPut, "/v2/service_instances/held", "broker", strings.NewReader(good)); r.status != http.StatusCreated {
 		t.Fatalf("provision: %d %s", r.status, r.body)
 	}
@@ -251,10 +251,11 @@ func TestE2EInstanceAndBindingLifecycle(t *testing.T) {
 	s.osb(http.MethodGet, bind+"/last_operation", osbtest.BindingLastOpPath, "", http.StatusGone)
 
 	// A sealed instance cannot be bound; an unknown one neither.
-	s.osb(http.MethodPut, "/v2/service_instances/e2e-2", osbtest.InstancePath, fmt.Sprintf(`{"service_id":%q,"plan_id":%q}`, db.ID, sealed), http.StatusCreated)
+	s.osb(http.MethodPut, "/v2/service_instances/e2e-2", osbtest.InstancePath, fmt.Sprintf(`{"service_id":%q,"plan_id":%q,"organization_guid":"org-1","space_guid":"space-1"}`, db.ID, sealed), http.StatusCreated)
 	// sealed is not plan_updateable, and the catalog says so: a platform
-	// that asks anyway sent a bad request.
-	s.osb(http.MethodPatch, "/v2/service_instances/e2e-2", osbtest.InstancePath, fmt.Sprintf(`{"service_id":%q,"plan_id":%q}`, db.ID, small), http.StatusBadRequest)
+	// that asks anyway (reading the service-level plan_updateable) asked
+	// for a change that is not supported, OSB's 422.
+	s.osb(http.MethodPatch, "/v2/service_instances/e2e-2", osbtest.InstancePath, fmt.Sprintf(`{"service_id":%q,"plan_id":%q}`, db.ID, small), http.StatusUnprocessableEntity)
 	s.osb(http.MethodPut, "/v2/service_instances/e2e-2/service_bindings/x", osbtest.BindingPath, fmt.Sprintf(`{"service_id":%q,"plan_id":%q}`, db.ID, sealed), http.StatusBadRequest)
 	s.osb(http.MethodPut, "/v2/service_instances/nope/service_bindings/x", osbtest.BindingPath, fmt.Sprintf(`{"service_id":%q,"plan_id":%q}`, db.ID, small), http.StatusBadRequest)
 
@@ -292,7 +293,7 @@ func TestE2EPlanChangeReleasesHeldBackVersion(t *testing.T) {
 	t.Parallel()
 	a, s, db := surfaceStack(t, heldIndex(false))
 	small, large := db.plan("small"), db.plan("large")
-	s.osb(http.MethodPut, "/v2/service_instances/big-1", osbtest.InstancePath, fmt.Sprintf(`{"service_id":%q,"plan_id":%q}`, db.ID, large), http.StatusCreated)
+	s.osb(http.MethodPut, "/v2/service_instances/big-1", osbtest.InstancePath, fmt.Sprintf(`{"service_id":%q,"plan_id":%q,"organization_guid":"org-1","space_guid":"space-1"}`, db.ID, large), http.StatusCreated)
 
 	a.setBody(heldIndex(true))
 	if r := s.bootstrap().result(t, "team-a"); r.Counts.Updated != 0 {

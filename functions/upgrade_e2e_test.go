@@ -73,7 +73,7 @@ func TestE2EHalfUpgradeHeldBack(t *testing.T) {
 		}
 	}
 	put := s.do(http.MethodPut, "/v2/service_instances/big-1", "broker",
-		strings.NewReader(fmt.Sprintf(`{"service_id":%q,"plan_id":%q,"maintenance_info":{"version":"1.0.0"}}`, dbID, largeID)))
+		strings.NewReader(fmt.Sprintf(`{"service_id":%q,"plan_id":%q,"organization_guid":"org-1","space_guid":"space-1","maintenance_info":{"version":"1.0.0"}}`, dbID, largeID)))
 	if put.status != http.StatusCreated {
 		t.Fatalf("provision: %d %s", put.status, put.body)
 	}

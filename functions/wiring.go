@@ -228,6 +228,7 @@ func newCatalog(ctx context.Context, env settings.Lookup) (http.Handler, error) 
 		Logger:         log,
 		DashboardURL:   s.DashboardURL,
 	})
+	b.Cache.MaxBytes = s.MaxCatalogBytes // SPECSYNC_CATALOG_MAX_BYTES: a catalog over it is refused, never cut
 	return telemetry.Handler("catalog", b.Handler(), nil), nil
 }
 

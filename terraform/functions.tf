@@ -128,6 +128,7 @@ locals {
         SPECSYNC_ADMIN_TOKEN_SHA256     = lower(var.admin_token_sha256)
         SPECSYNC_CATALOG_REFRESH        = "${var.catalog_refresh_seconds}s"
         SPECSYNC_MAX_BODY_BYTES         = tostring(var.max_body_bytes)
+        SPECSYNC_CATALOG_MAX_BYTES      = tostring(var.catalog_max_bytes)
         # Long-polls of /v2/catalog/changes end before the request timeout.
         SPECSYNC_CHANGES_MAX_WAIT = "${min(50, var.catalog_service.timeout_seconds - 5)}s"
         # GET /registries also accepts an identity token for this audience

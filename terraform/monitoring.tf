@@ -12,8 +12,9 @@ locals {
   # gives them (not references to the functions: the catalog function's
   # settings name the dashboard, which would make a cycle).
   logging_services = {
-    for k in ["bootstrap", "reconcile"] : k => "${var.name_prefix}-${k}"
+    for k in ["bootstrap", "reconcile", "catalog"] : k => "${var.name_prefix}-${k}"
   }
+  catalog_logs   = "resource.type=\"cloud_run_revision\" AND resource.labels.service_name=\"${local.logging_services.catalog}\""
   reconcile_logs = "resource.type=\"cloud_run_revision\" AND resource.labels.service_name=\"${local.logging_services.reconcile}\""
   # An operation ends in the reconcile function (its commit, a dry run's
   # last report) or in the bootstrap function (a failed publish, an
@@ -95,6 +96,14 @@ locals {
       unit        = "1"
       buckets     = { scale = 1, growth = 2, n = 40 }
     }
+    catalog_too_large = {
+      description = "Catalog renders with a form over the response limit (refused, never cut); the line says which form."
+      filter      = "${local.catalog_logs} AND jsonPayload.event=\"catalog_too_large\""
+      labels      = {}
+      value       = null
+      unit        = "1"
+      buckets     = null
+    }
   }
 
   # A metric's name in PromQL (Cloud Monitoring's mapping of
@@ -166,6 +175,7 @@ resource "google_monitoring_dashboard" "specsync" {
         { title = "Bootstrap operations by result (per hour)", queries = ["sum by (result) (increase(${local.promql_metric.bootstrap_operations}[1h]))"] },
         { title = "Catalog revision (mean of the commits per hour)", queries = ["sum(increase(${local.promql_metric.catalog_revision}_sum[1h])) / sum(increase(${local.promql_metric.catalog_revision}_count[1h]))"] },
         { title = "Messages handed back for redelivery (per 10 min)", queries = ["sum(increase(${local.promql_metric.message_retries}[10m]))"] },
+        { title = "Catalog renders too large to serve (per hour)", queries = ["sum(increase(${local.promql_metric.catalog_too_large}[1h]))"] },
         { title = "Dead-lettered messages (waiting in the dead-letter subscription)", queries = ["max(pubsub_googleapis_com:subscription_num_undelivered_messages{monitored_resource=\"pubsub_subscription\",subscription_id=\"${google_pubsub_subscription.reconcile_dead_letter.name}\"})"] },
         ] : {
         xPos   = (i % 2) * 6
@@ -266,6 +276,38 @@ resource "google_monitoring_alert_policy" "dead_letters" {
   documentation {
     mime_type = "text/markdown"
     content   = "A reconcile message, commit request or Artifact Registry event failed ${var.reconcile_max_delivery_attempts} deliveries and waits in the dead-letter subscription. See docs/operations.md, \"Messages were dead-lettered\"."
+  }
+}
+
+resource "google_monitoring_alert_policy" "catalog_too_large" {
+  project               = var.project_id
+  display_name          = "specsync (${var.name_prefix}): the catalog is too large to serve"
+  combiner              = "OR"
+  notification_channels = var.notification_channels
+
+  conditions {
+    display_name = "a catalog render was over the response limit"
+    condition_threshold {
+      filter          = "resource.type=\"cloud_run_revision\" AND metric.type=\"logging.googleapis.com/user/${google_logging_metric.specsync["catalog_too_large"].name}\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = 0
+      duration        = "0s"
+
+      aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+    }
+  }
+
+  alert_strategy {
+    auto_close = "3600s"
+  }
+
+  documentation {
+    mime_type = "text/markdown"
+    content   = "A catalog render was over SPECSYNC_CATALOG_MAX_BYTES: clients that do not accept gzip (or, past the gzip limit too, every client) get 500 CatalogTooLarge; the catalog is never cut. See docs/operations.md, \"The catalog is too large\"."
   }
 }
 

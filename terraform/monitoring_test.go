@@ -30,6 +30,7 @@ var loggedBy = map[string][]string{
 	logging.EventCatalogCommit:      {"Reconcile"},
 	logging.EventMessageRetry:       {"Reconcile"},
 	logging.EventBootstrapOperation: {"Bootstrap", "Reconcile"},
+	logging.EventCatalogTooLarge:    {"Catalog"},
 }
 
 // fieldValues are the values a contract line's string field takes, where
@@ -299,7 +300,7 @@ func checkLogMetrics(m *module, fns map[string]*instance, t *errs) map[string]me
 func TestLogMetricsReadLoggedFields(t *testing.T) {
 	m := evaluated(t, nil)
 	metrics := logMetrics(t, m)
-	for _, want := range []string{"runs", "run_duration", "specs_marked", "specs_deleted", "entry_errors", "bootstrap_operations", "message_retries", "catalog_revision"} {
+	for _, want := range []string{"runs", "run_duration", "specs_marked", "specs_deleted", "entry_errors", "bootstrap_operations", "message_retries", "catalog_revision", "catalog_too_large"} {
 		if _, ok := metrics[want]; !ok {
 			t.Errorf("no log-based metric %s", want)
 		}
@@ -488,7 +489,7 @@ func TestAlerts(t *testing.T) {
 	for k, mi := range metrics {
 		byName[mi.name] = metricInfo{name: k, labels: mi.labels}
 	}
-	want := []string{"bootstrap_failed", "dead_letters", "no_successful_run", "registry_failing"}
+	want := []string{"bootstrap_failed", "catalog_too_large", "dead_letters", "no_successful_run", "registry_failing"}
 	var got []string
 	for _, a := range m.ofType("google_monitoring_alert_policy") {
 		got = append(got, a.Res.Name)

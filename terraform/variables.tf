@@ -284,6 +284,17 @@ variable "max_body_bytes" {
   }
 }
 
+variable "catalog_max_bytes" {
+  type        = number
+  description = "SPECSYNC_CATALOG_MAX_BYTES: the largest catalog body served, in either form (JSON, gzip); a larger one is refused with 500 CatalogTooLarge, never cut. Default: Cloud Run's 32 MiB limit on a response that is not streamed (docs/deploy.md#how-large-a-catalog-this-deployment-serves)."
+  default     = 33554432
+
+  validation {
+    condition     = var.catalog_max_bytes >= 1024 && var.catalog_max_bytes <= 33554432 && floor(var.catalog_max_bytes) == var.catalog_max_bytes
+    error_message = "catalog_max_bytes must be a whole number between 1024 and 33554432 (Cloud Run's limit)."
+  }
+}
+
 variable "hook_window_seconds" {
   type        = number
   description = "SPECSYNC_HOOK_WINDOW (bootstrap): a registry's first webhook event is published at once; the events that follow within this window are merged into one reconcile message when it closes (docs/api.md#webhooks). A request that joins a window waits for it, so keep it well under the senders' timeouts."

@@ -41,6 +41,23 @@ func wantSameAsRender(t *testing.T, offs []Offering) {
 	if (rerr == nil) != (aerr == nil) {
 		t.Fatalf("errors differ: assembled %v, rendered %v", aerr, rerr)
 	}
+	// AssembleBody: the same bytes, never in one buffer, and its length.
+	pieces := make([]*Piece, len(offs))
+	for i, o := range offs {
+		pieces[i] = NewPiece(o)
+	}
+	body, berr := AssembleBody(pieces)
+	if got := body.Bytes(); !bytes.Equal(got, want) || body.Len() != len(want) {
+		t.Fatalf("AssembleBody is %d bytes (Len %d):\n%s\nwant %d:\n%s", len(got), body.Len(), got, len(want), want)
+	}
+	if got, want := body.ETag(7), BodyETag(7, want); got != want {
+		t.Fatalf("Body.ETag %s, BodyETag %s", got, want)
+	}
+	var bd *DropError
+	errors.As(berr, &bd)
+	if (rd == nil) != (bd == nil) || (rd != nil && !reflect.DeepEqual(rd.Problems, bd.Problems)) || body.Services() != len(cat.Services) {
+		t.Fatalf("AssembleBody: problems %v, %d services; rendered %v, %d", berr, body.Services(), rerr, len(cat.Services))
+	}
 }
 
 func offerings(specs []*spec.Spec, gen int64) []Offering {

@@ -18,10 +18,9 @@
 //	                  absent, "none" or salted Argon2id in PHC form at
 //	                  the broker's cost (store.CheckParametersDigest):
 //	                  never the parameters, nor a digest cheap to guess
-//	binding-counter   an instance's bindings count is the number of its
-//	                  binding documents, at most store.MaxBindingsPerInstance
-//	                  (bindings pin nothing: spec-counters counts instances
-//	                  only, so a binding that moved a spec's count breaks it)
+//	binding-counter   an instance has at most store.MaxBindingsPerInstance
+//	                  binding documents (no count is stored: a bind writes
+//	                  only its own document)
 //	tombstone         a tombstone's document id is the one its kind and
 //	                  ids name, and it expires after it was written
 //	spec-id           a spec's id field, its stored spec's id and its
@@ -34,8 +33,6 @@
 //	                  plan ids are set and distinct
 //	spec-state        state is active or marked; a marked spec has
 //	                  marked_at and marked_run, an active one neither
-//	spec-counters     instances, plan_instances and platform_instances
-//	                  equal what the instance records say
 //	spec-generation   a stored spec has adopted a version (generation >= 1)
 //	registry-marked   a registry's recorded marked count is the number of
 //	                  its marked specs (settled state only)

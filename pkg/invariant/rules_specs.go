@@ -8,26 +8,7 @@ import (
 	"github.com/specsync/specsync/pkg/store"
 )
 
-type usage struct {
-	total     int64
-	plans     map[string]int64
-	platforms map[string]int64
-}
-
 func (c *checker) specs() {
-	used := map[string]*usage{}
-	for _, inst := range c.s.Instances {
-		u := used[inst.SpecID]
-		if u == nil {
-			u = &usage{plans: map[string]int64{}, platforms: map[string]int64{}}
-			used[inst.SpecID] = u
-		}
-		u.total++
-		u.plans[inst.PlanID]++
-		if inst.Platform != "" {
-			u.platforms[inst.Platform]++
-		}
-	}
 	byName := map[[2]string]string{}
 	for _, id := range sortedKeys(c.s.Specs) {
 		r := c.s.Specs[id]
@@ -51,19 +32,6 @@ func (c *checker) specs() {
 			}
 		default:
 			c.add("spec-state", doc, "state %q is neither active nor marked", r.State)
-		}
-		u := used[id]
-		if u == nil {
-			u = &usage{}
-		}
-		if r.Instances != u.total {
-			c.add("spec-counters", doc, "instances is %d, %d instance records point at it", r.Instances, u.total)
-		}
-		if !sameCounts(r.PlanInstances, u.plans) {
-			c.add("spec-counters", doc, "plan_instances is %v, instance records say %v", r.PlanInstances, u.plans)
-		}
-		if !sameCounts(r.PlatformInstances, u.platforms) {
-			c.add("spec-counters", doc, "platform_instances is %v, instance records say %v", r.PlatformInstances, u.platforms)
 		}
 		if r.Generation < 1 {
 			c.add("spec-generation", doc, "generation %d: a stored spec has adopted at least one version", r.Generation)
@@ -117,22 +85,6 @@ func (c *checker) body(doc, id string, r store.SpecRecord) {
 			c.add("spec-id", doc, "plan %s has the id derived from spec id %s, not from %s", p.Name, derived, id)
 		}
 	}
-}
-
-// sameCounts compares a stored counter map with the counted one; a stored
-// zero is the same as no entry (a decrement to zero leaves the key).
-func sameCounts(stored, counted map[string]int64) bool {
-	for k, v := range stored {
-		if v != counted[k] {
-			return false
-		}
-	}
-	for k, v := range counted {
-		if stored[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 func (c *checker) registries() {

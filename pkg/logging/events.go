@@ -26,6 +26,9 @@ const (
 	// to Pub/Sub for redelivery; after the subscription's
 	// max_delivery_attempts, Pub/Sub dead-letters it.
 	EventMessageRetry = "message_retry"
+	// EventCatalogTooLarge says a catalog function's render made a form
+	// over its response limit: refused, never cut (docs/deploy.md).
+	EventCatalogTooLarge = "catalog_too_large"
 )
 
 // Field names of the contract lines.
@@ -62,6 +65,12 @@ const (
 	FieldPublished = "published"
 
 	FieldTopic = "topic"
+
+	FieldServices  = "services"
+	FieldBytes     = "bytes"
+	FieldGzipBytes = "gzip_bytes"
+	FieldLimit     = "limit"
+	FieldRefused   = "refused"
 )
 
 // Kind is the JSON kind of a contract field's value.
@@ -94,5 +103,9 @@ var Events = map[string]map[string]Kind{
 	},
 	EventMessageRetry: {
 		FieldTopic: String,
+	},
+	EventCatalogTooLarge: {
+		FieldRevision: Number, FieldServices: Number, FieldBytes: Number, FieldGzipBytes: Number,
+		FieldLimit: Number, FieldRefused: String,
 	},
 }

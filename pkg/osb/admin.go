@@ -119,9 +119,9 @@ func (b *Broker) adminSpecs(w http.ResponseWriter, r *http.Request) {
 	WriteJSON(w, http.StatusOK, out)
 }
 
-// instancesOf lists the instances of the selected specs. Each spec
-// counts its instances (in the provision transaction), so only specs with
-// a count are queried.
+// instancesOf lists the instances of the selected specs. The store
+// counted each spec's instances when it read the specs, so only specs
+// with a count are queried.
 func (b *Broker) instancesOf(ctx context.Context, specs []store.SpecRecord) ([]api.InstanceView, error) {
 	out := []api.InstanceView{}
 	for _, rec := range specs {

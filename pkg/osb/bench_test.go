@@ -128,7 +128,7 @@ func BenchmarkCatalogRefresh(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			b.ReportMetric(float64(len(first.Body))/(1<<20), "body-MiB")
+			b.ReportMetric(float64(first.Size())/(1<<20), "body-MiB")
 			version := 0
 			for _, k := range []int{1, 10, 100} {
 				b.Run(fmt.Sprintf("changes=%d", k), func(b *testing.B) {
@@ -168,7 +168,7 @@ func BenchmarkCatalogRefresh(b *testing.B) {
 							b.Fatal(err)
 						}
 						coldReads += reads
-						if !bytes.Equal(r.Body, before.Body) || !bytes.Equal(c.Body, before.Body) || r.ETag != before.ETag {
+						if !bytes.Equal(r.Body(), before.Body) || !bytes.Equal(c.Body(), before.Body) || r.ETag != before.ETag {
 							b.Fatal("the refreshed catalog is not the full render's")
 						}
 						runs++
@@ -214,7 +214,7 @@ func BenchmarkCatalogHeld(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					body = len(r.Body)
+					body = r.Size()
 				}
 				runtime.GC()
 				runtime.GC()

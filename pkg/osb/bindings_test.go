@@ -104,9 +104,9 @@ func TestBindingLifecycle(t *testing.T) {
 	wantOSBError(t, e.bindCall(http.MethodGet, bindingURL("i1", "never")+"/last_operation", ""), http.StatusNotFound, "NotFound")
 	wantOSBError(t, e.bindCall(http.MethodGet, url+"/last_operation?operation=op-1", ""), http.StatusBadRequest, "BadRequest")
 
-	// Bindings count on their instance, never on the spec.
-	if inst := e.instanceDocs()["i1"]; inst.Bindings != 1 || e.instanceCount(db.ID) != 1 {
-		t.Fatalf("instance bindings %d, spec instances %d", inst.Bindings, e.instanceCount(db.ID))
+	// Bindings count toward nothing on the spec.
+	if n := e.instanceCount(db.ID); n != 1 {
+		t.Fatalf("spec instances %d, want 1", n)
 	}
 	invariant.Require(t, e.client, invariant.Options{Canaries: []string{brokerPass, adminToken, bindSecret, "correct horse battery"}})
 

@@ -50,6 +50,10 @@ type Cache struct {
 	Window time.Duration
 	Logger *slog.Logger
 	Now    func() time.Time
+	// MaxBytes is the largest catalog body served, in either form
+	// (DefaultMaxCatalogBytes when 0): a form over it is refused at
+	// render time, never cut (catalogforms.go).
+	MaxBytes int64
 
 	once sync.Once
 	// sem lets one refresh run at a time; the others wait for it (or for
@@ -67,17 +71,38 @@ type Cache struct {
 	specs *mirror
 }
 
-// Rendered is the catalog at one revision, ready to serve. It is never
-// modified once served.
+// Rendered is the catalog at one revision, ready to serve in either
+// form (catalogforms.go). It is never modified once served.
 type Rendered struct {
 	Revision int64
-	Body     []byte
-	ETag     string
+	// body is the JSON as rendered (the identity form), made once: the
+	// cache's pieces' own bytes, written a piece at a time and never
+	// copied into one buffer (catalog.Body); the gzip form is made from
+	// it.
+	body *catalog.Body
+	ETag string
+	// Gzip is the body gzip-compressed, GzipETag its tag (ETag with
+	// "-gz"); both empty when that form is over Limit. GzipBytes is its
+	// size either way.
+	Gzip      []byte
+	GzipETag  string
+	GzipBytes int64
+	// Services is how many services the body lists.
+	Services int
+	// Limit is the largest body served; a form over it is refused.
+	Limit int64
 
 	// Epoch is the store's (api.EpochHeader): a revision means something
 	// only with it.
 	Epoch string
 }
+
+// Body is the identity form in one new buffer, for tests and tools: the
+// handler writes it from the pieces.
+func (r *Rendered) Body() []byte { return r.body.Bytes() }
+
+// Size is the identity form's length in bytes.
+func (r *Rendered) Size() int { return r.body.Len() }
 
 // current is the served catalog and when its revision was last read.
 type current struct {
@@ -167,7 +192,8 @@ func (c *Cache) load(ctx context.Context, st *store.Store) (*Rendered, string, e
 			return nil, "", err
 		}
 		if why == "" {
-			return c.render(m), "changes", nil
+			r, err := c.render(m)
+			return r, "changes", err
 		}
 		how = "full: " + why
 	} else if m != nil {
@@ -187,10 +213,15 @@ func (c *Cache) load(ctx context.Context, st *store.Store) (*Rendered, string, e
 		}
 		m.specs[recs[i].ID] = &mirrored{asOf: at, createdAt: recs[i].CreatedAt,
 			piece: catalog.NewPiece(catalog.Offering{Spec: s, Generation: recs[i].Generation})}
+		// The stored spec is in the piece now: let it go as the loop goes,
+		// so the records and the pieces (each about the catalog's size)
+		// are never both held whole.
+		recs[i] = store.SpecRecord{}
 	}
 	m.base = at
 	c.specs = m
-	return c.render(m), how, nil
+	r, err := c.render(m)
+	return r, how, err
 }
 
 // catchUp applies the changes after m.rev up to rev to m. It returns
@@ -235,8 +266,26 @@ func (c *Cache) catchUp(ctx context.Context, st *store.Store, m *mirror, rev int
 }
 
 // render assembles m into the catalog to serve.
-func (c *Cache) render(m *mirror) *Rendered {
-	body, err := catalog.Assemble(m.ordered())
+func (c *Cache) render(m *mirror) (*Rendered, error) {
+	r, err := c.renderPieces(m.rev, m.ordered())
+	if err != nil {
+		return nil, err
+	}
+	r.Epoch = m.epoch
+	return r, nil
+}
+
+// renderPieces is render → bytes → forms for any list of pieces in
+// render order (the whole catalog's, or a filtered list of them): one
+// AssembleBody (which leaves the pieces as they are, so several lists
+// of one mirror's pieces can be rendered), then encodeForms. A form over
+// the limit is logged here, once per render, not per request. The body's
+// hash is part of its tag: a full render reads the specs as of the
+// revision read, which includes spec writes whose changes are still
+// pending, so instances can serve different bodies at one revision; each
+// must have its own tag.
+func (c *Cache) renderPieces(rev int64, pieces []*catalog.Piece) (*Rendered, error) {
+	body, err := catalog.AssembleBody(pieces)
 	var drop *catalog.DropError
 	if errors.As(err, &drop) {
 		// One bad spec must not take the catalog down: serve the rest, say
@@ -245,11 +294,12 @@ func (c *Cache) render(m *mirror) *Rendered {
 			c.logger().Warn("spec left out of the catalog", "spec", p.SpecID, "name", p.Name, "reason", p.Reason)
 		}
 	}
-	// The body's hash is part of the tag: a full render reads the specs as
-	// of the revision read, which includes spec writes whose changes are
-	// still pending, so instances can serve different bodies at one
-	// revision; each must have its own tag.
-	return &Rendered{Revision: m.rev, Epoch: m.epoch, Body: body, ETag: catalog.BodyETag(m.rev, body)}
+	r, err := encodeForms(rev, body, c.MaxBytes)
+	if err != nil {
+		return nil, err
+	}
+	r.logSize(c.logger())
+	return r, nil
 }
 
 // mirror is the specs behind a rendered catalog.

@@ -80,7 +80,7 @@ func TestCacheConcurrentRefreshes(t *testing.T) {
 					}
 					return
 				}
-				if r.ETag != catalog.ETag(r.Revision, string(r.Body)) {
+				if r.ETag != catalog.ETag(r.Revision, string(r.Body())) {
 					errs <- fmt.Errorf("ETag %s does not match revision %d and its body", r.ETag, r.Revision)
 					return
 				}
@@ -265,8 +265,8 @@ func TestCacheFreshSeesEveryEarlierCommit(t *testing.T) {
 		if res.err != nil {
 			t.Fatal(res.err)
 		}
-		if res.r.Revision != rev || serviceCount(t, res.r.Body) != 4 {
-			t.Fatalf("a caller that arrived after revision %d was committed got revision %d with %d services", rev, res.r.Revision, serviceCount(t, res.r.Body))
+		if res.r.Revision != rev || serviceCount(t, res.r.Body()) != 4 {
+			t.Fatalf("a caller that arrived after revision %d was committed got revision %d with %d services", rev, res.r.Revision, serviceCount(t, res.r.Body()))
 		}
 		total += res.reads
 	}

@@ -29,8 +29,8 @@ func TestCacheNameConflicts(t *testing.T) {
 	e.commit()
 	c := e.newCache(0)
 	r, _ := e.get(c)
-	if !bytes.Contains(r.Body, []byte(old.Spec.ID)) || bytes.Contains(r.Body, []byte(newer.Spec.ID)) {
-		t.Fatalf("the established spec must hold the name: %s", r.Body)
+	if !bytes.Contains(r.Body(), []byte(old.Spec.ID)) || bytes.Contains(r.Body(), []byte(newer.Spec.ID)) {
+		t.Fatalf("the established spec must hold the name: %s", r.Body())
 	}
 	steps := []struct {
 		what  string
@@ -53,8 +53,8 @@ func TestCacheNameConflicts(t *testing.T) {
 		s.do()
 		e.commit()
 		r := e.refreshed(c, s.what, 2, "changes")
-		if !bytes.Contains(r.Body, []byte(`"name":"pg","id":"`+s.shows+`"`)) {
-			t.Fatalf("%s: %s does not hold the name:\n%s", s.what, s.shows, r.Body)
+		if !bytes.Contains(r.Body(), []byte(`"name":"pg","id":"`+s.shows+`"`)) {
+			t.Fatalf("%s: %s does not hold the name:\n%s", s.what, s.shows, r.Body())
 		}
 		e.wantFullRender(s.what, r)
 	}
@@ -88,8 +88,8 @@ func TestCacheOneIDAcrossRegistries(t *testing.T) {
 	if got := e.commit(); got != rev+2 {
 		t.Fatalf("revision %d, want %d", got, rev+2)
 	}
-	if r := e.refreshed(c, "after A's delete and B's create", 3, "changes"); !bytes.Contains(r.Body, []byte(`"name":"queue-b"`)) {
-		t.Fatalf("B's spec is gone from the cache:\n%s", r.Body)
+	if r := e.refreshed(c, "after A's delete and B's create", 3, "changes"); !bytes.Contains(r.Body(), []byte(`"name":"queue-b"`)) {
+		t.Fatalf("B's spec is gone from the cache:\n%s", r.Body())
 	}
 }
 
@@ -117,8 +117,8 @@ func TestCacheRenderSawPendingChanges(t *testing.T) {
 	// pending.
 	c := e.newCache(0)
 	before, _ := e.get(c)
-	if !bytes.Contains(before.Body, []byte(`"name":"queue-b"`)) || bytes.Contains(before.Body, []byte(`"name":"brief"`)) {
-		t.Fatalf("the render does not show the specs as written:\n%s", before.Body)
+	if !bytes.Contains(before.Body(), []byte(`"name":"queue-b"`)) || bytes.Contains(before.Body(), []byte(`"name":"brief"`)) {
+		t.Fatalf("the render does not show the specs as written:\n%s", before.Body())
 	}
 	// The four changes (A's delete, B's create, A's create and mark of
 	// brief) are numbered now, after the render.
@@ -127,8 +127,8 @@ func TestCacheRenderSawPendingChanges(t *testing.T) {
 	if reads != 1+4 || c.LastRefresh() != "changes" {
 		t.Fatalf("after the commit: %d reads (%s), want 5", reads, c.LastRefresh())
 	}
-	if !bytes.Equal(r.Body, before.Body) {
-		t.Fatalf("changes the render already saw changed the catalog:\n%s\nwas\n%s", r.Body, before.Body)
+	if !bytes.Equal(r.Body(), before.Body()) {
+		t.Fatalf("changes the render already saw changed the catalog:\n%s\nwas\n%s", r.Body(), before.Body())
 	}
 	e.wantFullRender("after the commit", r)
 }
@@ -164,8 +164,8 @@ func TestCacheNeverGoesBack(t *testing.T) {
 	}
 	c := e.newCache(0)
 	before, _ := e.get(c)
-	if bytes.Contains(before.Body, []byte(`"name":"brief-`)) || serviceCount(t, before.Body) != 450 {
-		t.Fatalf("the render shows %d services, briefs %v; want the 450 seeded only", serviceCount(t, before.Body), bytes.Contains(before.Body, []byte(`"name":"brief-`)))
+	if bytes.Contains(before.Body(), []byte(`"name":"brief-`)) || serviceCount(t, before.Body()) != 450 {
+		t.Fatalf("the render shows %d services, briefs %v; want the 450 seeded only", serviceCount(t, before.Body()), bytes.Contains(before.Body(), []byte(`"name":"brief-`)))
 	}
 	// The committer stops after its first batch until told to go on.
 	firstDone, goOn := make(chan struct{}), make(chan struct{})
@@ -192,8 +192,8 @@ func TestCacheNeverGoesBack(t *testing.T) {
 	if mid.Revision != before.Revision+400 || c.LastRefresh() != "changes" || reads != 401 {
 		t.Fatalf("between the batches: revision %d (%s, %d reads), want %d by changes, 401 reads", mid.Revision, c.LastRefresh(), reads, before.Revision+400)
 	}
-	if !bytes.Equal(mid.Body, before.Body) {
-		t.Fatalf("changes the render already saw changed the catalog: %d services (briefs back: %v)", serviceCount(t, mid.Body), bytes.Contains(mid.Body, []byte(`"name":"brief-`)))
+	if !bytes.Equal(mid.Body(), before.Body()) {
+		t.Fatalf("changes the render already saw changed the catalog: %d services (briefs back: %v)", serviceCount(t, mid.Body()), bytes.Contains(mid.Body(), []byte(`"name":"brief-`)))
 	}
 	close(goOn)
 	if err := <-committed; err != nil {
@@ -201,7 +201,7 @@ func TestCacheNeverGoesBack(t *testing.T) {
 	}
 	after, _ := e.get(c)
 	e.wantFullRender("after both batches", after)
-	if !bytes.Equal(after.Body, before.Body) {
+	if !bytes.Equal(after.Body(), before.Body()) {
 		t.Fatal("the catalog moved although every change was in the render")
 	}
 }

@@ -235,7 +235,7 @@ func (w *world) refresh() *osb.Rendered {
 	r, reads := w.e.get(w.c)
 	how := w.c.LastRefresh()
 	w.paths[how]++
-	if r.ETag != catalog.ETag(r.Revision, string(r.Body)) {
+	if r.ETag != catalog.ETag(r.Revision, string(r.Body())) {
 		t.Fatalf("ETag %s is not the tag of revision %d and its body", r.ETag, r.Revision)
 	}
 	if how == "changes" {

@@ -58,7 +58,7 @@ func (e *env) fullRender() []byte {
 // render at every new revision), the baseline of the tests and benchmarks:
 // the revision, every active spec read now, oldest first, through
 // catalog.RenderOfferings, encoded, tagged.
-func renderAsBefore(ctx context.Context, st *store.Store) (*osb.Rendered, error) {
+func renderAsBefore(ctx context.Context, st *store.Store) (*plainRender, error) {
 	rev, err := st.Revision(ctx)
 	if err != nil {
 		return nil, err
@@ -86,7 +86,15 @@ func renderAsBefore(ctx context.Context, st *store.Store) (*osb.Rendered, error)
 	if err != nil {
 		return nil, err
 	}
-	return &osb.Rendered{Revision: rev, Body: body, ETag: catalog.ETag(rev, string(body))}, nil
+	return &plainRender{Revision: rev, Body: body, ETag: catalog.ETag(rev, string(body))}, nil
+}
+
+// plainRender is a catalog rendered into one buffer, as the broker did
+// before it held pieces.
+type plainRender struct {
+	Revision int64
+	Body     []byte
+	ETag     string
 }
 
 // wantFullRender checks a served catalog against fullRender and the
@@ -94,15 +102,15 @@ func renderAsBefore(ctx context.Context, st *store.Store) (*osb.Rendered, error)
 func (e *env) wantFullRender(what string, r *osb.Rendered) {
 	e.t.Helper()
 	want := e.fullRender()
-	if !bytes.Equal(r.Body, want) {
-		e.t.Fatalf("%s: the cache serves\n%s\na full render is\n%s", what, r.Body, want)
+	if !bytes.Equal(r.Body(), want) {
+		e.t.Fatalf("%s: the cache serves\n%s\na full render is\n%s", what, r.Body(), want)
 	}
 	rev, err := e.st.Revision(e.ctx)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if r.Revision != rev || r.ETag != catalog.ETag(rev, string(r.Body)) {
-		e.t.Fatalf("%s: revision %d, ETag %s; want %d and %s", what, r.Revision, r.ETag, rev, catalog.ETag(rev, string(r.Body)))
+	if r.Revision != rev || r.ETag != catalog.ETag(rev, string(r.Body())) {
+		e.t.Fatalf("%s: revision %d, ETag %s; want %d and %s", what, r.Revision, r.ETag, rev, catalog.ETag(rev, string(r.Body())))
 	}
 }
 
@@ -196,7 +204,7 @@ func TestCacheReads(t *testing.T) {
 	if want := int64(1 + len(specs)); reads != want || c.LastRefresh() != "full: cold" {
 		t.Fatalf("cold: %d reads (%s), want %d (revision + %d specs, a full render)", reads, c.LastRefresh(), want, len(specs))
 	}
-	if n := serviceCount(t, cold.Body); n != len(specs) {
+	if n := serviceCount(t, cold.Body()); n != len(specs) {
 		t.Fatalf("cold: %d services, want %d", n, len(specs))
 	}
 
@@ -236,8 +244,8 @@ func TestCacheReads(t *testing.T) {
 	if reads != 2 || c.LastRefresh() != "changes" {
 		t.Fatalf("after a bump: %d reads (%s), want 2 (revision + the one change)", reads, c.LastRefresh())
 	}
-	if r.ETag == cold.ETag || serviceCount(t, r.Body) != len(specs)+1 {
-		t.Fatalf("after a bump: ETag %s, %d services; want a new tag and %d", r.ETag, serviceCount(t, r.Body), len(specs)+1)
+	if r.ETag == cold.ETag || serviceCount(t, r.Body()) != len(specs)+1 {
+		t.Fatalf("after a bump: ETag %s, %d services; want a new tag and %d", r.ETag, serviceCount(t, r.Body()), len(specs)+1)
 	}
 	e.wantFullRender("after a create", r)
 
@@ -245,8 +253,8 @@ func TestCacheReads(t *testing.T) {
 	e.mark(specs[0].ID, "run-1")
 	e.clock.Advance(window)
 	r, reads = e.get(c)
-	if reads != 2 || serviceCount(t, r.Body) != len(specs) {
-		t.Fatalf("after marking one: %d reads, %d services; want 2 and %d", reads, serviceCount(t, r.Body), len(specs))
+	if reads != 2 || serviceCount(t, r.Body()) != len(specs) {
+		t.Fatalf("after marking one: %d reads, %d services; want 2 and %d", reads, serviceCount(t, r.Body()), len(specs))
 	}
 	e.wantFullRender("after a mark", r)
 }
@@ -260,8 +268,8 @@ func TestCacheReadsEmpty(t *testing.T) {
 	if reads != 2 {
 		t.Fatalf("empty store: %d reads, want 2 (revision + an empty query)", reads)
 	}
-	if string(r.Body) != `{"services":[]}` {
-		t.Fatalf("empty catalog body %s, want an empty services list", r.Body)
+	if string(r.Body()) != `{"services":[]}` {
+		t.Fatalf("empty catalog body %s, want an empty services list", r.Body())
 	}
 }
 

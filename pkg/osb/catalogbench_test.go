@@ -78,7 +78,9 @@ func hammer(b *testing.B, url string, n int) (loadstat.Summary, int64) {
 	start := time.Now()
 	for range 32 {
 		wg.Go(func() {
-			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+			// Without compression: the broker's JSON form against the same
+			// bytes (BenchmarkCatalogSize compares the gzip form).
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1, DisableCompression: true}}
 			defer client.CloseIdleConnections()
 			for left.Add(-1) >= 0 {
 				t0 := time.Now()

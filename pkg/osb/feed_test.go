@@ -46,7 +46,7 @@ func TestMaintenanceInfo(t *testing.T) {
 		t.Fatalf("maintenance_info after the first version: %v", got)
 	}
 	with := func(version string) string {
-		return fmt.Sprintf(`{"service_id":%q,"plan_id":%q,"maintenance_info":{"version":%q}}`, db.ID, db.Plans[0].ID, version)
+		return fmt.Sprintf(`{"service_id":%q,"plan_id":%q,`+guids+`,"maintenance_info":{"version":%q}}`, db.ID, db.Plans[0].ID, version)
 	}
 	before := e.dbState()
 	wantOSBError(t, e.do(http.MethodPut, "/v2/service_instances/old", with("0.9.0")), http.StatusUnprocessableEntity, "MaintenanceInfoConflict")

@@ -27,7 +27,10 @@ type Config struct {
 	RefreshWindow time.Duration
 	// MaxWait bounds a change feed long-poll (default 50s).
 	MaxWait time.Duration
-	Logger  *slog.Logger
+	// MaxCatalogBytes is the largest catalog body served, in either form
+	// (default DefaultMaxCatalogBytes, Cloud Run's response limit).
+	MaxCatalogBytes int64
+	Logger          *slog.Logger
 	// DashboardURL, when set, is the deployment's monitoring dashboard:
 	// the status page links to it.
 	DashboardURL string
@@ -50,7 +53,7 @@ func NewBroker(st *store.Store, cfg Config) *Broker {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Broker{store: st, cfg: cfg, Cache: &Cache{Store: st, Window: cfg.RefreshWindow, Logger: cfg.Logger},
+	return &Broker{store: st, cfg: cfg, Cache: &Cache{Store: st, Window: cfg.RefreshWindow, Logger: cfg.Logger, MaxBytes: cfg.MaxCatalogBytes},
 		listen: newRevisionListener(st, cfg.Logger)}
 }
 
@@ -97,22 +100,13 @@ func (b *Broker) getCatalog(w http.ResponseWriter, r *http.Request) {
 		WriteFailure(w, err)
 		return
 	}
-	w.Header().Set("ETag", cat.ETag)
-	w.Header().Set(api.RevisionHeader, strconv.FormatInt(cat.Revision, 10))
+	// The store's epoch on every answer (serveCatalog sets the tag and
+	// the revision of the form it serves).
 	if cat.Epoch != "" {
 		w.Header().Set(api.EpochHeader, cat.Epoch)
 	}
 	w.Header().Set("X-Specsync-Firestore-Reads", strconv.FormatInt(reads, 10))
-	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatch(inm, cat.ETag) {
-		w.WriteHeader(http.StatusNotModified)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(cat.Body)))
-	w.WriteHeader(http.StatusOK)
-	if r.Method != http.MethodHead {
-		_, _ = w.Write(cat.Body)
-	}
+	serveCatalog(w, r, cat) // catalogforms.go: gzip or identity, 304, or too large
 }
 
 // etagMatch implements If-None-Match's list and "*" (weak comparison, as

@@ -67,7 +67,7 @@ func TestChartVersionIsMaintenanceInfo(t *testing.T) {
 	svc := c.Services[0]
 	small, large := svc.Plans[0].ID, svc.Plans[1].ID
 	with := func(plan, version string) string {
-		return fmt.Sprintf(`{"service_id":%q,"plan_id":%q,"maintenance_info":{"version":%q}}`, svc.ID, plan, version)
+		return fmt.Sprintf(`{"service_id":%q,"plan_id":%q,`+guids+`,"maintenance_info":{"version":%q}}`, svc.ID, plan, version)
 	}
 	wantOSBError(t, e.do(http.MethodPut, "/v2/service_instances/wrong", with(small, "1.0.0.0")), http.StatusUnprocessableEntity, "MaintenanceInfoConflict")
 	wantEmptyObject(t, e.do(http.MethodPut, "/v2/service_instances/on-small", with(small, "1.0.0")), http.StatusCreated)

@@ -320,8 +320,12 @@ func (e *env) provision(id, serviceID, planID string) {
 	wantEmptyObject(e.t, e.do(http.MethodPut, "/v2/service_instances/"+id, provisionBody(serviceID, planID)), http.StatusCreated)
 }
 
+// guids are OSB's required organization_guid and space_guid, for a
+// provision body's fields.
+const guids = `"organization_guid":"org-1","space_guid":"space-1"`
+
 func provisionBody(serviceID, planID string) string {
-	return fmt.Sprintf(`{"service_id":%q,"plan_id":%q,"context":{"platform":"kubernetes","namespace":"apps"},"parameters":{"password":"correct horse battery"}}`, serviceID, planID)
+	return fmt.Sprintf(`{"service_id":%q,"plan_id":%q,%s,"context":{"platform":"kubernetes","namespace":"apps"},"parameters":{"password":"correct horse battery"}}`, serviceID, planID, guids)
 }
 
 // dbState is every document of the project, subcollections included (an

@@ -164,7 +164,7 @@ func TestAnyContextOSBAllows(t *testing.T) {
 		`{"big":12345678901234567890123,"f":1.50}`, `{"x":[[[]],[{"":[[]]}]]}`,
 	} {
 		id := fmt.Sprintf("ctx-%d", i)
-		body := fmt.Sprintf(`{"service_id":%q,"plan_id":%q,"context":%s}`, db.ID, small, ctx)
+		body := fmt.Sprintf(`{"service_id":%q,"plan_id":%q,`+guids+`,"context":%s}`, db.ID, small, ctx)
 		r := e.do(http.MethodPut, "/v2/service_instances/"+id, body)
 		if r.status != http.StatusCreated {
 			t.Errorf("context %s: %d %s", ctx, r.status, r.body)
@@ -175,7 +175,7 @@ func TestAnyContextOSBAllows(t *testing.T) {
 		if !jsonEqual(t, string(got), ctx) {
 			t.Errorf("context %s recorded as %s", ctx, got)
 		}
-		other := fmt.Sprintf(`{"service_id":%q,"plan_id":%q,"context":{"other":true}}`, db.ID, small)
+		other := fmt.Sprintf(`{"service_id":%q,"plan_id":%q,`+guids+`,"context":{"other":true}}`, db.ID, small)
 		wantOSBError(t, e.do(http.MethodPut, "/v2/service_instances/"+id, other), http.StatusConflict, "")
 		// The same contexts on a binding and in a PATCH.
 		wantEmptyObject(t, e.do(http.MethodPut, bindingURL(id, "b"), bindBody(db.ID, small, `"context":`+ctx)), http.StatusCreated)
@@ -195,7 +195,7 @@ func TestAnyContextOSBAllows(t *testing.T) {
 	} {
 		for _, path := range []string{"/v2/service_instances/deep", bindingURL("ctx-0", "deep")} {
 			for _, field := range []string{"context", "parameters"} {
-				body := fmt.Sprintf(`{"service_id":%q,"plan_id":%q,%q:{"x":%s}}`, db.ID, small, field, c.body)
+				body := fmt.Sprintf(`{"service_id":%q,"plan_id":%q,`+guids+`,%q:{"x":%s}}`, db.ID, small, field, c.body)
 				r := e.do(http.MethodPut, path, body)
 				eb := wantOSBError(t, r, http.StatusBadRequest, "BadRequest")
 				if !strings.Contains(eb.Description, field) || !strings.Contains(eb.Description, fmt.Sprint(osb.MaxObjectDepth)) {
@@ -212,7 +212,7 @@ func TestAnyContextOSBAllows(t *testing.T) {
 	// The size limit of a stored context, on a broker whose body limit
 	// lets one through.
 	big := osb.NewBroker(e.st, osb.Config{Username: brokerUser, Password: brokerPass, MaxBodyBytes: 1 << 20})
-	body := fmt.Sprintf(`{"service_id":%q,"plan_id":%q,"context":{"x":%q}}`, db.ID, small, strings.Repeat("y", osb.MaxContextBytes))
+	body := fmt.Sprintf(`{"service_id":%q,"plan_id":%q,`+guids+`,"context":{"x":%q}}`, db.ID, small, strings.Repeat("y", osb.MaxContextBytes))
 	req = e.request(http.MethodPut, "/v2/service_instances/huge", body)
 	w := serve(big, req)
 	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), fmt.Sprint(osb.MaxContextBytes)) {

@@ -110,7 +110,9 @@ type provisionRequest struct {
 	Parameters json.RawMessage `json:"parameters,omitempty"`
 	// The plan's maintenance_info the platform saw in the catalog.
 	MaintenanceInfo *maintenanceInfo `json:"maintenance_info,omitempty"`
-	// Deprecated OSB fields, accepted and ignored.
+	// OSB v2.17 marks both deprecated in favour of context, yet required:
+	// each "MUST be a non-empty string". Checked, never recorded or
+	// compared (the context carries where an instance belongs).
 	OrganizationGUID string `json:"organization_guid,omitempty"`
 	SpaceGUID        string `json:"space_guid,omitempty"`
 }
@@ -144,6 +146,13 @@ func (b *Broker) provision(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !checkIDs(w, "service_id", req.ServiceID, "plan_id", req.PlanID) {
+		return
+	}
+	// Strict clients and the OSB checkers send both and test that a
+	// broker refuses a provision without them; a lenient 201 would let a
+	// platform that forgot them believe it speaks OSB.
+	if req.OrganizationGUID == "" || req.SpaceGUID == "" {
+		WriteError(w, http.StatusBadRequest, "BadRequest", "organization_guid and space_guid are required, each a non-empty string (OSB v2.17; a platform without organizations or spaces sends a placeholder, and the context says where the instance belongs)")
 		return
 	}
 	ctxMap, platform, ok := decodeContext(w, req.Context)
@@ -289,9 +298,11 @@ func (b *Broker) update(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, store.ErrMaintenanceInfo):
 		updateError(w, http.StatusUnprocessableEntity, "MaintenanceInfoConflict", false, err)
 	case errors.Is(err, store.ErrPlanNotUpdateable):
-		// The catalog told the platform the plan is not plan_updateable,
-		// and OSB says it MUST NOT ask then: a bad request.
-		updateError(w, http.StatusBadRequest, "PlanChangeNotSupported", false, err)
+		// The catalog says the plan is not plan_updateable, but a client
+		// that drops the plan-level field reads the service-level true
+		// and asks anyway: OSB's update table gives 422 for "the
+		// requested change is not supported", whichever way it was missed.
+		updateError(w, http.StatusUnprocessableEntity, "PlanChangeNotSupported", false, err)
 	case errors.Is(err, store.ErrPlanChange):
 		// A plan updates_to does not list. The OSB catalog has no field
 		// for updates_to, so the platform could not know: OSB's 422 for a

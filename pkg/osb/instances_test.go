@@ -94,8 +94,8 @@ func TestUpdateInstance(t *testing.T) {
 	}
 
 	// large has no updates_to while small has: the catalog says
-	// plan_updateable false for it, so the platform must not ask.
-	wantUpdateError(t, e.patch("u1", patchBody(db.ID, small, "")), http.StatusBadRequest, "PlanChangeNotSupported", false)
+	// plan_updateable false for it, and the change is not supported.
+	wantUpdateError(t, e.patch("u1", patchBody(db.ID, small, "")), http.StatusUnprocessableEntity, "PlanChangeNotSupported", false)
 	wantUpdateError(t, e.patch("u1", patchBody(db.ID, "no-such-plan", "")), http.StatusBadRequest, "BadRequest", false)
 
 	// maintenance_info: the current version is accepted (and recorded),
@@ -140,12 +140,14 @@ func TestUpdateInstance(t *testing.T) {
 	invariant.Require(t, e.client, invariant.Options{Canaries: []string{brokerPass, adminToken, "correct horse battery"}})
 }
 
-// The two plan-change refusals. A plan that is not plan_updateable is in
-// the catalog as such, and OSB forbids the platform to ask: 400. A plan
-// that is updateable but does not list the plan asked for in updates_to
-// looks updateable in the catalog (OSB cannot express updates_to), so the
-// platform asked in good faith: OSB's 422 for a change not supported.
-// Neither writes anything, and neither is worth repeating.
+// The two plan-change refusals, both OSB's 422 for "the requested change
+// is not supported". A plan that is not plan_updateable is in the catalog
+// as such, but a client that drops the plan-level field reads the
+// service-level true and asks. A plan that is updateable but does not
+// list the plan asked for in updates_to looks updateable in the catalog
+// (OSB cannot express updates_to). Neither writes anything, neither is
+// worth repeating, and both bodies are what the OSB OpenAPI file allows
+// (e.patch checks).
 func TestPlanChangeRefusals(t *testing.T) {
 	e := newEnv(t, time.Minute)
 	db := parseSpec(t, specYAML("db")+"  - name: tiny\n    description: One tiny node\n")
@@ -172,14 +174,14 @@ func TestPlanChangeRefusals(t *testing.T) {
 	}
 
 	// large has neither updates_to nor plan_updateable: the catalog says
-	// plan_updateable false for it, and the platform must not ask.
+	// plan_updateable false for it (the service says true).
 	wantEmptyObject(t, e.patch("pc", patchBody(db.ID, large, "")), http.StatusOK)
 	before = e.dbState()
 	for _, to := range []string{small, tiny} {
 		r = e.patch("pc", patchBody(db.ID, to, ""))
-		wantUpdateError(t, r, http.StatusBadRequest, "PlanChangeNotSupported", false)
-		if eb := wantOSBError(t, r, http.StatusBadRequest, ""); !strings.Contains(eb.Description, "not plan_updateable") {
-			t.Errorf("400 description %q", eb.Description)
+		wantUpdateError(t, r, http.StatusUnprocessableEntity, "PlanChangeNotSupported", false)
+		if eb := wantOSBError(t, r, http.StatusUnprocessableEntity, ""); !strings.Contains(eb.Description, "not plan_updateable") {
+			t.Errorf("422 description %q", eb.Description)
 		}
 	}
 	if !reflect.DeepEqual(e.dbState(), before) {
@@ -417,7 +419,7 @@ func TestProvisionBodyNearLimit(t *testing.T) {
 	// Just under MaxBodyBytes is accepted: the limit is not off by a
 	// margin that would refuse real requests.
 	pad := strings.Repeat("x", testMaxBody-300)
-	body := `{"service_id":"` + db.ID + `","plan_id":"` + db.Plans[0].ID + `","context":{"platform":"kubernetes","note":"` + pad + `"}}`
+	body := `{"service_id":"` + db.ID + `","plan_id":"` + db.Plans[0].ID + `",` + guids + `,"context":{"platform":"kubernetes","note":"` + pad + `"}}`
 	if len(body) >= testMaxBody {
 		t.Fatalf("test body is %d bytes, want under %d", len(body), testMaxBody)
 	}
@@ -430,7 +432,7 @@ func TestOCIPlatform(t *testing.T) {
 	pg.Platforms = []spec.Platform{{OS: "linux", Architecture: "amd64"}, {OS: "linux", Architecture: "arm64"}}
 	e.seed(pg)
 	body := func(p string) string {
-		return `{"service_id":"` + pg.ID + `","plan_id":"` + pg.Plans[0].ID + `","context":{"platform":"kubernetes","oci_platform":"` + p + `"}}`
+		return `{"service_id":"` + pg.ID + `","plan_id":"` + pg.Plans[0].ID + `",` + guids + `,"context":{"platform":"kubernetes","oci_platform":"` + p + `"}}`
 	}
 	wantEmptyObject(t, e.do(http.MethodPut, "/v2/service_instances/arm", body("linux/arm64")), http.StatusCreated)
 	rec, err := e.st.GetSpec(e.ctx, pg.ID)
@@ -544,6 +546,59 @@ func TestConcurrentProvisionAndDelete(t *testing.T) {
 	}
 }
 
+// OSB v2.17 requires organization_guid and space_guid on a provision,
+// each "a non-empty string": missing, empty or null is a 400 the OSB
+// OpenAPI file allows, and nothing is written, a retry of a created
+// instance included. With both, the context is recorded exactly as it was
+// sent (the guids themselves are checked, never recorded).
+func TestProvisionRequiresOrganizationAndSpace(t *testing.T) {
+	e, db := newDBEnv(t)
+	small := db.Plans[0].ID
+	const ctx = `"context":{"platform":"cloudfoundry","organization_guid":"org-1","space_guid":"space-1"}`
+	body := func(fields string) string {
+		return fmt.Sprintf(`{"service_id":%q,"plan_id":%q,%s%s}`, db.ID, small, fields, ctx)
+	}
+	put := func(fields string) response {
+		t.Helper()
+		r := e.do(http.MethodPut, "/v2/service_instances/strict", body(fields))
+		wantOSBResponse(t, http.MethodPut, instancePath, r)
+		return r
+	}
+	refusals := []struct{ name, fields string }{
+		{"neither", ""},
+		{"no organization_guid", `"space_guid":"space-1",`},
+		{"no space_guid", `"organization_guid":"org-1",`},
+		{"empty organization_guid", `"organization_guid":"","space_guid":"space-1",`},
+		{"empty space_guid", `"organization_guid":"org-1","space_guid":"",`},
+		{"both null", `"organization_guid":null,"space_guid":null,`},
+	}
+	refuse := func() {
+		t.Helper()
+		before := e.dbState()
+		for _, c := range refusals {
+			eb := wantOSBError(t, put(c.fields), http.StatusBadRequest, "BadRequest")
+			if !strings.Contains(eb.Description, "organization_guid and space_guid are required") {
+				t.Errorf("%s: 400 description %q does not name the fields", c.name, eb.Description)
+			}
+		}
+		if !reflect.DeepEqual(e.dbState(), before) {
+			t.Fatal("a provision refused for its guids wrote")
+		}
+	}
+	refuse()
+
+	const both = `"organization_guid":"org-1","space_guid":"space-1",`
+	wantEmptyObject(t, put(both), http.StatusCreated)
+	want := map[string]any{"platform": "cloudfoundry", "organization_guid": "org-1", "space_guid": "space-1"}
+	if got := e.instanceDocs()["strict"].Context; !reflect.DeepEqual(got, want) {
+		t.Fatalf("context recorded %v, want %v", got, want)
+	}
+	wantEmptyObject(t, put(both), http.StatusOK)
+	// The same instance again without them is still refused: the rule is
+	// the request's, not the record's.
+	refuse()
+}
+
 func instName(i int) string { return "race-" + string(rune('a'+i)) }
 
 // OSB: a provision under an existing id is 200 when it is the same
@@ -562,7 +617,7 @@ func TestProvisionSameIDOtherAttributes(t *testing.T) {
 		return r
 	}
 	body := func(context, parameters string) string {
-		b := fmt.Sprintf(`{"service_id":%q,"plan_id":%q`, db.ID, small)
+		b := fmt.Sprintf(`{"service_id":%q,"plan_id":%q,`+guids, db.ID, small)
 		if context != "" {
 			b += `,"context":` + context
 		}

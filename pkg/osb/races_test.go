@@ -33,8 +33,8 @@ import (
 //     nothing.
 //
 // Whatever the interleaving, the invariant checker must find every
-// instance's spec stored, no binding without its instance, and every
-// counter equal to the records.
+// instance's spec stored and no binding without its instance, and the
+// spec's usage (counted from the records) must follow the instance.
 func TestRacesPatchAndBindVersusMarkAndDelete(t *testing.T) {
 	const perKind = 6
 	e := newEnv(t, time.Minute)
@@ -178,8 +178,8 @@ func TestRacesPatchAndBindVersusMarkAndDelete(t *testing.T) {
 				t.Errorf("%s: instance on %s, pins %v", s.Name, rec.PlanID, counts)
 			}
 		case "bind":
-			if len(e.bindingDocs(inst)) != 1 || rec.Bindings != 1 {
-				t.Errorf("%s: %d bindings recorded, %d counted", s.Name, len(e.bindingDocs(inst)), rec.Bindings)
+			if !ok || len(e.bindingDocs(inst)) != 1 {
+				t.Errorf("%s: instance present %v, %d bindings recorded", s.Name, ok, len(e.bindingDocs(inst)))
 			}
 		case "unbound":
 			if ok || len(e.bindingDocs(inst)) != 0 {

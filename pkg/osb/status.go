@@ -98,6 +98,9 @@ type statusData struct {
 	Chart      chart
 	Problems   []string
 	Dashboard  string // Config.DashboardURL
+	// CatalogTooLarge is Rendered.Problem of the catalog this instance
+	// serves: "" when it fits.
+	CatalogTooLarge string
 }
 
 // health says how a registry is doing: failing when its last recorded run
@@ -126,6 +129,13 @@ func (b *Broker) statusData(r *http.Request) statusData {
 		problem("catalog revision", err)
 	} else {
 		d.Revision = rev
+	}
+	// The catalog as this instance serves it (0 reads when warm): a form
+	// too large to serve is shown, not only logged.
+	if cat, _, err := b.Cache.Get(ctx); err != nil {
+		problem("catalog", err)
+	} else {
+		d.CatalogTooLarge = cat.Problem()
 	}
 	ops, err := b.store.RecentOperations(ctx, defaultOperations)
 	if err != nil {

@@ -161,6 +161,10 @@ type Catalog struct {
 	BrokerPassword Credential
 	RefreshWindow  time.Duration // SPECSYNC_CATALOG_REFRESH, default 5s
 	MaxBodyBytes   int64         // SPECSYNC_MAX_BODY_BYTES, default 65536
+	// MaxCatalogBytes is the largest catalog body served, in either form
+	// (SPECSYNC_CATALOG_MAX_BYTES, default 32 MiB: Cloud Run's limit on a
+	// response that is not streamed); a larger one is refused, never cut.
+	MaxCatalogBytes int64
 	// MaxWait bounds the wait of a change feed long-poll
 	// (SPECSYNC_CHANGES_MAX_WAIT, default 50s: under the function's
 	// request timeout).
@@ -431,6 +435,7 @@ func LoadCatalog(env Lookup) (Catalog, error) {
 	if u := c.DashboardURL; u != "" && !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
 		r.problems = append(r.problems, "SPECSYNC_DASHBOARD_URL must be an http(s) URL")
 	}
+	c.MaxCatalogBytes = r.int64("SPECSYNC_CATALOG_MAX_BYTES", 32<<20)
 	if !c.BrokerPassword.IsSet() && !reported {
 		r.problems = append(r.problems, "one of "+sourceNames("SPECSYNC_BROKER_PASSWORD", brokerPasswordSources...)+" is required")
 	}

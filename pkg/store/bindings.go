@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"cloud.google.com/go/firestore"
+	firestorepb "cloud.google.com/go/firestore/apiv1/firestorepb"
 
 	"github.com/specsync/specsync/pkg/failure"
 )
@@ -24,7 +26,10 @@ const BindingsCollection = "bindings"
 
 // MaxBindingsPerInstance bounds an instance's bindings, so the deprovision
 // that deletes them with the instance stays one transaction of a known
-// size (a few hundred writes at most).
+// size (a few hundred writes at most). A bind counts them before its
+// transaction (a count inside it would lock the range every other bind of
+// the instance writes into), so binds racing at the limit may each pass
+// it: the bound is exceeded by at most as many binds as run at once.
 const MaxBindingsPerInstance = 200
 
 // Binding is an instances/{id}/bindings/{binding_id} document: a service
@@ -89,13 +94,16 @@ func sameBinding(cur, b Binding, instancePlan string) bool {
 // reads the instance (it must exist, with the service and plan the binding
 // names), the binding id (an identical binding is returned as is, another
 // one is a failure.Conflict) and the spec (the plan must be bindable), then
-// creates the binding and counts it on the instance. Writing the instance
-// document is what orders it against the deprovision that deletes the
-// instance with its bindings: one of the two commits first, and a bind
-// that loses finds no instance. The spec is read, never written: a binding
-// pins nothing its instance does not already pin, and a spec marked for
+// creates the binding and nothing else: binds of one instance share only
+// reads, so concurrent ones never queue on a document. The deprovision
+// that deletes the instance with its bindings lists them in its
+// transaction, which locks their range, and deletes the instance this
+// transaction read: one of the two commits first, and a bind that loses
+// finds no instance. The spec is read, never written: a binding pins
+// nothing its instance does not already pin, and a spec marked for
 // deletion still takes bindings of its existing instances. Parameters are
-// digested and compared as CreateInstance does, outside the transaction.
+// digested and compared as CreateInstance does, outside the transaction;
+// the instance's bindings are counted there too (MaxBindingsPerInstance).
 func (s *Store) CreateBinding(ctx context.Context, b Binding) (CreateBindingResult, error) {
 	if b.ID == "" || b.InstanceID == "" || b.SpecID == "" || b.PlanID == "" {
 		return CreateBindingResult{}, failure.New(failure.Invalid, "a binding needs an id, an instance id, a service id and a plan id")
@@ -110,6 +118,10 @@ func (s *Store) CreateBinding(ctx context.Context, b Binding) (CreateBindingResu
 	}
 	instRef := s.instances().Doc(b.InstanceID)
 	ref := s.bindingRef(b.InstanceID, b.ID)
+	bound, err := s.countBindings(ctx, instRef)
+	if err != nil {
+		return CreateBindingResult{}, classify(err, "count the bindings of instance %s", b.InstanceID)
+	}
 	var res CreateBindingResult
 	err = s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		res = CreateBindingResult{}
@@ -149,23 +161,20 @@ func (s *Store) CreateBinding(ctx context.Context, b Binding) (CreateBindingResu
 		if !sp.PlanBindable(plan) {
 			return refused(failure.Invalid, ErrNotBindable, "plan %s (%s) of service %s is not bindable", plan.Name, plan.ID, sp.Name)
 		}
-		if inst.Bindings >= MaxBindingsPerInstance {
-			return refused(failure.Precondition, ErrBindingLimit, "instance %s has %d bindings, the most it may have", b.InstanceID, inst.Bindings)
+		if bound >= MaxBindingsPerInstance {
+			return refused(failure.Precondition, ErrBindingLimit, "instance %s has %d bindings, the most it may have", b.InstanceID, bound)
 		}
 		if b.CreatedAt.IsZero() {
 			b.CreatedAt = s.now().UTC()
 		}
 		res.Binding = b
-		if err := tx.Create(ref, b); err != nil {
-			return err
-		}
-		return tx.Update(instRef, []firestore.Update{{Path: "bindings", Value: firestore.Increment(1)}})
+		return tx.Create(ref, b)
 	})
 	if err != nil {
 		return CreateBindingResult{}, classify(err, "bind %s to instance %s", b.ID, b.InstanceID)
 	}
 	if !res.Existed {
-		s.ops.write(2)
+		s.ops.write(1)
 		return res, nil
 	}
 	same, err := sameParameters(ctx, res.Binding.ParametersDigest, b.Parameters)
@@ -176,6 +185,21 @@ func (s *Store) CreateBinding(ctx context.Context, b Binding) (CreateBindingResu
 		return CreateBindingResult{}, failure.New(failure.Conflict, "binding %s of instance %s already exists with other parameters", b.ID, b.InstanceID)
 	}
 	return res, nil
+}
+
+// countBindings counts an instance's bindings with an aggregation query
+// (a read per thousand bindings, at least one), outside any transaction.
+func (s *Store) countBindings(ctx context.Context, instRef *firestore.DocumentRef) (int64, error) {
+	res, err := instRef.Collection(BindingsCollection).NewAggregationQuery().WithCount("n").Get(ctx)
+	s.ops.read(1)
+	if err != nil {
+		return 0, err
+	}
+	v, ok := res["n"].(*firestorepb.Value)
+	if !ok {
+		return 0, fmt.Errorf("a count of bindings answered %T", res["n"])
+	}
+	return v.GetIntegerValue(), nil
 }
 
 // GetBinding reads one binding; a missing one is a failure.NotFound.
@@ -202,8 +226,8 @@ type Unbind struct {
 	ServiceID, PlanID     string
 }
 
-// DeleteBinding deletes a binding, uncounts it on its instance and writes
-// its tombstone, in one transaction that checks the service and plan the
+// DeleteBinding deletes a binding and writes its tombstone, in one
+// transaction that checks the service and plan the
 // platform named: the binding's service, and the plan it was bound on or
 // the one its instance is on now. A binding that does not exist (or whose
 // instance does not) is a failure.NotFound.
@@ -231,9 +255,6 @@ func (s *Store) DeleteBinding(ctx context.Context, u Unbind) (*Binding, error) {
 		if err := tx.Delete(ref); err != nil {
 			return err
 		}
-		if err := tx.Update(instRef, []firestore.Update{{Path: "bindings", Value: firestore.Increment(-1)}}); err != nil {
-			return err
-		}
 		return tx.Set(s.tombstones().Doc(bindingTombstoneID(u.InstanceID, u.BindingID)),
 			s.tombstone(TombstoneBinding, u.InstanceID, u.BindingID, cur.SpecID, cur.PlanID))
 	})
@@ -241,6 +262,6 @@ func (s *Store) DeleteBinding(ctx context.Context, u Unbind) (*Binding, error) {
 		return nil, classify(err, "unbind %s from instance %s", u.BindingID, u.InstanceID)
 	}
 	s.ops.delete(1)
-	s.ops.write(2) // the instance's count and the tombstone
+	s.ops.write(1) // the tombstone
 	return &b, nil
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
@@ -42,10 +44,13 @@ type Instance struct {
 	// PreviousPlanID is the plan before the last plan change: OSB has a
 	// platform poll last_operation with it after a plan change.
 	PreviousPlanID string `firestore:"previous_plan_id,omitempty" json:"previous_plan_id,omitempty"`
-	// Bindings counts the documents of instances/{id}/bindings. Every bind
-	// and unbind moves it in its transaction, so each writes this document
-	// and none can interleave with the deprovision that reads it.
-	Bindings int64 `firestore:"bindings" json:"bindings"`
+	// Bindings is how many bindings went with the instance when
+	// Deprovision deleted it (its listing's count). Not stored: a counter
+	// here would make every bind of the instance write this document, and
+	// concurrent binds queue on it; the deprovision lists the bindings in
+	// its transaction instead (see CreateBinding). Records written before
+	// carry a stale "bindings" field that nothing reads.
+	Bindings int64 `firestore:"-" json:"bindings"`
 	// ParametersDigest is the salted, deliberately slow digest of the
 	// provision's parameters (NoParameters when it had none; see
 	// parameters.go): it answers whether a provision again under this id
@@ -99,32 +104,47 @@ type CreateInstanceResult struct {
 }
 
 // CreateInstance records an instance of an active spec and one of its
-// plans. In one transaction it reads the spec (it must exist, be active
-// and have the plan), reads the instance id (an identical existing record
-// is returned as is, a different one is a failure.Conflict), creates the
-// record and increments the spec's instance count. Because it writes the
-// spec document, it cannot interleave with DeleteMarked on that spec.
+// plans. An id that has a record is answered from it, read outside any
+// transaction (existingInstance: the record for an identical request, a
+// failure.Conflict otherwise). Otherwise one transaction reads the spec
+// (it must exist, be active and have the plan) and creates the record with
+// Firestore's must-not-exist precondition; a request that loses that race
+// to another under the same id is answered from the winner's record. It
+// writes nothing else: provisions of one spec share only a read of the
+// spec, and provisions under one id no lock on it, so a burst of either
+// never queues behind a lock (usage.go). Its read of the spec orders it
+// against MarkSpec, which writes the spec; its new record, in the range
+// DeleteMarked's query locks, orders it against the delete: either commits
+// first, and the other sees it.
 //
 // Identical is OSB's "the same attributes": the service, the plan, the
 // context (as recorded: a context update replaces it) and the parameters
-// (by their digest, verified after the transaction so that the slow
-// derivation holds no lock; the record it read is the answer's
-// snapshot). The new record's digest is derived before the transaction,
-// for the same reason.
+// (by their digest, derived outside the transaction so that the slow
+// derivation holds no lock: a new record's before it, a comparison
+// against the record read).
 func (s *Store) CreateInstance(ctx context.Context, inst Instance) (CreateInstanceResult, error) {
 	if inst.ID == "" || inst.SpecID == "" || inst.PlanID == "" {
 		return CreateInstanceResult{}, failure.New(failure.Invalid, "instance needs an id, a service id and a plan id")
+	}
+	if err := inst.encodeContext(); err != nil {
+		return CreateInstanceResult{}, failure.Wrap(failure.Invalid, err)
+	}
+	specRef := s.specs().Doc(inst.SpecID)
+	instRef := s.instances().Doc(inst.ID)
+	// An instance that exists is answered from the record as read, with
+	// no transaction: once created, a record is the answer to every
+	// provision of its id until it is deprovisioned.
+	if cur, err := s.readInstance(ctx, instRef); err != nil || cur != nil {
+		if err != nil {
+			return CreateInstanceResult{}, classify(err, "read instance %s", inst.ID)
+		}
+		return s.existingInstance(ctx, *cur, inst)
 	}
 	digest, err := digestParameters(ctx, inst.Parameters)
 	if err != nil {
 		return CreateInstanceResult{}, classify(err, "digest the parameters of instance %s", inst.ID)
 	}
 	inst.ParametersDigest = digest
-	if err := inst.encodeContext(); err != nil {
-		return CreateInstanceResult{}, failure.Wrap(failure.Invalid, err)
-	}
-	specRef := s.specs().Doc(inst.SpecID)
-	instRef := s.instances().Doc(inst.ID)
 	var res CreateInstanceResult
 	err = s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		res = CreateInstanceResult{}
@@ -134,25 +154,6 @@ func (s *Store) CreateInstance(ctx context.Context, inst Instance) (CreateInstan
 			return failure.New(failure.NotFound, "service %s is not in the catalog", inst.SpecID)
 		}
 		if err != nil {
-			return err
-		}
-		instSnap, err := tx.Get(instRef)
-		s.ops.read(1)
-		if err == nil {
-			var cur Instance
-			if err := dataTo(instSnap, &cur); err != nil {
-				return err
-			}
-			if cur.SpecID != inst.SpecID || cur.PlanID != inst.PlanID {
-				return failure.New(failure.Conflict, "instance %s already exists with service %s and plan %s", inst.ID, cur.SpecID, cur.PlanID)
-			}
-			if !sameContext(cur.Context, inst.Context) {
-				return failure.New(failure.Conflict, "instance %s already exists with another context", inst.ID)
-			}
-			res = CreateInstanceResult{Instance: cur, Existed: true}
-			return nil
-		}
-		if !isNotFound(err) {
 			return err
 		}
 		var rec SpecRecord
@@ -182,26 +183,66 @@ func (s *Store) CreateInstance(ctx context.Context, inst Instance) (CreateInstan
 			inst.CreatedAt = s.now().UTC()
 		}
 		res.Instance = inst
-		if err := tx.Create(instRef, inst); err != nil {
-			return err
-		}
-		return tx.Update(specRef, usageUpdates(inst, 1))
+		// Create, not a read of the id: a read would lock it, and every
+		// request of a burst under one id would hold that lock while one
+		// of them waits to write. Create's precondition lets the first
+		// commit and fails the rest (AlreadyExists), which then answer
+		// from the record the winner wrote.
+		return tx.Create(instRef, inst)
 	})
+	if status.Code(err) == codes.AlreadyExists {
+		cur, rerr := s.readInstance(ctx, instRef)
+		if rerr != nil {
+			return CreateInstanceResult{}, classify(rerr, "read instance %s", inst.ID)
+		}
+		if cur != nil {
+			return s.existingInstance(ctx, *cur, inst)
+		}
+	}
 	if err != nil {
 		return CreateInstanceResult{}, classify(err, "create instance %s", inst.ID)
 	}
-	if !res.Existed {
-		s.ops.write(2)
-		return res, nil
+	s.ops.write(1)
+	return res, nil
+}
+
+// readInstance reads an instance record outside any transaction (nil:
+// there is none).
+func (s *Store) readInstance(ctx context.Context, ref *firestore.DocumentRef) (*Instance, error) {
+	snap, err := ref.Get(ctx)
+	s.ops.read(1)
+	if isNotFound(err) {
+		return nil, nil
 	}
-	same, err := sameParameters(ctx, res.Instance.ParametersDigest, inst.Parameters)
+	if err != nil {
+		return nil, err
+	}
+	var cur Instance
+	if err := dataTo(snap, &cur); err != nil {
+		return nil, err
+	}
+	return &cur, nil
+}
+
+// existingInstance answers a provision of an id that has a record: the
+// record when the request is identical (OSB's 200), a failure.Conflict
+// naming what differs otherwise (409). Parameters are compared by their
+// digest (sameParameters), the one slow derivation a repeat costs.
+func (s *Store) existingInstance(ctx context.Context, cur, inst Instance) (CreateInstanceResult, error) {
+	if cur.SpecID != inst.SpecID || cur.PlanID != inst.PlanID {
+		return CreateInstanceResult{}, failure.New(failure.Conflict, "instance %s already exists with service %s and plan %s", inst.ID, cur.SpecID, cur.PlanID)
+	}
+	if !sameContext(cur.Context, inst.Context) {
+		return CreateInstanceResult{}, failure.New(failure.Conflict, "instance %s already exists with another context", inst.ID)
+	}
+	same, err := sameParameters(ctx, cur.ParametersDigest, inst.Parameters)
 	if err != nil {
 		return CreateInstanceResult{}, classify(err, "compare the parameters of instance %s", inst.ID)
 	}
 	if !same {
 		return CreateInstanceResult{}, failure.New(failure.Conflict, "instance %s already exists with other parameters", inst.ID)
 	}
-	return res, nil
+	return CreateInstanceResult{Instance: cur, Existed: true}, nil
 }
 
 // maintenance checks a maintenance_info version a request named against
@@ -242,8 +283,8 @@ func (s *Store) GetInstance(ctx context.Context, id string) (*Instance, error) {
 	return &inst, nil
 }
 
-// DeleteInstance removes an instance record with its bindings, writes its
-// tombstone and decrements its spec's instance counts, in one transaction.
+// DeleteInstance removes an instance record with its bindings and writes
+// its tombstone, in one transaction.
 // OSB has the platform unbind first and leaves a deprovision with bindings
 // to the broker: here it takes them along, because a binding cannot
 // outlive its instance and a platform's orphan mitigation retries a
@@ -271,7 +312,6 @@ func (s *Store) Deprovision(ctx context.Context, d Deprovision) (*Instance, erro
 	instRef := s.instances().Doc(id)
 	var inst Instance
 	var bindings []*firestore.DocumentSnapshot
-	var specFound bool
 	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		snap, err := tx.Get(instRef)
 		s.ops.read(1)
@@ -287,13 +327,10 @@ func (s *Store) Deprovision(ctx context.Context, d Deprovision) (*Instance, erro
 		if (d.ServiceID != "" && d.ServiceID != inst.SpecID) || (d.PlanID != "" && d.PlanID != inst.PlanID) {
 			return failure.New(failure.Invalid, "instance %s is of service %s plan %s, not service %s plan %s", id, inst.SpecID, inst.PlanID, d.ServiceID, d.PlanID)
 		}
-		specRef := s.specs().Doc(inst.SpecID)
-		rec, err := txGet[SpecRecord](s, tx, specRef)
-		if err != nil {
-			return err
-		}
-		// Listed whatever the counter says: the counter orders binds
-		// against this transaction, the listing makes sure none is left.
+		// The listing, a query in the transaction, locks the range of the
+		// instance's bindings: a bind committing one conflicts with this
+		// deprovision, and whichever commits second sees the other (a bind
+		// then finds no instance).
 		if bindings, err = tx.Documents(instRef.Collection(BindingsCollection)).GetAll(); err != nil {
 			return err
 		}
@@ -307,23 +344,13 @@ func (s *Store) Deprovision(ctx context.Context, d Deprovision) (*Instance, erro
 		if err := tx.Delete(instRef); err != nil {
 			return err
 		}
-		if err := tx.Set(s.tombstones().Doc(instanceTombstoneID(id)), s.tombstone(TombstoneInstance, id, "", inst.SpecID, inst.PlanID)); err != nil {
-			return err
-		}
-		specFound = rec != nil
-		if specFound {
-			return tx.Update(specRef, usageUpdates(inst, -1))
-		}
-		return nil
+		return tx.Set(s.tombstones().Doc(instanceTombstoneID(id)), s.tombstone(TombstoneInstance, id, "", inst.SpecID, inst.PlanID))
 	})
 	if err != nil {
 		return nil, classify(err, "delete instance %s", id)
 	}
 	s.ops.delete(1 + len(bindings))
 	s.ops.write(1) // the tombstone
-	if specFound {
-		s.ops.write(1)
-	}
 	return &inst, nil
 }
 
@@ -356,10 +383,9 @@ type UpdateInstanceResult struct {
 // instance and its spec. A plan change needs the spec active (a marked
 // spec is not in the catalog, so neither is the plan asked for), the new
 // plan in it and the spec's plan_updateable and updates_to to allow it
-// (spec.Spec.PlanChange); it moves the spec's per-plan count from the old
-// plan to the new one in the same transaction, which is what lets a
-// held-back version that drops the old plan be adopted by the next run.
-// A platform change moves the per-platform count the same way. A
+// (spec.Spec.PlanChange); the record's new plan is what lets a held-back
+// version that drops the old plan be adopted by the next run (a spec's
+// usage is counted from the records). The spec is read, never written. A
 // maintenance_info version must be the spec's current one and records it.
 // An update that changes nothing writes nothing.
 func (s *Store) UpdateInstance(ctx context.Context, u InstanceUpdate) (UpdateInstanceResult, error) {
@@ -368,9 +394,8 @@ func (s *Store) UpdateInstance(ctx context.Context, u InstanceUpdate) (UpdateIns
 	}
 	instRef := s.instances().Doc(u.ID)
 	var res UpdateInstanceResult
-	var countsMoved bool
 	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		res, countsMoved = UpdateInstanceResult{}, false
+		res = UpdateInstanceResult{}
 		cur, err := txGet[Instance](s, tx, instRef)
 		if err != nil {
 			return err
@@ -386,7 +411,6 @@ func (s *Store) UpdateInstance(ctx context.Context, u InstanceUpdate) (UpdateIns
 		if u.PreviousPlanID != "" && u.PreviousPlanID != cur.PlanID && u.PlanID != cur.PlanID {
 			return failure.New(failure.Invalid, "previous_values.plan_id is %s, but instance %s is on plan %s", u.PreviousPlanID, u.ID, cur.PlanID)
 		}
-		specRef := s.specs().Doc(cur.SpecID)
 		rec, sp, err := s.txSpecOf(tx, cur)
 		if err != nil {
 			return err
@@ -431,22 +455,12 @@ func (s *Store) UpdateInstance(ctx context.Context, u InstanceUpdate) (UpdateIns
 			return failure.Wrap(failure.Invalid, err)
 		}
 		res = UpdateInstanceResult{Instance: next, Changed: true}
-		if err := tx.Set(instRef, next); err != nil {
-			return err
-		}
-		if moves := moveUpdates(*cur, next); len(moves) > 0 {
-			countsMoved = true
-			return tx.Update(specRef, moves)
-		}
-		return nil
+		return tx.Set(instRef, next)
 	})
 	if err != nil {
 		return UpdateInstanceResult{}, classify(err, "update instance %s", u.ID)
 	}
 	if res.Changed {
-		s.ops.write(1)
-	}
-	if countsMoved {
 		s.ops.write(1)
 	}
 	return res, nil
@@ -468,38 +482,6 @@ func (s *Store) txSpecOf(tx *firestore.Transaction, inst *Instance) (*SpecRecord
 		return nil, nil, err
 	}
 	return rec, sp, nil
-}
-
-// moveUpdates moves a spec's per-plan and per-platform counts from what
-// an instance was to what it is now; its total does not change.
-func moveUpdates(was, now Instance) []firestore.Update {
-	var u []firestore.Update
-	move := func(field, from, to string) {
-		if from == to {
-			return
-		}
-		if from != "" {
-			u = append(u, firestore.Update{FieldPath: firestore.FieldPath{field, from}, Value: firestore.Increment(-1)})
-		}
-		if to != "" {
-			u = append(u, firestore.Update{FieldPath: firestore.FieldPath{field, to}, Value: firestore.Increment(1)})
-		}
-	}
-	move("plan_instances", was.PlanID, now.PlanID)
-	move("platform_instances", was.Platform, now.Platform)
-	return u
-}
-
-// usageUpdates moves a spec's instance counters by delta for inst.
-func usageUpdates(inst Instance, delta int64) []firestore.Update {
-	u := []firestore.Update{
-		{Path: "instances", Value: firestore.Increment(delta)},
-		{FieldPath: firestore.FieldPath{"plan_instances", inst.PlanID}, Value: firestore.Increment(delta)},
-	}
-	if inst.Platform != "" {
-		u = append(u, firestore.Update{FieldPath: firestore.FieldPath{"platform_instances", inst.Platform}, Value: firestore.Increment(delta)})
-	}
-	return u
 }
 
 func supports(s *spec.Spec, platform string) bool {

@@ -122,10 +122,12 @@ const (
 
 // DeleteMarked deletes a spec marked in an earlier run that no instance
 // references. The check and the delete are one transaction that reads the
-// spec (whose instance count every provision increments in its own
-// transaction) and queries the instances for it, so a concurrent provision
-// either commits first and the delete sees it, or conflicts and retries
-// and finds the spec gone.
+// spec (which every provision reads in its own transaction) and queries
+// the instances for it: a query in a transaction locks the range it read,
+// so a concurrent provision of the spec conflicts with the delete (and
+// provisions of it with nothing else: usage.go), and either commits first
+// and the delete sees it, or retries and finds the spec gone. A spec kept
+// for its instances reports how many (counted after the transaction).
 //
 // markedBefore is when the registry's last successful run finished: a
 // spec marked after it was marked by a run that did not finish (it
@@ -149,12 +151,8 @@ func (s *Store) DeleteMarked(ctx context.Context, registry, id, runID string, ma
 		if err != nil {
 			return err
 		}
-		refs = cur.Instances
-		if int64(len(pins)) > refs {
-			refs = int64(len(pins))
-		}
-		if refs > 0 {
-			outcome = Referenced
+		if len(pins) > 0 {
+			outcome, refs = Referenced, 1
 			return nil
 		}
 		outcome = Deleted
@@ -169,6 +167,13 @@ func (s *Store) DeleteMarked(ctx context.Context, registry, id, runID string, ma
 	if outcome == Deleted {
 		s.ops.delete(1)
 		s.ops.write(1) // its change
+	}
+	if outcome == Referenced {
+		recs, err := s.countUsage(ctx, []SpecRecord{{ID: id}})
+		if err != nil {
+			return "", 0, err
+		}
+		refs = max(refs, recs[0].Instances)
 	}
 	return outcome, refs, nil
 }

@@ -81,6 +81,11 @@ var Queries = []Query{
 		Filters: []Filter{{"expires_at", OpLess}}, Limit: VariableLimit},
 	{Func: "SpecInstances", Collection: InstancesCollection,
 		Filters: []Filter{{"spec_id", OpEqual}}, Limit: VariableLimit},
+	// A spec's usage is counted from its instances (usage.go).
+	{Func: "countUsage", Collection: InstancesCollection,
+		Filters: []Filter{{"spec_id", OpIn}}},
+	{Func: "txStrands", Collection: InstancesCollection,
+		Filters: []Filter{{"spec_id", OpEqual}}},
 	{Func: "RegistryStatuses", Collection: RegistriesCollection,
 		OrderBy: []Order{{DocumentIDField, Ascending}}},
 	// Operator reads (admin.go): one field each, no composite index.

@@ -33,12 +33,17 @@ type SpecRecord struct {
 	// new content adopted. A held-back version does not count; the plans'
 	// OSB maintenance_info is derived from it.
 	Generation int64 `firestore:"generation"`
-	Instances  int64 `firestore:"instances"`
-	// PlanInstances and PlatformInstances count the instances per plan id
-	// and per OCI platform, kept in the same transactions as Instances:
-	// they are what holds back a version that would strand instances.
-	PlanInstances     map[string]int64 `firestore:"plan_instances,omitempty"`
-	PlatformInstances map[string]int64 `firestore:"platform_instances,omitempty"`
+	// Instances, PlanInstances and PlatformInstances are the spec's usage:
+	// how many instances it has, per plan id and per OCI platform. They
+	// are never stored on the spec (a provision would write this document,
+	// and every provision of the spec would queue on it): the readers
+	// that decide with them (the reconcile's, the operators') count the
+	// instance records (withUsage, usage.go). They are what holds back a
+	// version that would strand instances. Documents written before carry
+	// stale counters under these names; nothing reads them.
+	Instances         int64            `firestore:"-"`
+	PlanInstances     map[string]int64 `firestore:"-"`
+	PlatformInstances map[string]int64 `firestore:"-"`
 	CreatedAt         time.Time        `firestore:"created_at"`
 	UpdatedAt         time.Time        `firestore:"updated_at"`
 	// Set while State is marked.
@@ -124,22 +129,24 @@ func queryAll[T any](ctx context.Context, s *Store, q firestore.Query, what stri
 	return out, nil
 }
 
-// OwnedSpecs returns every spec the registry owns, active or marked.
+// OwnedSpecs returns every spec the registry owns, active or marked,
+// with its usage.
 func (s *Store) OwnedSpecs(ctx context.Context, registry string) ([]SpecRecord, error) {
-	return queryAll[SpecRecord](ctx, s, s.specs().Where("registry", "==", registry), "specs of registry "+registry)
+	return s.withUsage(ctx)(queryAll[SpecRecord](ctx, s, s.specs().Where("registry", "==", registry), "specs of registry "+registry))
 }
 
-// MarkedSpecs returns the registry's specs that are marked for deletion.
+// MarkedSpecs returns the registry's specs that are marked for deletion,
+// with their usage.
 func (s *Store) MarkedSpecs(ctx context.Context, registry string) ([]SpecRecord, error) {
 	q := s.specs().Where("registry", "==", registry).Where("state", "==", api.SpecMarked)
-	return queryAll[SpecRecord](ctx, s, q, "marked specs of registry "+registry)
+	return s.withUsage(ctx)(queryAll[SpecRecord](ctx, s, q, "marked specs of registry "+registry))
 }
 
 // RegistrySpecs reads the specs with the given ids that registry owns, in
-// id order, one read each: a missing spec, or one another registry owns
-// now, is left out.
+// id order, one read each, with their usage: a missing spec, or one
+// another registry owns now, is left out.
 func (s *Store) RegistrySpecs(ctx context.Context, registry string, ids []string) ([]SpecRecord, error) {
-	all, err := s.SpecsByID(ctx, ids)
+	all, err := s.specsByID(ctx, ids)
 	if err != nil {
 		return nil, classify(err, "read %d specs of registry %s", len(ids), registry)
 	}
@@ -149,13 +156,17 @@ func (s *Store) RegistrySpecs(ctx context.Context, registry string, ids []string
 			out = append(out, r)
 		}
 	}
-	return out, nil
+	return s.countUsage(ctx, out)
 }
 
 // SpecsByID reads the specs with the given ids, whoever owns them, in id
-// order, one read each (with the update time each was read at); a
-// missing one is left out.
+// order, one read each (with the update time each was read at), with
+// their usage; a missing one is left out.
 func (s *Store) SpecsByID(ctx context.Context, ids []string) ([]SpecRecord, error) {
+	return s.withUsage(ctx)(s.specsByID(ctx, ids))
+}
+
+func (s *Store) specsByID(ctx context.Context, ids []string) ([]SpecRecord, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -190,7 +201,7 @@ func (s *Store) SpecsByID(ctx context.Context, ids []string) ([]SpecRecord, erro
 // there is none.
 func (s *Store) RegistrySpecsNamed(ctx context.Context, registry, name string) ([]SpecRecord, error) {
 	q := s.specs().Where("registry", "==", registry).Where("name", "==", name)
-	out, err := queryAll[SpecRecord](ctx, s, q, "specs of registry "+registry+" named "+name)
+	out, err := s.withUsage(ctx)(queryAll[SpecRecord](ctx, s, q, "specs of registry "+registry+" named "+name))
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +232,8 @@ func (s *Store) ActiveSpecsAt(ctx context.Context, readTime time.Time) ([]SpecRe
 	return out, nil
 }
 
-// GetSpec reads one spec; a missing one is a failure.NotFound.
+// GetSpec reads one spec with its usage; a missing one is a
+// failure.NotFound.
 func (s *Store) GetSpec(ctx context.Context, id string) (*SpecRecord, error) {
 	snap, err := s.specs().Doc(id).Get(ctx)
 	s.ops.read(1)
@@ -235,5 +247,9 @@ func (s *Store) GetSpec(ctx context.Context, id string) (*SpecRecord, error) {
 	if err := snap.DataTo(&r); err != nil {
 		return nil, classify(err, "decode spec %s", id)
 	}
-	return &r, nil
+	recs, err := s.countUsage(ctx, []SpecRecord{r})
+	if err != nil {
+		return nil, err
+	}
+	return &recs[0], nil
 }

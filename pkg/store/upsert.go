@@ -44,7 +44,9 @@ type UpsertResult struct {
 // UpsertSpec writes an offered spec in one transaction: it re-reads the
 // document, leaves a spec owned by another registry alone (a conflict),
 // writes nothing when the digest is unchanged, and otherwise creates,
-// updates or unmarks it. The instance count is never touched here.
+// updates or unmarks it. A new version that drops a plan or a platform an
+// instance uses is refused with ErrStranded (txStrands): the run planned
+// it on usage read before that instance was provisioned.
 func (s *Store) UpsertSpec(ctx context.Context, o Offer) (UpsertResult, error) {
 	ref := s.specs().Doc(o.Spec.ID)
 	body, platforms, err := encodeOffer(o)
@@ -72,6 +74,11 @@ func (s *Store) UpsertSpec(ctx context.Context, o Offer) (UpsertResult, error) {
 		res, updates, change = upsertWrites(&cur, encoded{o, body, platforms}, now)
 		if updates == nil {
 			return nil
+		}
+		if res.Outcome == Updated {
+			if err := s.txStrands(tx, &cur, o.Spec); err != nil {
+				return err
+			}
 		}
 		if err := tx.Update(ref, updates); err != nil {
 			return err
@@ -194,6 +201,14 @@ func (s *Store) updateBatch(ctx context.Context, items []SpecUpdate) ([]UpsertRe
 	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		writes = 0
 		now := s.now().UTC()
+		type write struct {
+			cur     SpecRecord
+			updates []firestore.Update
+			change  *Change
+		}
+		var ws []write
+		// Every read (a strand check's query) before the first write, as
+		// a transaction requires.
 		for i, it := range items {
 			cur := it.Read
 			r, updates, change := upsertWrites(&cur, es[i], now)
@@ -201,15 +216,23 @@ func (s *Store) updateBatch(ctx context.Context, items []SpecUpdate) ([]UpsertRe
 			if updates == nil {
 				continue
 			}
-			if err := tx.Update(s.specs().Doc(cur.ID), updates, firestore.LastUpdateTime(cur.ReadAt)); err != nil {
-				return err
-			}
-			if change != nil {
-				if err := s.pend(tx, *change); err != nil {
+			if r.Outcome == Updated {
+				if err := s.txStrands(tx, &cur, es[i].Spec); err != nil {
 					return err
 				}
 			}
+			ws = append(ws, write{cur, updates, change})
 			writes += upsertCost(r.Outcome)
+		}
+		for _, w := range ws {
+			if err := tx.Update(s.specs().Doc(w.cur.ID), w.updates, firestore.LastUpdateTime(w.cur.ReadAt)); err != nil {
+				return err
+			}
+			if w.change != nil {
+				if err := s.pend(tx, *w.change); err != nil {
+					return err
+				}
+			}
 		}
 		return nil
 	})
