@@ -20,6 +20,7 @@ import (
 
 	"github.com/specsync/specsync/pkg/logging"
 	"github.com/specsync/specsync/pkg/osb"
+	"github.com/specsync/specsync/pkg/telemetry"
 )
 
 // LogOutput is where the functions' JSON log lines go: stderr as the
@@ -33,7 +34,7 @@ func init() {
 	// package, which slog's default takes over) writes JSON lines too:
 	// a line of plain text on stderr is one Cloud Logging cannot read,
 	// and one an attacker's newline could follow with a forged one.
-	slog.SetDefault(logging.New(LogOutput, os.Getenv("LOG_LEVEL")))
+	slog.SetDefault(logging.New(LogOutput, os.Getenv("LOG_LEVEL"), logging.Project(os.Getenv("GOOGLE_CLOUD_PROJECT"))))
 	functions.HTTP("Bootstrap", Bootstrap)
 	functions.CloudEvent("Reconcile", Reconcile)
 	functions.HTTP("Catalog", Catalog)
@@ -108,6 +109,9 @@ func Reconcile(ctx context.Context, e event.Event) error {
 		logger().Error("cold start failed", "error", err)
 		return redeliver(e, err)
 	}
+	// The spans of the message leave before the function returns: the
+	// CPU is throttled once it has.
+	defer telemetry.Flush(context.WithoutCancel(ctx))
 	if err := app.handle(ctx, e); err != nil {
 		// The functions framework prints a returned error raw on stderr
 		// (as a format string, too): text from upstream, or a message's,

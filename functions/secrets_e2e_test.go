@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log"
 	"net/http"
@@ -86,7 +87,10 @@ func TestE2ESecretCanary(t *testing.T) {
       insecure: true
       auth: {type: basic, username: robot, password_file: %q}
     hook: {type: hmac, secret_file: %q}
-`, strings.TrimPrefix(guarded.URL, "http://"), pwFile, hookFile))
+`, strings.TrimPrefix(guarded.URL, "http://"), pwFile, hookFile),
+		// Every span exported, as JSON lines on the stack's stdout: the
+		// spans, their attributes and events are checked too.
+		"SPECSYNC_TRACE=stdout", "SPECSYNC_TRACE_SAMPLE_RATIO=1")
 
 	// Listen to everything the bootstrap publishes.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -199,7 +203,8 @@ func TestE2ESecretCanary(t *testing.T) {
 	if !strings.Contains(logs, "private") {
 		t.Fatal("the stack's logs do not mention the registry: the log check would be vacuous")
 	}
-	for where, text := range map[string]string{"Firestore": stored.String(), "Pub/Sub": published.String(), "logs": logs, "HTTP responses": responses.String()} {
+	spans := exportedSpans(t, logs, "reconcile", "fetch", "POST /hooks/{registry}", "receive event", "publish changes")
+	for where, text := range map[string]string{"Firestore": stored.String(), "Pub/Sub": published.String(), "logs": logs, "HTTP responses": responses.String(), "spans": spans} {
 		for _, secret := range []string{canary, wrong, basic, hookSecret} {
 			if strings.Contains(text, secret) {
 				t.Errorf("a secret leaked into %s", where)
@@ -210,6 +215,30 @@ func TestE2ESecretCanary(t *testing.T) {
 	if !strings.Contains(stored.String(), "401") && !strings.Contains(stored.String(), "nauthorized") {
 		t.Errorf("the recorded error does not say the credentials were refused")
 	}
+}
+
+// exportedSpans returns the spans the stack exported to its stdout
+// (SPECSYNC_TRACE=stdout: one JSON object a span, with its name,
+// attributes, events and links), failing unless spans of every name in
+// want are among them: the check of their text would be vacuous.
+func exportedSpans(t *testing.T, logs string, want ...string) string {
+	t.Helper()
+	var out strings.Builder
+	seen := map[string]bool{}
+	for _, line := range strings.Split(logs, "\n") {
+		var span struct{ Name string }
+		if !strings.HasPrefix(line, `{"Name":`) || json.Unmarshal([]byte(line), &span) != nil {
+			continue
+		}
+		seen[span.Name] = true
+		out.WriteString(line + "\n")
+	}
+	for _, n := range want {
+		if !seen[n] {
+			t.Errorf("no %q span was exported (exported: %v): the span check would miss it", n, seen)
+		}
+	}
+	return out.String()
 }
 
 type ioDiscard struct{}

@@ -26,6 +26,7 @@ import (
 	_ "github.com/specsync/specsync/pkg/registry/gcpauth"
 	"github.com/specsync/specsync/pkg/settings"
 	"github.com/specsync/specsync/pkg/store"
+	"github.com/specsync/specsync/pkg/telemetry"
 )
 
 // The constructors below are what a cold start does; the local stack and
@@ -35,7 +36,10 @@ import (
 // functions that need the registries file (bootstrap, reconcile) load it
 // themselves with reconcile.LoadRegistries; the catalog never does.
 func open(ctx context.Context, c settings.Common) (*slog.Logger, *store.Store, error) {
-	log := logging.New(LogOutput, c.LogLevel)
+	log := logging.New(LogOutput, c.LogLevel, logging.Project(c.Project))
+	if err := telemetry.Setup(ctx, telemetry.Config{Exporter: c.Tracing.Exporter, SampleRatio: c.Tracing.SampleRatio, Project: c.Project}); err != nil {
+		return nil, nil, err
+	}
 	st, err := store.Open(ctx, c.Project, c.Database)
 	if err != nil {
 		return nil, nil, err
@@ -83,7 +87,15 @@ func newBootstrap(ctx context.Context, env settings.Lookup) (http.Handler, error
 	// The bootstrap takes no body: one whose Content-Length is over the
 	// broker's default limit is refused unread (413), as the catalog does;
 	// a webhook's body is held to the same limit.
-	return osb.LimitBody(osb.DefaultMaxBodyBytes, mux), nil
+	// Every request is a server span; a bootstrap's is kept whatever the
+	// sampling ratio, and with it everything its messages start.
+	return telemetry.Handler("bootstrap", osb.LimitBody(osb.DefaultMaxBodyBytes, mux), isBootstrap), nil
+}
+
+// isBootstrap says a request starts a bootstrap (the scheduler's or an
+// operator's).
+func isBootstrap(r *http.Request) bool {
+	return r.Method == http.MethodPost && r.URL.Path == "/bootstrap"
 }
 
 type reconcileApp struct {
@@ -139,17 +151,19 @@ func newReconcile(ctx context.Context, env settings.Lookup) (*reconcileApp, erro
 // commit request to the worker, an Artifact Registry notification to
 // artifactEvent. Returning an error makes Pub/Sub redeliver; nil
 // acknowledges.
-func (a *reconcileApp) handle(ctx context.Context, e event.Event) error {
+func (a *reconcileApp) handle(ctx context.Context, e event.Event) (err error) {
 	ev, id, err := queue.FromEvent(e.Data())
+	ctx, span := messageSpan(ctx, ev, id)
+	defer func() { endMessageSpan(span, err) }()
 	switch {
 	case ev.Artifact != nil:
 		return a.artifactEvent(ctx, *ev.Artifact, err, id, e.Time())
 	case err != nil && strings.HasSuffix(e.Source(), "/topics/"+queue.ArtifactRegistryTopic):
 		// Whatever else is published on the gcr topic is not ours.
-		a.log.Debug("ignoring a message on the gcr topic that is not an Artifact Registry event", "message_id", id, "error", err)
+		a.log.DebugContext(ctx, "ignoring a message on the gcr topic that is not an Artifact Registry event", "message_id", id, "error", err)
 		return nil
 	case err != nil:
-		a.log.Error("dropping an undecodable event", "event_id", e.ID(), "message_id", id, "error", err)
+		a.log.ErrorContext(ctx, "dropping an undecodable event", "event_id", e.ID(), "message_id", id, "error", err)
 		return nil
 	case ev.Commit != nil:
 		return a.worker.HandleCommit(ctx, *ev.Commit)
@@ -169,7 +183,7 @@ func (a *reconcileApp) handle(ctx context.Context, e event.Event) error {
 func (a *reconcileApp) artifactEvent(ctx context.Context, ae queue.ArtifactEvent, decodeErr error, id string, at time.Time) error {
 	log := a.log.With("message_id", id, "action", ae.Action, "tag", ae.Tag, "digest", ae.Digest)
 	if decodeErr != nil {
-		log.Debug("ignoring an Artifact Registry message that is not one it sends", "error", decodeErr)
+		log.DebugContext(ctx, "ignoring an Artifact Registry message that is not one it sends", "error", decodeErr)
 		return nil
 	}
 	c, _ := ae.Change() // checked by the decode
@@ -178,7 +192,7 @@ func (a *reconcileApp) artifactEvent(ctx context.Context, ae queue.ArtifactEvent
 	}
 	msgs := hooks.Route(c, a.routes, at)
 	if len(msgs) == 0 {
-		log.Debug("ignoring an Artifact Registry event for nothing a registry selects")
+		log.DebugContext(ctx, "ignoring an Artifact Registry event for nothing a registry selects")
 		return nil
 	}
 	var retry error
@@ -188,10 +202,10 @@ func (a *reconcileApp) artifactEvent(ctx context.Context, ae queue.ArtifactEvent
 		}
 	}
 	if retry != nil {
-		log.Warn("an Artifact Registry event's run will be retried", "error", retry)
+		log.WarnContext(ctx, "an Artifact Registry event's run will be retried", "error", retry)
 		return retry
 	}
-	log.Info("Artifact Registry event handled", "registries", len(msgs))
+	log.InfoContext(ctx, "Artifact Registry event handled", "registries", len(msgs))
 	return nil
 }
 
@@ -220,7 +234,7 @@ func newCatalog(ctx context.Context, env settings.Lookup) (http.Handler, error) 
 		DashboardURL:   s.DashboardURL,
 	})
 	b.Cache.MaxBytes = s.MaxCatalogBytes // SPECSYNC_CATALOG_MAX_BYTES: a catalog over it is refused, never cut
-	return b.Handler(), nil
+	return telemetry.Handler("catalog", b.Handler(), nil), nil
 }
 
 // brokerViews builds the broker's views from SPECSYNC_BROKER_VIEWS

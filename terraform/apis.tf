@@ -8,6 +8,7 @@ locals {
     "cloudfunctions.googleapis.com",       # the three functions (2nd gen)
     "cloudresourcemanager.googleapis.com", # project IAM
     "cloudscheduler.googleapis.com",       # the scheduled bootstrap
+    "cloudtrace.googleapis.com",           # the functions' spans (SPECSYNC_TRACE=cloudtrace)
     "firestore.googleapis.com",            # specs, instances, registries, operations
     "iam.googleapis.com",                  # service accounts
     "logging.googleapis.com",              # function and build logs, log-based metrics

@@ -34,6 +34,10 @@ locals {
     GOOGLE_CLOUD_PROJECT = var.project_id
     FIRESTORE_DATABASE   = google_firestore_database.main.name
     LOG_LEVEL            = var.log_level
+    # Spans to Cloud Trace (pkg/telemetry); a bootstrap's trace is kept
+    # whatever the ratio.
+    SPECSYNC_TRACE              = var.tracing ? "cloudtrace" : "off"
+    SPECSYNC_TRACE_SAMPLE_RATIO = tostring(var.trace_sample_ratio)
   }
 
   # The registries file, for the functions that load it (bootstrap: the

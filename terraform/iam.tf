@@ -9,6 +9,7 @@
 #              read the Artifact Registry repositories artifact_registry_repositories names
 #   catalog    Firestore (reads; writes only instance records); no secret
 #              (it holds credential digests) and no Pub/Sub at all
+#   (each)     write its spans to Cloud Trace (roles/cloudtrace.agent)
 #   push       invoke the reconcile function, nothing else (all of its push
 #              subscriptions authenticate as it)
 #   scheduler  invoke the bootstrap function, nothing else
@@ -66,6 +67,16 @@ resource "google_project_iam_member" "function_firestore" {
 
   project = var.project_id
   role    = "roles/datastore.user"
+  member  = "serviceAccount:${google_service_account.function[each.key].email}"
+}
+
+# Every function writes its spans to Cloud Trace (SPECSYNC_TRACE=cloudtrace):
+# cloudtrace.agent may write traces and nothing else (it cannot read them).
+resource "google_project_iam_member" "function_trace" {
+  for_each = local.function_entry_points
+
+  project = var.project_id
+  role    = "roles/cloudtrace.agent"
   member  = "serviceAccount:${google_service_account.function[each.key].email}"
 }
 

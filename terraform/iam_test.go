@@ -156,13 +156,15 @@ func TestLeastPrivilege(t *testing.T) {
 		acct := accounts[r.Name]
 		mounted := secretsOf(r.Name)
 		accessible := map[string]bool{}
-		hasFirestore := false
+		hasFirestore, hasTrace := false, false
 		for _, b := range held[acct] {
 			switch {
 			case b.Scope == "project" && b.Role == "roles/datastore.user":
 				hasFirestore = true
+			case b.Scope == "project" && b.Role == "roles/cloudtrace.agent":
+				hasTrace = true
 			case b.Scope == "project":
-				t.Errorf("%s: %s holds project role %s; functions get Firestore (roles/datastore.user) and nothing else project-wide", b.Addr, r.Name, b.Role)
+				t.Errorf("%s: %s holds project role %s; functions get Firestore (roles/datastore.user) and Cloud Trace writes (roles/cloudtrace.agent), nothing else project-wide", b.Addr, r.Name, b.Role)
 			case b.Role == "roles/secretmanager.secretAccessor" && strings.HasPrefix(b.Scope, "secret:"):
 				accessible[b.Scope] = true
 			case b.Role == "roles/pubsub.publisher" && r.Name == "Bootstrap" && b.Scope == "topic:"+workTopic.str("name"):
@@ -175,6 +177,11 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 		if !hasFirestore {
 			t.Errorf("%s has no roles/datastore.user", r.Name)
+		}
+		// Every function traces (pkg/telemetry): without the agent role
+		// Cloud Trace refuses its spans, and a bootstrap's trace has holes.
+		if !hasTrace {
+			t.Errorf("%s has no roles/cloudtrace.agent: its spans cannot reach Cloud Trace", r.Name)
 		}
 		if !reflect.DeepEqual(accessible, mounted) && !(len(accessible) == 0 && len(mounted) == 0) {
 			t.Errorf("%s can read secrets %v but mounts %v: each secret is readable by the functions that use it and only those", r.Name, keysOf(accessible), keysOf(mounted))
@@ -207,7 +214,8 @@ func TestLeastPrivilege(t *testing.T) {
 		if strings.HasPrefix(b.Role, "roles/pubsub.") {
 			t.Errorf("%s: the catalog may not use Pub/Sub (%s)", b.Addr, b.Role)
 		}
-		if b.Role == "roles/datastore.owner" || (b.Scope == "project" && b.Role != "roles/datastore.user") {
+		// (Its spans are no data: roles/cloudtrace.agent writes traces only.)
+		if b.Role == "roles/datastore.owner" || (b.Scope == "project" && b.Role != "roles/datastore.user" && b.Role != "roles/cloudtrace.agent") {
 			t.Errorf("%s: the catalog's only write role is roles/datastore.user, not %s", b.Addr, b.Role)
 		}
 		if strings.HasPrefix(b.Role, "roles/secretmanager.") {

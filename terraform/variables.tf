@@ -579,3 +579,20 @@ variable "bootstrap_interval_seconds" {
     error_message = "bootstrap_interval_seconds is from 300 (5 minutes) to 43200 (12 hours): the absence alert waits twice as long, and Cloud Monitoring waits at most a day."
   }
 }
+
+variable "tracing" {
+  type        = bool
+  description = "Whether the functions send spans to Cloud Trace (SPECSYNC_TRACE=cloudtrace, else off)."
+  default     = true
+}
+
+variable "trace_sample_ratio" {
+  type        = number
+  description = "SPECSYNC_TRACE_SAMPLE_RATIO of every function: the share of catalog requests' and registry events' traces sent to Cloud Trace; a bootstrap's trace always is, so 0 traces bootstraps only."
+  default     = 0.01
+
+  validation {
+    condition     = var.trace_sample_ratio >= 0 && var.trace_sample_ratio <= 1
+    error_message = "trace_sample_ratio must be between 0 and 1."
+  }
+}

@@ -54,6 +54,7 @@ func TestVariablesTypedDescribedValidated(t *testing.T) {
 		"notification_channels":           ctyFromGo([]string{"1234567890"}),
 		"alert_failed_runs":               cty.NumberIntVal(0),
 		"bootstrap_interval_seconds":      cty.NumberIntVal(86400),
+		"trace_sample_ratio":              cty.NumberFloatVal(1.5),
 	} {
 		bm, err := loadModule(".", inputs(map[string]cty.Value{name: bad}))
 		if err != nil {

@@ -10,8 +10,12 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
+	"github.com/specsync/specsync/pkg/logging"
 	"github.com/specsync/specsync/pkg/osb"
 	"github.com/specsync/specsync/pkg/queue"
 )
@@ -89,6 +93,9 @@ func (s *Service) start(w http.ResponseWriter, r *http.Request) {
 		osb.WriteFailure(w, err)
 		return
 	}
+	// The request's span (pkg/telemetry) says which operation it started
+	// or joined: the operation id finds the bootstrap's trace.
+	trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("specsync.operation", op.ID), attribute.Bool("specsync.coalesced", !started))
 	if started {
 		msgs := make([]queue.Message, len(op.Registries))
 		for i, name := range op.Registries {
@@ -96,18 +103,18 @@ func (s *Service) start(w http.ResponseWriter, r *http.Request) {
 		}
 		if err := s.Publisher.Publish(r.Context(), msgs); err != nil {
 			desc := fmt.Sprintf("publishing the reconcile messages failed: %v", err)
-			s.logger().Error("bootstrap failed to publish", "operation", op.ID, "error", err)
+			s.logger().ErrorContext(r.Context(), "bootstrap failed to publish", "operation", op.ID, "error", err)
 			if ferr := s.Operations.Fail(context.WithoutCancel(r.Context()), op.ID, desc); ferr != nil {
-				s.logger().Error("could not mark the operation failed", "operation", op.ID, "error", ferr)
+				s.logger().ErrorContext(r.Context(), "could not mark the operation failed", "operation", op.ID, "error", ferr)
 			} else {
 				ended := *op
 				ended.State, ended.Description = api.Failed, desc
-				logEnded(s.logger(), &ended, s.Operations.now())
+				logEnded(logging.WithContext(s.logger(), r.Context()), &ended, s.Operations.now())
 			}
 			osb.WriteError(w, http.StatusServiceUnavailable, "PublishFailed", "bootstrap %s failed: %s", op.ID, desc)
 			return
 		}
-		s.logger().Info("bootstrap started", "operation", op.ID, "registries", len(op.Registries))
+		s.logger().InfoContext(r.Context(), "bootstrap started", "operation", op.ID, "registries", len(op.Registries))
 	}
 	w.Header().Set("Location", "/bootstrap/last_operation?operation="+url.QueryEscape(op.ID))
 	w.Header().Set("Retry-After", s.retryAfter())

@@ -56,7 +56,7 @@ func (w *Worker) logger() *slog.Logger {
 func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 	log := w.logger().With("operation", m.Operation, "registry", m.Registry)
 	if err := m.Validate(); err != nil {
-		log.Error("dropping a malformed reconcile message", "error", err)
+		log.ErrorContext(ctx, "dropping a malformed reconcile message", "error", err)
 		return nil
 	}
 	if m.Event() {
@@ -65,7 +65,7 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 	op, err := w.Operations.Get(ctx, m.Operation)
 	switch {
 	case failure.Is(err, failure.NotFound):
-		log.Warn("dropping a message for an unknown or expired operation")
+		log.WarnContext(ctx, "dropping a message for an unknown or expired operation")
 		return nil
 	case err != nil:
 		return err
@@ -78,7 +78,7 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 		if op.AwaitsCommit() {
 			return w.requestCommit(ctx, log, op, m.Registry)
 		}
-		log.Info("duplicate reconcile message ignored", "state", op.State)
+		log.InfoContext(ctx, "duplicate reconcile message ignored", "state", op.State)
 		return nil
 	}
 	reg, ok := w.Lookup(m.Registry)
@@ -93,7 +93,7 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 	run, err := reconcileOrPlan(ctx, reg)
 	if err != nil {
 		if failure.Retryable(err) {
-			log.Warn("reconcile will be retried", "error", err, "result", run.Result)
+			log.WarnContext(ctx, "reconcile will be retried", "error", err, "result", run.Result)
 			return err
 		}
 		return w.report(ctx, log, m, api.RegistryResult{State: api.Failed, Result: run.Result, Counts: run.Counts, Error: err.Error(), RunID: run.ID,
@@ -133,14 +133,14 @@ func (w *Worker) handleEvent(ctx context.Context, m queue.Message) error {
 	log := w.logger().With("registry", m.Registry, "event_at", m.EventAt, "entries", m.Entries)
 	reg, ok := w.Lookup(m.Registry)
 	if !ok {
-		log.Warn("dropping an event for a registry this deployment does not configure")
+		log.WarnContext(ctx, "dropping an event for a registry this deployment does not configure")
 		return nil
 	}
 	cooldown := cmp.Or(w.EventCooldown, DefaultEventCooldown)
 	decide := func() (EventDecision, error) {
 		st, err := w.Runner.Store.RegistryStatus(ctx, m.Registry)
 		if err != nil {
-			log.Warn("reading the registry's status failed; the event will be retried", "error", err)
+			log.WarnContext(ctx, "reading the registry's status failed; the event will be retried", "error", err)
 			return EventDecision{}, err
 		}
 		return DecideEvent(st, m, w.now(), cooldown, cmp.Or(w.EventClockSkew, DefaultEventClockSkew)), nil
@@ -157,7 +157,7 @@ func (w *Worker) handleEvent(ctx context.Context, m queue.Message) error {
 		// cooldown: the events that waited together meet the run the
 		// first of them started (covered, busy or cooling down again,
 		// and then handed back).
-		log.Debug("event waits out the registry's cooldown", "wait", d.Wait.String())
+		log.DebugContext(ctx, "event waits out the registry's cooldown", "wait", d.Wait.String())
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -169,22 +169,22 @@ func (w *Worker) handleEvent(ctx context.Context, m queue.Message) error {
 	}
 	switch d.Verdict {
 	case EventCovered:
-		log.Info("event already covered; no run", "by", d.Reason)
+		log.InfoContext(ctx, "event already covered; no run", "by", d.Reason)
 		return nil
 	case EventBusy, EventCoolingDown:
-		log.Info("event deferred; Pub/Sub delivers it again", "because", d.Reason)
+		log.InfoContext(ctx, "event deferred; Pub/Sub delivers it again", "because", d.Reason)
 		return failure.New(failure.Precondition, "%s", d.Reason)
 	}
 	run, err := w.Runner.ReconcileEntries(ctx, reg, m.Entries)
 	if err != nil {
 		if failure.Retryable(err) {
-			log.Warn("event's run will be retried", "error", err, "result", run.Result)
+			log.WarnContext(ctx, "event's run will be retried", "error", err, "result", run.Result)
 			return err
 		}
-		log.Error("event's run failed and retrying cannot help", "error", err, "result", run.Result)
+		log.ErrorContext(ctx, "event's run failed and retrying cannot help", "error", err, "result", run.Result)
 		return nil
 	}
-	log.Info("event's run done", "result", run.Result, "run", run.ID, "targeted", run.Entries != nil, "backstop", run.Backstop)
+	log.InfoContext(ctx, "event's run done", "result", run.Result, "run", run.ID, "targeted", run.Entries != nil, "backstop", run.Backstop)
 	return nil
 }
 
@@ -234,13 +234,13 @@ func (w *Worker) report(ctx context.Context, log *slog.Logger, m queue.Message, 
 		if err = w.Commits.RequestCommit(ctx, req); err == nil || !failure.Retryable(err) {
 			break
 		}
-		log.Warn("publishing the report failed; trying again", "error", err)
+		log.WarnContext(ctx, "publishing the report failed; trying again", "error", err)
 	}
 	if err != nil {
-		log.Warn("report not published; the message will be retried", "error", err)
+		log.WarnContext(ctx, "report not published; the message will be retried", "error", err)
 		return err
 	}
-	log.Info("report published", "result", res.Result, "run", res.RunID)
+	log.InfoContext(ctx, "report published", "result", res.Result, "run", res.RunID)
 	return nil
 }
 
@@ -253,10 +253,10 @@ func (w *Worker) requestCommit(ctx context.Context, log *slog.Logger, op *api.Op
 		return failure.New(failure.Invalid, "operation %s: this deployment has no commit topic to finish it through", op.ID)
 	}
 	if err := w.Commits.RequestCommit(ctx, queue.CommitRequest{Operation: op.ID, Registry: registry}); err != nil {
-		log.Warn("commit request failed; the message will be retried", "error", err)
+		log.WarnContext(ctx, "commit request failed; the message will be retried", "error", err)
 		return err
 	}
-	log.Info("commit requested for the operation", "changes", op.Commit.Changes)
+	log.InfoContext(ctx, "commit requested for the operation", "changes", op.Commit.Changes)
 	return nil
 }
 
@@ -273,23 +273,23 @@ func (w *Worker) requestCommit(ctx context.Context, log *slog.Logger, op *api.Op
 func (w *Worker) HandleCommit(ctx context.Context, req queue.CommitRequest) error {
 	log := w.logger().With("commit_for_operation", req.Operation, "commit_for_registry", req.Registry, "commit_for_run", req.Run)
 	if err := req.Validate(); err != nil {
-		log.Error("dropping a malformed commit request", "error", err)
+		log.ErrorContext(ctx, "dropping a malformed commit request", "error", err)
 		return nil
 	}
 	if req.Report != nil {
 		op, err := w.Operations.Report(ctx, req.Operation, req.Registry, *req.Report)
 		switch {
 		case failure.Is(err, failure.NotFound), failure.Is(err, failure.Invalid):
-			log.Warn("report not recorded: operation gone or registry not part of it", "error", err)
+			log.WarnContext(ctx, "report not recorded: operation gone or registry not part of it", "error", err)
 			return nil
 		case err != nil:
-			log.Warn("recording the report failed; it will be retried", "error", err)
+			log.WarnContext(ctx, "recording the report failed; it will be retried", "error", err)
 			return err
 		}
-		log.Info("report recorded", "result", req.Report.Result, "run", req.Report.RunID, "operation_state", op.State, "operation_description", op.Description)
+		log.InfoContext(ctx, "report recorded", "result", req.Report.Result, "run", req.Report.RunID, "operation_state", op.State, "operation_description", op.Description)
 		if !op.AwaitsCommit() {
 			if op.State != api.InProgress && op.DryRun {
-				logEnded(log, op, w.now()) // a dry run ends with its last report
+				logEnded(logging.WithContext(log, ctx), op, w.now()) // a dry run ends with its last report
 			}
 			return nil
 		}
@@ -299,12 +299,12 @@ func (w *Worker) HandleCommit(ctx context.Context, req queue.CommitRequest) erro
 	res, err := w.Committer.Commit(ctx)
 	if err != nil {
 		if failure.Retryable(err) {
-			log.Warn("commit failed; it will be retried", "error", err, "committed", res.Changes)
+			log.WarnContext(ctx, "commit failed; it will be retried", "error", err, "committed", res.Changes)
 			return err
 		}
 		// The changes stay pending for the next commit; an operation
 		// waiting for this one fails at its deadline, saying so.
-		log.Error("commit failed and retrying cannot help", "error", err, "committed", res.Changes)
+		log.ErrorContext(ctx, "commit failed and retrying cannot help", "error", err, "committed", res.Changes)
 		return nil
 	}
 	if req.Operation == "" {
@@ -313,11 +313,11 @@ func (w *Worker) HandleCommit(ctx context.Context, req queue.CommitRequest) erro
 	op, err := w.Operations.Committed(ctx, req.Operation, res.Revision)
 	switch {
 	case failure.Is(err, failure.NotFound):
-		log.Warn("committed, but the operation to finish is gone", "error", err)
+		log.WarnContext(ctx, "committed, but the operation to finish is gone", "error", err)
 		return nil
 	case err != nil:
 		return err
 	}
-	logEnded(log.With(logging.FieldChanges, res.Changes), op, w.now())
+	logEnded(logging.WithContext(log.With(logging.FieldChanges, res.Changes), ctx), op, w.now())
 	return nil
 }

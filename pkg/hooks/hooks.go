@@ -121,7 +121,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := h.verifier.verify(r, body); err != nil {
-		log.Warn("webhook refused", "reason", err, "remote", r.RemoteAddr)
+		log.WarnContext(r.Context(), "webhook refused", "reason", err, "remote", r.RemoteAddr)
 		if h.Hook.Type == config.HookBearer {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="specsync-hooks"`)
 		}
@@ -135,7 +135,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &pe) {
 			code = pe.code
 		}
-		log.Info("webhook payload refused", "error", err)
+		log.InfoContext(r.Context(), "webhook payload refused", "error", err)
 		osb.WriteError(w, http.StatusBadRequest, code, "%s", err)
 		return
 	}
@@ -143,13 +143,13 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request) {
 	ans := api.HookAccepted{Registry: name, Kind: kind, Events: len(events), Entries: []string{}}
 	if !req.whole && len(req.entries) == 0 {
 		ans.Description = fmt.Sprintf("nothing enqueued: %s", tally)
-		log.Debug("webhook concerns nothing the registry selects", "kind", kind, "events", len(events), "tally", tally.String())
+		log.DebugContext(r.Context(), "webhook concerns nothing the registry selects", "kind", kind, "events", len(events), "tally", tally.String())
 		osb.WriteJSON(w, http.StatusAccepted, ans)
 		return
 	}
 	res, err := s.coalescer.submit(r.Context(), name, req)
 	if err != nil {
-		log.Error("webhook's reconcile message not published", "kind", kind, "error", err)
+		log.ErrorContext(r.Context(), "webhook's reconcile message not published", "kind", kind, "error", err)
 		osb.WriteError(w, http.StatusServiceUnavailable, "PublishFailed", "the reconcile message for registry %s could not be published; send the event again: %v", name, err)
 		return
 	}
@@ -166,7 +166,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request) {
 	if res.coalesced {
 		ans.Description += "; published with other requests' events at the end of the registry's window"
 	}
-	log.Info("webhook enqueued", "kind", kind, "events", len(events), "entries", len(ans.Entries), "whole_registry", req.whole, "coalesced", res.coalesced)
+	log.InfoContext(r.Context(), "webhook enqueued", "kind", kind, "events", len(events), "entries", len(ans.Entries), "whole_registry", req.whole, "coalesced", res.coalesced)
 	osb.WriteJSON(w, http.StatusAccepted, ans)
 }
 

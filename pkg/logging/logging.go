@@ -10,13 +10,30 @@ import (
 )
 
 // New returns a JSON logger writing to w at the given level ("debug",
-// "info", "warn", "error"; anything else is info).
-func New(w io.Writer, level string) *slog.Logger {
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{
+// "info", "warn", "error"; anything else is info). A line logged with a
+// context (InfoContext and the like) inside a span, or inside a request
+// whose trace header Handler in pkg/telemetry read, names that trace
+// (see Trace): Logs Explorer then shows it with the trace, and the trace
+// with its lines.
+func New(w io.Writer, level string, opts ...Option) *slog.Logger {
+	o := options{}
+	for _, f := range opts {
+		f(&o)
+	}
+	return slog.New(traceHandler{Handler: slog.NewJSONHandler(w, &slog.HandlerOptions{
 		Level:       ParseLevel(level),
 		ReplaceAttr: cloudLogging,
-	}))
+	}), project: o.project})
 }
+
+// Option configures New.
+type Option func(*options)
+
+type options struct{ project string }
+
+// Project is the Google Cloud project traces are written to: the trace
+// field names it (projects/P/traces/ID), as Cloud Logging wants.
+func Project(p string) Option { return func(o *options) { o.project = p } }
 
 // ParseLevel maps a level name to a slog level.
 func ParseLevel(s string) slog.Level {

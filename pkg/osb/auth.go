@@ -193,7 +193,7 @@ func (b *Broker) logWrite(w http.ResponseWriter, r *http.Request, operation stri
 	if oi := r.Header.Get("X-Broker-API-Originating-Identity"); oi != "" {
 		attrs = append(attrs, originatingIdentity(oi))
 	}
-	b.cfg.Logger.Info("osb write", attrs...)
+	b.cfg.Logger.InfoContext(r.Context(), "osb write", attrs...)
 }
 
 // identityPlatform is what OSB's profile names platforms with

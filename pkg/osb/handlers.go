@@ -101,7 +101,7 @@ func (b *Broker) getCatalog(w http.ResponseWriter, r *http.Request) {
 	}
 	full, reads, err := get(r.Context())
 	if err != nil {
-		b.cfg.Logger.Error("catalog unavailable", "error", err)
+		b.cfg.Logger.ErrorContext(r.Context(), "catalog unavailable", "error", err)
 		WriteFailure(w, err)
 		return
 	}

@@ -164,6 +164,9 @@ type Event struct {
 	Commit    *CommitRequest
 	// Artifact is Artifact Registry's notification (artifactregistry.go).
 	Artifact *ArtifactEvent
+	// Attributes are the Pub/Sub message's (FromEvent): among them the
+	// traceparent of the trace that published it.
+	Attributes map[string]string
 }
 
 // body is the union of the two message bodies.
@@ -211,7 +214,9 @@ func NewPublisher(client *pubsub.Client, topic string) *Publisher {
 // Publish sends every message and waits for all of them; the error names
 // each message that failed. Messages are independent: ones that went out
 // are not recalled (their reconciles are harmless on their own).
-func (p *Publisher) Publish(ctx context.Context, msgs []Message) error {
+func (p *Publisher) Publish(ctx context.Context, msgs []Message) (err error) {
+	ctx, end := publishSpan(ctx, "publish reconcile messages", len(msgs))
+	defer func() { end(err) }()
 	results := make([]*pubsub.PublishResult, len(msgs))
 	for i, m := range msgs {
 		body, err := m.Encode()
@@ -224,6 +229,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []Message) error {
 		} else {
 			attrs["operation"] = m.Operation
 		}
+		carry(ctx, attrs)
 		results[i] = p.pub.Publish(ctx, &pubsub.Message{Data: body, Attributes: attrs})
 	}
 	var failed []string
@@ -266,9 +272,10 @@ func FromEvent(data []byte) (Event, string, error) {
 		return Event{}, "", failure.New(failure.Invalid, "pubsub event: data is not a messagePublished envelope: %v", err)
 	}
 	if len(env.Message.Data) == 0 {
-		return Event{}, env.Message.MessageID, failure.New(failure.Invalid, "pubsub event %s: message has no data", env.Message.MessageID)
+		return Event{Attributes: env.Message.Attributes}, env.Message.MessageID, failure.New(failure.Invalid, "pubsub event %s: message has no data", env.Message.MessageID)
 	}
 	ev, err := DecodeBody(env.Message.Data)
+	ev.Attributes = env.Message.Attributes
 	return ev, env.Message.MessageID, err
 }
 
@@ -291,7 +298,13 @@ func NewCommitPublisher(client *pubsub.Client, topic string) *CommitPublisher {
 }
 
 // RequestCommit publishes one commit request and waits for it.
-func (p *CommitPublisher) RequestCommit(ctx context.Context, req CommitRequest) error {
+func (p *CommitPublisher) RequestCommit(ctx context.Context, req CommitRequest) (err error) {
+	name := "request commit"
+	if req.Report != nil {
+		name = "publish report"
+	}
+	ctx, end := publishSpan(ctx, name, 1)
+	defer func() { end(err) }()
 	data, err := req.Encode()
 	if err != nil {
 		return err
@@ -306,6 +319,7 @@ func (p *CommitPublisher) RequestCommit(ctx context.Context, req CommitRequest) 
 	if req.Registry != "" {
 		attrs["registry"] = req.Registry
 	}
+	carry(ctx, attrs)
 	r := p.pub.Publish(ctx, &pubsub.Message{Data: data, OrderingKey: CommitOrderingKey, Attributes: attrs})
 	if _, err := r.Get(ctx); err != nil {
 		// An ordered key stops after a failure until resumed; the caller

@@ -6,6 +6,9 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/specsync/specsync/pkg/logging"
 	"github.com/specsync/specsync/pkg/store"
 )
@@ -67,7 +70,17 @@ func (c *Committer) logger() *slog.Logger {
 // is logged, not returned: the changes are committed and readable in the
 // feed, and the next commit publishes them (failing the commit instead
 // would hold every later commit request of the ordered key behind it).
-func (c *Committer) Commit(ctx context.Context) (Commit, error) {
+func (c *Committer) Commit(ctx context.Context) (out Commit, err error) {
+	ctx, span := tracer.Start(ctx, "commit")
+	defer func() {
+		if span.IsRecording() {
+			span.SetAttributes(attribute.Int("specsync.changes", out.Changes), attribute.Int64("specsync.revision", out.Revision),
+				attribute.Int("specsync.published", out.Published),
+				attrReads.Int64(out.Ops.Reads), attrWrites.Int64(out.Ops.Writes), attrDeletes.Int64(out.Ops.Deletes))
+			failed(span, err)
+		}
+		span.End()
+	}()
 	ops := &store.Ops{}
 	st := c.Store.WithOps(ops)
 	retention := c.Retention
@@ -75,7 +88,7 @@ func (c *Committer) Commit(ctx context.Context) (Commit, error) {
 		retention = DefaultChangeRetention
 	}
 	done, err := st.CommitPending(ctx, retention)
-	out := Commit{Changes: done.Changes, Revision: done.Revision}
+	out = Commit{Changes: done.Changes, Revision: done.Revision}
 	if err != nil {
 		out.Ops = ops.Snapshot()
 		return out, fmt.Errorf("commit the pending changes (%d numbered before the failure): %w", done.Changes, err)
@@ -84,12 +97,12 @@ func (c *Committer) Commit(ctx context.Context) (Commit, error) {
 	for c.Publisher != nil && published < done.Revision {
 		page, err := st.UnpublishedAfter(ctx, published, done.Revision, publishPage)
 		if err == nil && len(page) > 0 {
-			if err = c.Publisher.PublishChanges(ctx, page); err == nil {
+			if err = c.publish(ctx, page); err == nil {
 				err = st.MarkPublished(ctx, page[len(page)-1].Revision)
 			}
 		}
 		if err != nil {
-			c.logger().Warn("catalog changes committed but not published; the next commit publishes them", "revision", done.Revision, "published", published, "error", err)
+			c.logger().WarnContext(ctx, "catalog changes committed but not published; the next commit publishes them", "revision", done.Revision, "published", published, "error", err)
 			break
 		}
 		if len(page) == 0 {
@@ -112,4 +125,16 @@ func (c *Committer) Commit(ctx context.Context) (Commit, error) {
 			slog.Int64(logging.FieldDeletes, out.Ops.Deletes))
 	}
 	return out, nil
+}
+
+// publish sends a page of committed changes inside a span of its own:
+// the change publish of the commit's trace.
+func (c *Committer) publish(ctx context.Context, page []store.Change) error {
+	ctx, span := tracer.Start(ctx, "publish changes", trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attribute.String("messaging.system", "gcp_pubsub"), attribute.Int("messaging.batch.message_count", len(page)),
+			attribute.Int64("specsync.revision.first", page[0].Revision), attribute.Int64("specsync.revision.last", page[len(page)-1].Revision)))
+	defer span.End()
+	err := c.Publisher.PublishChanges(ctx, page)
+	failed(span, err)
+	return err
 }

@@ -25,26 +25,27 @@ import (
 // step is idempotent, so running again is always safe.
 func (r *Runner) Reconcile(ctx context.Context, reg Registry) (store.Run, error) {
 	run := r.newRun(reg, "")
+	span := run.startSpan(&ctx, "reconcile")
 	defer run.releaseLease(ctx)
 	err := run.do(ctx, run.readStatus, run.full)
-	return run.record(ctx, err)
+	return span.end(run.traceRecord(ctx, err))
 }
 
 // full is a run over every entry of the registry, from its status on.
 func (r *run) full(ctx context.Context) (bool, error) {
 	return true, r.do(ctx,
-		r.fetch, // step 1
+		r.traced(stepFetch, r.fetch), // step 1
 		r.unchangedListing,
 		r.lease,
 		r.recoverLastRun,
-		r.know,         // step 2
-		r.begin,        // before the first spec write
-		r.deleteMarked, // step 3
-		r.upsert,       // step 4
+		r.traced(stepKnow, r.know), // step 2
+		r.begin,                    // before the first spec write
+		r.traced(stepDeleteMarked, r.deleteMarked), // step 3
+		r.traced(stepUpsert, r.upsert),             // step 4
 		r.findBlockers,
-		r.holdBack,
+		r.traced(stepHoldBack, r.holdBack),
 		r.recordEntryErrors,
-		r.mark, // step 5
+		r.traced(stepMark, r.mark), // step 5
 		r.requestCommit,
 		r.recordConflicts,
 	)
@@ -190,7 +191,7 @@ func (r *run) unchangedListing(ctx context.Context) (bool, error) {
 		return true, nil
 	}
 	r.short = true
-	return true, r.do(ctx, r.readMarked, r.deleteMarked, r.requestCommit)
+	return true, r.do(ctx, r.readMarked, r.traced(stepDeleteMarked, r.deleteMarked), r.requestCommit)
 }
 
 // baseline reports whether the status' listing digest describes the
@@ -247,7 +248,7 @@ func (r *run) lease(ctx context.Context) (bool, error) {
 	}
 	r.leased, r.began = true, true
 	if overtaken(r.status, before) {
-		r.log.Info("another run of the registry ran since this one read its status; fetching again")
+		r.log.InfoContext(ctx, "another run of the registry ran since this one read its status; fetching again")
 		r.status = before
 		return r.full(ctx)
 	}
@@ -280,7 +281,7 @@ func (r *run) releaseLease(ctx context.Context) {
 		release = func() error { return r.st.ReleaseLeaseWriting(rctx, r.reg.Name, r.rec.ID, r.status.Writer) }
 	}
 	if err := release(); err != nil {
-		r.log.Warn("lease not released; it expires by itself", "error", err)
+		r.log.WarnContext(ctx, "lease not released; it expires by itself", "error", err)
 	}
 }
 
@@ -300,7 +301,7 @@ func (r *run) recoverLastRun(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	if n > 0 {
-		r.log.Warn("adopted changes a crashed run of the previous version left pending", "changes", n)
+		r.log.WarnContext(ctx, "adopted changes a crashed run of the previous version left pending", "changes", n)
 	}
 	return false, nil
 }
@@ -453,7 +454,7 @@ func (r *run) requestCommit(ctx context.Context) (bool, error) {
 	if err := r.Commits.RequestCommit(ctx, queue.CommitRequest{Registry: r.reg.Name, Run: r.rec.ID}); err != nil {
 		return false, fmt.Errorf("the run's %d changes are written but not committed: %w", r.done.changes, err)
 	}
-	r.log.Info("commit requested", "changes", r.done.changes)
+	r.log.InfoContext(ctx, "commit requested", "changes", r.done.changes)
 	return false, nil
 }
 

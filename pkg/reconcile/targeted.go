@@ -65,39 +65,40 @@ func (t *targeting) named() map[string]bool {
 func (r *Runner) ReconcileEntries(ctx context.Context, reg Registry, names []string) (store.Run, error) {
 	run := r.newRun(reg, "")
 	run.event = true
+	span := run.startSpan(&ctx, "reconcile entries")
 	defer run.releaseLease(ctx)
 	fetcher, ok := reg.Source.(registry.EntryFetcher)
 	if len(names) == 0 || !ok {
 		if len(names) > 0 {
 			run.rec.Backstop = "the source cannot fetch single entries; it lists the registry whole"
-			run.log.Info("an event's entries are reconciled by a full run", "because", run.rec.Backstop, "entries", names)
+			run.log.InfoContext(ctx, "an event's entries are reconciled by a full run", "because", run.rec.Backstop, "entries", names)
 		}
 		err := run.do(ctx, run.leaseFirst, run.full)
-		return run.record(ctx, err)
+		return span.end(run.traceRecord(ctx, err))
 	}
 	run.t = &targeting{asked: names, fetcher: fetcher}
 	err := run.do(ctx,
 		run.selectEntries,
 		run.leaseFirst,
 		run.trustManifest,
-		run.fetchEntries, // step 1, of the named entries
+		run.traced(stepFetch, run.fetchEntries), // step 1, of the named entries
 		run.recoverLastRun,
-		run.knowEntries, // step 2, of their specs
+		run.traced(stepKnow, run.knowEntries), // step 2, of their specs
 		run.begin,
 		// no step 3: deleting is the full runs'
-		run.upsert, // step 4
+		run.traced(stepUpsert, run.upsert), // step 4
 		run.findBlockers,
-		run.holdBack,
+		run.traced(stepHoldBack, run.holdBack),
 		run.recordEntryErrors,
-		run.mark, // step 5, of the named entries only
+		run.traced(stepMark, run.mark), // step 5, of the named entries only
 		run.requestCommit,
 	)
-	return run.record(ctx, err)
+	return span.end(run.traceRecord(ctx, err))
 }
 
 // selectEntries keeps the names the source selects, each once; with none
 // left the run ends here, having written nothing.
-func (r *run) selectEntries(context.Context) (bool, error) {
+func (r *run) selectEntries(ctx context.Context) (bool, error) {
 	sel, canTell := r.reg.Source.(registry.EntrySelector)
 	var names []string
 	for _, n := range r.t.asked {
@@ -107,7 +108,7 @@ func (r *run) selectEntries(context.Context) (bool, error) {
 	}
 	r.t.names, r.rec.Entries = names, names
 	if len(names) == 0 {
-		r.log.Info("no entry the event names is one this registry selects; nothing to do", "entries", r.t.asked)
+		r.log.InfoContext(ctx, "no entry the event names is one this registry selects; nothing to do", "entries", r.t.asked)
 		r.ended = api.ResultUnchanged
 		return true, nil
 	}
@@ -173,7 +174,7 @@ func (r *run) trustManifest(ctx context.Context) (bool, error) {
 
 // backstop carries the run on as a full run, holding the lease it took.
 func (r *run) backstop(ctx context.Context, why string) (bool, error) {
-	r.log.Info("an event's entries are reconciled by a full run", "because", why, "entries", r.t.names)
+	r.log.InfoContext(ctx, "an event's entries are reconciled by a full run", "because", why, "entries", r.t.names)
 	r.t, r.rec.Entries, r.rec.Backstop = nil, nil, why
 	return r.full(ctx)
 }
@@ -203,7 +204,7 @@ func (r *run) fetchEntries(ctx context.Context) (bool, error) {
 		return true, nil
 	}
 	if len(listing.Refused) > 0 {
-		r.log.Info("the source does not select some of the entries named", "refused", listing.Refused)
+		r.log.InfoContext(ctx, "the source does not select some of the entries named", "refused", listing.Refused)
 		r.t.names = slices.DeleteFunc(slices.Clone(r.t.names), func(n string) bool { return slices.Contains(listing.Refused, n) })
 		r.rec.Entries = r.t.names
 	}
@@ -318,12 +319,12 @@ func (r *run) recordTargeted(ctx context.Context, rec store.Run, err error) (sto
 	switch {
 	case err != nil:
 		// What it wrote is not known for sure: no manifest, no digest.
-		r.log.Error("targeted reconcile failed part-way; it is safe to run again", "error", err)
+		r.log.ErrorContext(ctx, "targeted reconcile failed part-way; it is safe to run again", "error", err)
 		t.Digest = ""
 	case rec.Result == api.ResultFetchFailed:
 		// Nothing written: the manifest and the digest still hold.
 		t.Manifest = true
-		r.log.Warn("fetching the event's entries failed; nothing changed", "error", rec.Error)
+		r.log.WarnContext(ctx, "fetching the event's entries failed; nothing changed", "error", rec.Error)
 	default:
 		parts, ok := r.partsAfter()
 		t.Manifest, t.Parts = ok, parts
@@ -331,7 +332,7 @@ func (r *run) recordTargeted(ctx context.Context, rec store.Run, err error) (sto
 		t.Marked = markedAfter(r.k.stored, r.done) - markedAfter(r.k.stored, outcomes{})
 		t.Covered = r.t.names
 		if !ok {
-			r.log.Warn("the run's specs are not all in the manifest shards it read; no manifest recorded, the next run reads every spec")
+			r.log.WarnContext(ctx, "the run's specs are not all in the manifest shards it read; no manifest recorded, the next run reads every spec")
 		}
 	}
 	written, rerr := r.st.RecordTargetedRun(ctx, r.reg.Name, &rec, t)
@@ -344,11 +345,11 @@ func (r *run) recordTargeted(ctx context.Context, rec store.Run, err error) (sto
 	case rerr != nil:
 		return rec, wrap(rerr)
 	case !written && t.Manifest:
-		r.log.Warn("another run of the registry ran meanwhile: no manifest recorded, the next run reads every spec")
+		r.log.WarnContext(ctx, "another run of the registry ran meanwhile: no manifest recorded, the next run reads every spec")
 	}
 	if rec.Result != api.ResultFetchFailed {
 		// Result, counts and cost are in the summary line (summarize).
-		r.log.Info("entries reconciled", "entries", r.t.names, "digest_kept", t.Digest != "")
+		r.log.InfoContext(ctx, "entries reconciled", "entries", r.t.names, "digest_kept", t.Digest != "")
 	}
 	return rec, nil
 }

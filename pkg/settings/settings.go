@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,7 +23,27 @@ type Common struct {
 	Project  string // GOOGLE_CLOUD_PROJECT (required)
 	Database string // FIRESTORE_DATABASE, default "(default)"
 	LogLevel string // LOG_LEVEL, default info
+	Tracing  Tracing
 }
+
+// Tracing is how a function traces (pkg/telemetry).
+type Tracing struct {
+	// Exporter is where spans go (SPECSYNC_TRACE): "off" (the default:
+	// nothing is recorded), "cloudtrace" (Cloud Trace, in production),
+	// "stdout" or "otlp" (to OTEL_EXPORTER_OTLP_ENDPOINT, over HTTP).
+	Exporter string
+	// SampleRatio is the share of traces kept that nothing else keeps
+	// (SPECSYNC_TRACE_SAMPLE_RATIO, default 0.01, between 0 and 1): a
+	// bootstrap's trace is always kept, and what a kept trace's messages
+	// start belongs to it.
+	SampleRatio float64
+}
+
+// TraceExporters are the values SPECSYNC_TRACE accepts.
+var TraceExporters = []string{"off", "cloudtrace", "stdout", "otlp"}
+
+// DefaultTraceSampleRatio is SPECSYNC_TRACE_SAMPLE_RATIO's default.
+const DefaultTraceSampleRatio = 0.01
 
 // Bootstrap configures the bootstrap function.
 type Bootstrap struct {
@@ -218,7 +239,27 @@ func (r *reader) common() Common {
 		Project:  r.required("GOOGLE_CLOUD_PROJECT"),
 		Database: r.str("FIRESTORE_DATABASE", "(default)"),
 		LogLevel: r.str("LOG_LEVEL", "info"),
+		Tracing:  r.tracing(),
 	}
+}
+
+func (r *reader) tracing() Tracing {
+	t := Tracing{Exporter: strings.ToLower(r.str("SPECSYNC_TRACE", "off")), SampleRatio: DefaultTraceSampleRatio}
+	if !slices.Contains(TraceExporters, t.Exporter) {
+		r.problems = append(r.problems, fmt.Sprintf("SPECSYNC_TRACE=%q is not one of %s", t.Exporter, strings.Join(TraceExporters, ", ")))
+	}
+	if v := r.str("SPECSYNC_TRACE_SAMPLE_RATIO", ""); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 || f > 1 {
+			r.problems = append(r.problems, fmt.Sprintf("SPECSYNC_TRACE_SAMPLE_RATIO=%q is not a number between 0 and 1", v))
+		} else {
+			t.SampleRatio = f
+		}
+	}
+	if t.Exporter == "otlp" && r.str("OTEL_EXPORTER_OTLP_ENDPOINT", "") == "" && r.str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "") == "" {
+		r.problems = append(r.problems, "SPECSYNC_TRACE=otlp needs OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)")
+	}
+	return t
 }
 
 func (r *reader) registriesFile() string { return r.str("SPECSYNC_REGISTRIES", "registries.yaml") }

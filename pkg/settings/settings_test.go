@@ -295,3 +295,31 @@ func TestCatalogBrokerViews(t *testing.T) {
 		}
 	}
 }
+
+// Tracing is off by default with a small sampling ratio; every function
+// reads it; a bad exporter or ratio, or OTLP without an endpoint, names
+// its variable.
+func TestTracingSettings(t *testing.T) {
+	t.Parallel()
+	b, err := settings.LoadBootstrap(env(bootstrapBase))
+	if err != nil || b.Tracing.Exporter != "off" || b.Tracing.SampleRatio != settings.DefaultTraceSampleRatio {
+		t.Fatalf("defaults: %+v, %v", b.Tracing, err)
+	}
+	r, err := settings.LoadReconcile(env(map[string]string{"GOOGLE_CLOUD_PROJECT": "p", "SPECSYNC_TRACE": "CloudTrace", "SPECSYNC_TRACE_SAMPLE_RATIO": "0.25"}))
+	if err != nil || r.Tracing.Exporter != "cloudtrace" || r.Tracing.SampleRatio != 0.25 {
+		t.Fatalf("set: %+v, %v", r.Tracing, err)
+	}
+	c, err := loadCatalog(with(catalogBase, "SPECSYNC_TRACE", "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318"))
+	if err != nil || c.Tracing.Exporter != "otlp" {
+		t.Fatalf("otlp: %+v, %v", c.Tracing, err)
+	}
+	for _, bad := range []struct{ kv []string }{
+		{[]string{"SPECSYNC_TRACE", "jaeger"}},
+		{[]string{"SPECSYNC_TRACE_SAMPLE_RATIO", "2"}},
+		{[]string{"SPECSYNC_TRACE_SAMPLE_RATIO", "some"}},
+		{[]string{"SPECSYNC_TRACE", "otlp"}},
+	} {
+		_, err := loadCatalog(with(catalogBase, bad.kv...))
+		wantProblem(t, strings.Join(bad.kv, "="), err, []string{bad.kv[0]})
+	}
+}
