@@ -136,7 +136,7 @@ func TestE2EStatusPageInChromium(t *testing.T) {
 		}
 	}
 	if put := s.do(http.MethodPut, "/v2/service_instances/inst-status", "broker",
-		strings.NewReader(fmt.Sprintf(`{"service_id":%q,"plan_id":%q,"context":{"platform":"kubernetes"}}`, ids["alpha"], alphaPlan))); put.status != http.StatusCreated {
+		strings.NewReader(fmt.Sprintf(`{"service_id":%q,"plan_id":%q,"organization_guid":"org","space_guid":"space","context":{"platform":"kubernetes"}}`, ids["alpha"], alphaPlan))); put.status != http.StatusCreated {
 		t.Fatalf("provision: %d %s", put.status, put.body)
 	}
 	a.setBody(statusIndex([]string{"epsilon"}, []string{"beta", "delta"}))

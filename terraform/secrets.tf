@@ -174,7 +174,7 @@ resource "terraform_data" "registries_file" {
 # names: the catalog re-reads it every 30 s, so a view's password is
 # rotated by adding a secret version, without a redeploy. The rules go to
 # the catalog as the views file itself, JSON in SPECSYNC_BROKER_VIEWS
-# (pkg/config.ReadViews); no rule or user name is a secret.
+# (ReadViews in pkg/config/views.go); no rule or user name is a secret.
 
 locals {
   # name -> the variable its password is read from (password_env), and

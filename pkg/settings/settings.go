@@ -161,7 +161,7 @@ type Catalog struct {
 	BrokerPassword Credential
 	// BrokerViews is SPECSYNC_BROKER_VIEWS: the views file (its path, or
 	// its JSON when it starts with "{"), the broker's credentials, each
-	// with its part of the catalog (pkg/config.ReadViews). When set, it
+	// with its part of the catalog (ReadViews in pkg/config/views.go). When set, it
 	// replaces the broker username and password, which must be unset.
 	BrokerViews   string
 	RefreshWindow time.Duration // SPECSYNC_CATALOG_REFRESH, default 5s
@@ -335,7 +335,7 @@ func (r *reader) credential(key string, minLen int, sources ...string) (c Creden
 }
 
 // ViewPasswordSources are where a view's password may come from
-// (pkg/config.View.PasswordEnv names VAR): the password, its digests, or
+// (View.PasswordEnv in pkg/config/views.go names VAR): the password, its digests, or
 // a file holding it (a Secret Manager volume, re-read, so a rotation
 // needs no redeploy).
 var ViewPasswordSources = []string{"", SuffixSHA256, SuffixFile}
