@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/specsync/specsync/pkg/logging"
 )
 
 // EventsMediaType is the media type of a distribution notification
@@ -124,25 +126,6 @@ func manifestPath(path string) (repo, ref string, ok bool) {
 	return rest[:i], rest[i+len("/manifests/"):], true
 }
 
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusRecorder) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusRecorder) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
 func (n *notifier) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		repo, ref, isManifest := manifestPath(req.URL.Path)
@@ -150,9 +133,9 @@ func (n *notifier) wrap(h http.Handler) http.Handler {
 			h.ServeHTTP(w, req)
 			return
 		}
-		rec := &statusRecorder{ResponseWriter: w}
+		rec := &logging.StatusWriter{ResponseWriter: w}
 		h.ServeHTTP(rec, req)
-		if rec.status < 200 || rec.status > 299 {
+		if rec.Status < 200 || rec.Status > 299 {
 			return
 		}
 		n.mu.Lock()

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/specsync/specsync/pkg/failure"
+	"github.com/specsync/specsync/pkg/logging"
 )
 
 // equal compares secrets in constant time (hashing first, so the length
@@ -145,29 +146,6 @@ func Version(next http.Handler) http.Handler {
 	})
 }
 
-// statusWriter remembers the status a handler wrote, for its log line.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the server's writer.
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
 // logWrite runs h, an instance or binding write (operation: provision,
 // update, deprovision, bind, unbind), and logs one structured line for
 // it whatever its outcome: the ids, the status, the view whose
@@ -177,13 +155,13 @@ func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 // logged: not its body (parameters may hold secrets), not its
 // credentials.
 func (b *Broker) logWrite(w http.ResponseWriter, r *http.Request, operation string, h http.HandlerFunc) {
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &logging.StatusWriter{ResponseWriter: w}
 	h(sw, r)
 	attrs := []any{"operation", operation, "instance", r.PathValue("id")}
 	if id := r.PathValue("binding_id"); id != "" {
 		attrs = append(attrs, "binding", id)
 	}
-	attrs = append(attrs, "status", sw.status)
+	attrs = append(attrs, "status", sw.Status)
 	if v := viewOf(r); v != nil {
 		attrs = append(attrs, "view", v.Name) // which platform's credential
 	}

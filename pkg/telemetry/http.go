@@ -13,6 +13,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/specsync/specsync/pkg/logging"
 )
 
 const tracerName = "github.com/specsync/specsync/pkg/telemetry"
@@ -47,7 +49,7 @@ func handler(tracer trace.Tracer, function string, h http.Handler, always func(*
 			return
 		}
 		r = r.WithContext(ctx)
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &logging.StatusWriter{ResponseWriter: w}
 		h.ServeHTTP(sw, r)
 		if r.Pattern != "" {
 			// "GET /v2/catalog" whether the pattern names the method or not.
@@ -58,7 +60,7 @@ func handler(tracer trace.Tracer, function string, h http.Handler, always func(*
 			span.SetName(r.Method + " " + route)
 			span.SetAttributes(attribute.String("http.route", route))
 		}
-		status := sw.status
+		status := sw.Status
 		if status == 0 {
 			status = http.StatusOK
 		}
@@ -70,35 +72,6 @@ func handler(tracer trace.Tracer, function string, h http.Handler, always func(*
 		Flush(context.WithoutCancel(ctx))
 	})
 }
-
-// statusWriter remembers the status written; Unwrap lets
-// http.ResponseController reach the writer's Flush (long polls).
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // FromRequest returns ctx carrying the trace a request's headers name:
 // W3C traceparent, else Google's front end's X-Cloud-Trace-Context
