@@ -21,10 +21,10 @@ func equal(a, b string) bool {
 	return subtle.ConstantTimeCompare(ha[:], hb[:]) == 1
 }
 
-// BasicAuth guards the broker API with the platform's credentials (an
-// empty password accepts nothing).
+// BasicAuth guards the broker API with one credential of the platform's
+// (an empty password accepts nothing): a single view of every service.
 func BasicAuth(username, password string, next http.Handler) http.Handler {
-	return BasicAuthFunc(username, MatchPlain(password), next)
+	return ViewAuth([]*View{{Name: DefaultViewName, Username: username, Password: MatchPlain(password)}}, next)
 }
 
 // AdminAuth is the one rule of every admin endpoint of both functions

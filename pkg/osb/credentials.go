@@ -5,7 +5,6 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -133,31 +132,6 @@ func (f *fileCredential) match(got string) bool {
 	}
 	h := sha256.Sum256([]byte(got))
 	return subtle.ConstantTimeCompare(h[:], sum[:]) == 1
-}
-
-// BasicAuthFunc guards the broker API with the platform's user name and a
-// password check (MatchPlain, MatchSHA256).
-func BasicAuthFunc(username string, password func(string) bool, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		scheme, cred, err := Authorization(r)
-		if err != nil {
-			WriteError(w, http.StatusBadRequest, "BadRequest", "%s", err)
-			return
-		}
-		u, p, ok := "", "", false
-		if strings.EqualFold(scheme, "Basic") {
-			u, p, ok = basicCredentials(cred)
-		}
-		// Both checks run whatever the first says: the time taken does not
-		// tell a wrong user from a wrong password.
-		userOK, passOK := equal(u, username), password(p)
-		if !ok || !userOK || !passOK {
-			w.Header().Set("WWW-Authenticate", `Basic realm="specsync", charset="UTF-8"`)
-			WriteError(w, http.StatusUnauthorized, "Unauthorized", "valid broker credentials (HTTP basic auth) are required")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 // passwordCheck is the broker's password check: VerifyPassword, or else
