@@ -20,7 +20,6 @@ import (
 
 	"github.com/specsync/specsync/pkg/logging"
 	"github.com/specsync/specsync/pkg/osb"
-	"github.com/specsync/specsync/pkg/telemetry"
 )
 
 // LogOutput is where the functions' JSON log lines go: stderr as the
@@ -109,9 +108,6 @@ func Reconcile(ctx context.Context, e event.Event) error {
 		logger().Error("cold start failed", "error", err)
 		return redeliver(e, err)
 	}
-	// The spans of the message leave before the function returns: the
-	// CPU is throttled once it has.
-	defer telemetry.Flush(context.WithoutCancel(ctx))
 	if err := app.handle(ctx, e); err != nil {
 		// The functions framework prints a returned error raw on stderr
 		// (as a format string, too): text from upstream, or a message's,

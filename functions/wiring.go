@@ -154,7 +154,14 @@ func newReconcile(ctx context.Context, env settings.Lookup) (*reconcileApp, erro
 func (a *reconcileApp) handle(ctx context.Context, e event.Event) (err error) {
 	ev, id, err := queue.FromEvent(e.Data())
 	ctx, span := messageSpan(ctx, ev, id)
-	defer func() { endMessageSpan(span, err) }()
+	defer func() {
+		endMessageSpan(span, err)
+		// A kept trace's spans leave before the function returns (the
+		// CPU is throttled once it has); a trace not kept has none.
+		if span.SpanContext().IsSampled() {
+			telemetry.Flush(ctx)
+		}
+	}()
 	switch {
 	case ev.Artifact != nil:
 		return a.artifactEvent(ctx, *ev.Artifact, err, id, e.Time())

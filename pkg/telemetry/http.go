@@ -69,7 +69,7 @@ func handler(tracer trace.Tracer, function string, h http.Handler, always func(*
 			span.SetStatus(codes.Error, http.StatusText(status))
 		}
 		span.End()
-		Flush(context.WithoutCancel(ctx))
+		Flush(ctx)
 	})
 }
 

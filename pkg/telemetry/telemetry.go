@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	texporter "github.com/GoogleCloudPlatform/opentelemetry-operations-go/exporter/trace"
 	"go.opentelemetry.io/contrib/detectors/gcp"
@@ -36,10 +37,8 @@ const (
 	ExportOTLP       = "otlp" // to OTEL_EXPORTER_OTLP_ENDPOINT, over HTTP
 )
 
-// Exporters lists the values SPECSYNC_TRACE accepts.
-var Exporters = []string{ExportOff, ExportCloudTrace, ExportStdout, ExportOTLP}
-
-// Config is how an instance traces (settings.Telemetry).
+// Config is how an instance traces (settings.Tracing, which checks the
+// exporter's name).
 type Config struct {
 	Exporter string
 	// SampleRatio is the share of traces kept that no sampled parent
@@ -87,15 +86,19 @@ func newProvider(ctx context.Context, c Config) (*sdktrace.TracerProvider, error
 		// OTEL_EXPORTER_OTLP_* variables.
 		exp, err = otlptracehttp.New(ctx)
 	default:
-		return nil, fmt.Errorf("tracing: unknown exporter %q (one of %v)", c.Exporter, Exporters)
+		return nil, fmt.Errorf("tracing: unknown exporter %q", c.Exporter)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("tracing: start the %s exporter: %w", c.Exporter, err)
 	}
-	res, err := resource.New(ctx,
-		resource.WithDetectors(gcp.NewDetector()),
-		resource.WithAttributes(serviceName),
-	)
+	opts := []resource.Option{resource.WithAttributes(serviceName)}
+	if c.Exporter == ExportCloudTrace {
+		// Which function, revision and region: asked of the metadata
+		// server, which a laptop exporting to stdout or OTLP lacks (the
+		// detector would wait on it at every cold start).
+		opts = append(opts, resource.WithDetectors(gcp.NewDetector()))
+	}
+	res, err := resource.New(ctx, opts...)
 	if err != nil && res == nil {
 		// A partial resource (a detector failed) is kept; with none,
 		// the spans still name the service.
@@ -138,12 +141,19 @@ func (s sampler) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingRe
 
 func (s sampler) Description() string { return "specsync(" + s.next.Description() + ")" }
 
+// flushTimeout bounds a flush: a slow trace backend costs an invocation
+// at most this much, and its spans are lost rather than the answer held.
+const flushTimeout = 5 * time.Second
+
 // Flush exports what the instance's spans hold before the invocation
 // returns: Cloud Functions throttle the CPU once the response is sent,
-// so a batch left for later may never leave. Without an SDK provider it
-// does nothing.
+// so a batch left for later may never leave. It outlives ctx's
+// cancellation (the request may be done) but not flushTimeout. Without
+// an SDK provider it does nothing.
 func Flush(ctx context.Context) {
 	if f, ok := otel.GetTracerProvider().(interface{ ForceFlush(context.Context) error }); ok {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
+		defer cancel()
 		_ = f.ForceFlush(ctx)
 	}
 }
