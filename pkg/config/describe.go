@@ -66,6 +66,5 @@ func safeURL(u string) string {
 	if err != nil {
 		return "(a URL that does not parse)"
 	}
-	p.User, p.RawQuery, p.ForceQuery, p.Fragment, p.RawFragment = nil, "", false, "", ""
-	return p.String()
+	return registry.RedactURL(p)
 }

@@ -176,7 +176,7 @@ func NewHelm(cfg HelmConfig) (*Helm, error) {
 func (h *Helm) String() string {
 	where := "oci://" + join(h.cfg.Host, h.cfg.Prefix)
 	if h.repo != nil {
-		where = redactURL(h.repo)
+		where = RedactURL(h.repo)
 	}
 	return "helm " + where + " (auth " + h.cfg.Auth.String() + ")"
 }
@@ -351,10 +351,10 @@ func (h *Helm) offer(entry, ref string, v chartVersion, c chartContent, reposito
 	return e
 }
 
-// redactURL shows a URL without its user information and query, which
-// may hold credentials (a token in a query string): what refs, errors
-// and logs carry.
-func redactURL(u *url.URL) string {
+// RedactURL shows a URL without its user information, query and
+// fragment, which may hold credentials (a token in a query string): what
+// refs, errors, logs and the status page carry.
+func RedactURL(u *url.URL) string {
 	c := *u
 	c.User, c.RawQuery, c.ForceQuery, c.Fragment, c.RawFragment = nil, "", false, "", ""
 	return c.String()

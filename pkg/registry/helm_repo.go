@@ -95,7 +95,7 @@ type indexVersion struct {
 // fetchRepository lists a chart repository: its index, then the archive
 // of every chart's chosen version not already in the cache.
 func (h *Helm) fetchRepository(ctx context.Context, opts FetchOptions) (*Listing, error) {
-	where := "chart repository " + redactURL(h.repo)
+	where := "chart repository " + RedactURL(h.repo)
 	authz, secrets, err := h.cfg.Auth.authorization()
 	if err != nil {
 		return nil, fmt.Errorf("%s: credentials: %w", where, err)
@@ -169,7 +169,7 @@ func parseIndex(body []byte) (*indexFile, error) {
 func plainURLError(err error, u *url.URL) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		return fmt.Errorf("%s %s: %w", ue.Op, redactURL(u), ue.Err)
+		return fmt.Errorf("%s %s: %w", ue.Op, RedactURL(u), ue.Err)
 	}
 	return err
 }
@@ -193,7 +193,7 @@ func (h *Helm) repositoryChart(ctx context.Context, name string, versions []inde
 	v, ok, err := h.pick(cvs)
 	switch {
 	case err != nil:
-		return broken(redactURL(h.repo), false, "", err)
+		return broken(RedactURL(h.repo), false, "", err)
 	case !ok:
 		return chartOutcome{}
 	case v.deprecated:
@@ -201,13 +201,13 @@ func (h *Helm) repositoryChart(ctx context.Context, name string, versions []inde
 		// helm hides it from searches, and it offers nothing here.
 		return chartOutcome{}
 	case len(v.urls) == 0:
-		return broken(redactURL(h.repo), false, v.version, errors.New("the index gives no urls"))
+		return broken(RedactURL(h.repo), false, v.version, errors.New("the index gives no urls"))
 	}
 	u, err := resolveChartURL(h.repo, v.urls[0])
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return broken(redactURL(h.repo), false, v.version, fmt.Errorf("url %q is not an http(s) URL", v.urls[0]))
+		return broken(RedactURL(h.repo), false, v.version, fmt.Errorf("url %q is not an http(s) URL", v.urls[0]))
 	}
-	ref := redactURL(u)
+	ref := RedactURL(u)
 	digest := strings.ToLower(strings.TrimPrefix(v.digest, "sha256:"))
 	if digest != "" && !sha256Hex.MatchString(digest) {
 		return broken(ref, false, v.version, fmt.Errorf("the index's digest %q is not a SHA-256", v.digest))
@@ -240,7 +240,7 @@ func (h *Helm) repositoryChart(ctx context.Context, name string, versions []inde
 		c = readChartContent(archive, h.cfg.MaxChartUnpackedBytes)
 		h.remember(key, c)
 	}
-	out.entry = h.offer(name, ref, v, c, redactURL(h.repo))
+	out.entry = h.offer(name, ref, v, c, RedactURL(h.repo))
 	return out
 }
 
