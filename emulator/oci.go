@@ -243,16 +243,22 @@ func PushSpecFile(ctx context.Context, host, repo string, content []byte) (strin
 	return PushSpecImage(ctx, host, repo, "latest", label, SeedPlatforms)
 }
 
-// SeedRegistry pushes every *.yaml, *.yml and *.json file in dir of specs
-// as host/specs/<base name>:latest, the file's content base64-encoded in
-// the spec label, for SeedPlatforms. It returns the repositories pushed, in
-// file name order.
-func SeedRegistry(ctx context.Context, host string, specs fs.FS, dir string) ([]string, error) {
-	entries, err := fs.ReadDir(specs, dir)
+// SpecFile is one spec file of a directory and the repository it seeds.
+type SpecFile struct {
+	Path    string // in the file system read
+	Repo    string // SeedRepository's
+	Content []byte
+}
+
+// ReadSpecFiles reads every *.yaml, *.yml and *.json file in dir of
+// fsys, in file name order, each with its repository. Two files with one
+// base name are an error: one would silently overwrite the other.
+func ReadSpecFiles(fsys fs.FS, dir string) ([]SpecFile, error) {
+	entries, err := fs.ReadDir(fsys, dir)
 	if err != nil {
-		return nil, fmt.Errorf("seed registry: %w", err)
+		return nil, err
 	}
-	var repos []string
+	var files []SpecFile
 	from := map[string]string{}
 	for _, e := range entries {
 		if e.IsDir() {
@@ -265,19 +271,34 @@ func SeedRegistry(ctx context.Context, host string, specs fs.FS, dir string) ([]
 		}
 		file := path.Join(dir, e.Name())
 		repo := SeedRepository(e.Name())
-		// Two files with one base name would silently overwrite each other.
 		if prev, dup := from[repo]; dup {
-			return repos, fmt.Errorf("seed registry: %s and %s both map to repository %s", prev, file, repo)
+			return nil, fmt.Errorf("%s and %s both map to repository %s", prev, file, repo)
 		}
 		from[repo] = file
-		content, err := fs.ReadFile(specs, file)
+		content, err := fs.ReadFile(fsys, file)
 		if err != nil {
-			return repos, fmt.Errorf("seed registry: %w", err)
+			return nil, err
 		}
-		if _, err := PushSpecFile(ctx, host, repo, content); err != nil {
-			return repos, fmt.Errorf("seed registry from %s: %w", file, err)
+		files = append(files, SpecFile{Path: file, Repo: repo, Content: content})
+	}
+	return files, nil
+}
+
+// SeedRegistry pushes every spec file in dir (ReadSpecFiles) as
+// host/specs/<base name>:latest, the file's content base64-encoded in
+// the spec label, for SeedPlatforms. It returns the repositories pushed, in
+// file name order.
+func SeedRegistry(ctx context.Context, host string, specs fs.FS, dir string) ([]string, error) {
+	files, err := ReadSpecFiles(specs, dir)
+	if err != nil {
+		return nil, fmt.Errorf("seed registry: %w", err)
+	}
+	var repos []string
+	for _, f := range files {
+		if _, err := PushSpecFile(ctx, host, f.Repo, f.Content); err != nil {
+			return repos, fmt.Errorf("seed registry from %s: %w", f.Path, err)
 		}
-		repos = append(repos, repo)
+		repos = append(repos, f.Repo)
 	}
 	return repos, nil
 }

@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
-	"path"
-	"sort"
-	"strings"
+	"slices"
 	"sync"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -69,31 +68,15 @@ func openSpecFiles(reg *emulator.Registry, dir string) (*specFiles, error) {
 func (s *specFiles) sync(ctx context.Context) (pushed, deleted []string, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	entries, err := fs.ReadDir(s.fsys, s.dir)
+	files, err := emulator.ReadSpecFiles(s.fsys, s.dir)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read spec files %s: %w", s.from, err)
+		return nil, nil, fmt.Errorf("spec files %s: %w", s.from, err)
 	}
-	now := map[string][]byte{}
-	for _, e := range entries {
-		if e.IsDir() {
-			continue
-		}
-		switch strings.ToLower(path.Ext(e.Name())) {
-		case ".yaml", ".yml", ".json":
-		default:
-			continue
-		}
-		repo := emulator.SeedRepository(e.Name())
-		if _, dup := now[repo]; dup {
-			return nil, nil, fmt.Errorf("spec files %s: two files map to repository %s", s.from, repo)
-		}
-		b, err := fs.ReadFile(s.fsys, path.Join(s.dir, e.Name()))
-		if err != nil {
-			return nil, nil, fmt.Errorf("read spec file: %w", err)
-		}
-		now[repo] = b
+	now := make(map[string][]byte, len(files))
+	for _, f := range files {
+		now[f.Repo] = f.Content
 	}
-	for _, repo := range sortedKeys(now) {
+	for _, repo := range slices.Sorted(maps.Keys(now)) {
 		sum := sha256.Sum256(now[repo])
 		if prev, ok := s.pushed[repo]; ok && prev == sum {
 			continue
@@ -104,7 +87,7 @@ func (s *specFiles) sync(ctx context.Context) (pushed, deleted []string, err err
 		s.pushed[repo] = sum
 		pushed = append(pushed, repo)
 	}
-	for _, repo := range sortedKeys(s.pushed) {
+	for _, repo := range slices.Sorted(maps.Keys(s.pushed)) {
 		if _, ok := now[repo]; ok {
 			continue
 		}
@@ -152,13 +135,4 @@ func (s *specFiles) beforeBootstrap(next http.HandlerFunc, log *slog.Logger) htt
 		}
 		next(w, r)
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
