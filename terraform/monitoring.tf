@@ -14,8 +14,10 @@ locals {
   logging_services = {
     for k in ["bootstrap", "reconcile", "catalog"] : k => "${var.name_prefix}-${k}"
   }
-  catalog_logs   = "resource.type=\"cloud_run_revision\" AND resource.labels.service_name=\"${local.logging_services.catalog}\""
-  reconcile_logs = "resource.type=\"cloud_run_revision\" AND resource.labels.service_name=\"${local.logging_services.reconcile}\""
+  # Each function's log entries, in a log filter.
+  function_logs  = { for k, name in local.logging_services : k => "resource.type=\"cloud_run_revision\" AND resource.labels.service_name=\"${name}\"" }
+  catalog_logs   = local.function_logs.catalog
+  reconcile_logs = local.function_logs.reconcile
   # An operation ends in the reconcile function (its commit, a dry run's
   # last report) or in the bootstrap function (a failed publish, an
   # operation read past its deadline); either may read an overdue one.
@@ -110,6 +112,10 @@ locals {
   # logging.googleapis.com/user/NAME).
   promql_metric = {
     for k, m in google_logging_metric.specsync : k => "logging_googleapis_com:user_${replace(m.name, "/[^a-zA-Z0-9_]/", "_")}"
+  }
+  # A log-based metric's series, in a Cloud Monitoring filter.
+  metric_filter = {
+    for k, m in google_logging_metric.specsync : k => "resource.type=\"cloud_run_revision\" AND metric.type=\"logging.googleapis.com/user/${m.name}\""
   }
   promql_failed = join("|", local.failed_results)
   # The window the failing-registry alert counts runs in: as many
@@ -229,7 +235,7 @@ resource "google_monitoring_alert_policy" "bootstrap_failed" {
   conditions {
     display_name = "bootstrap operation ended failed"
     condition_threshold {
-      filter          = "resource.type=\"cloud_run_revision\" AND metric.type=\"logging.googleapis.com/user/${google_logging_metric.specsync["bootstrap_operations"].name}\" AND metric.labels.result=\"failed\""
+      filter          = "${local.metric_filter["bootstrap_operations"]} AND metric.labels.result=\"failed\""
       comparison      = "COMPARISON_GT"
       threshold_value = 0
       duration        = "0s"
@@ -288,7 +294,7 @@ resource "google_monitoring_alert_policy" "catalog_too_large" {
   conditions {
     display_name = "a catalog render was over the response limit"
     condition_threshold {
-      filter          = "resource.type=\"cloud_run_revision\" AND metric.type=\"logging.googleapis.com/user/${google_logging_metric.specsync["catalog_too_large"].name}\""
+      filter          = local.metric_filter["catalog_too_large"]
       comparison      = "COMPARISON_GT"
       threshold_value = 0
       duration        = "0s"
@@ -323,7 +329,7 @@ resource "google_monitoring_alert_policy" "no_successful_run" {
     # (failing, or never run) fires; one that never succeeded since the
     # metric exists has no series to go missing (the failing alert has it).
     condition_absent {
-      filter   = "resource.type=\"cloud_run_revision\" AND metric.type=\"logging.googleapis.com/user/${google_logging_metric.specsync["runs"].name}\" AND metric.labels.result=one_of(${join(", ", [for r in local.successful_results : "\"${r}\""])})"
+      filter   = "${local.metric_filter["runs"]} AND metric.labels.result=one_of(${join(", ", [for r in local.successful_results : "\"${r}\""])})"
       duration = "${2 * var.bootstrap_interval_seconds}s"
 
       aggregations {

@@ -514,6 +514,9 @@ func TestAlerts(t *testing.T) {
 				f := ct.str("filter")
 				mt := metricTypeRE.FindStringSubmatch(f)
 				if mt == nil {
+					if !strings.Contains(f, `metric.type="pubsub.googleapis.com/`) {
+						t.Errorf("%s: its filter reads neither a log-based metric nor a Pub/Sub one: %s", a.addr(), f)
+					}
 					continue // a Pub/Sub metric, below
 				}
 				mi, ok := byName[mt[1]]
