@@ -209,22 +209,32 @@ func baseline(st *store.RegistryStatus) bool {
 		len(st.LastRun.HeldBack) == 0
 }
 
-// readMarked is what the short run knows: the marked specs, all to delete
-// if nothing references them. One marked after the last successful run
-// (a targeted run marks between full runs) is not deleted yet, and this
-// run records itself so that its grace starts (graceWaits).
+// readMarked is what the short run knows: the marked specs, each kept if
+// instances use it (as the full run's plan keeps it) or else to delete if
+// nothing references it by then (DeleteMarked checks again in its
+// transaction). One marked after the last successful run (a targeted run
+// marks between full runs) is not deleted yet, and this run records
+// itself so that its grace starts (graceWaits); it goes to DeleteMarked
+// even if used, which skips it, so it is not reported kept.
 func (r *run) readMarked(ctx context.Context) (bool, error) {
 	marked, err := r.st.MarkedSpecs(ctx, r.reg.Name)
 	if err != nil {
 		return false, err
 	}
-	for _, m := range marked {
-		if !m.MarkedAt.Before(r.status.LastSuccessAt) {
+	stored := storedFrom(marked)
+	var plan Plan
+	for i, m := range marked {
+		waits := !m.MarkedAt.Before(r.status.LastSuccessAt)
+		if waits {
 			r.graceWaits = true
 		}
+		if !waits && stored[i].Instances > 0 {
+			plan.Keep = append(plan.Keep, stored[i])
+		} else {
+			plan.Delete = append(plan.Delete, stored[i])
+		}
 	}
-	stored := storedFrom(marked)
-	r.k = knowledge{stored: stored, plan: Plan{Delete: stored}}
+	r.k = knowledge{stored: stored, plan: plan}
 	return false, nil
 }
 
