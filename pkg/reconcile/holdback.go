@@ -27,7 +27,7 @@ func blockingInstances(ctx context.Context, st *store.Store, hs []HeldBack, reco
 		}
 		var ids []string
 		for _, in := range insts {
-			if Strands(h.Candidate.Spec, in.PlanID, in.Platform) {
+			if h.Candidate.Spec.Strands(in.PlanID, in.Platform) {
 				ids = append(ids, in.ID)
 			}
 		}

@@ -389,23 +389,6 @@ func sortedStored(stored []Stored) []Stored {
 	return out
 }
 
-// Strands reports whether next would strand an instance on planID and
-// platform ("" when the instance did not say).
-func Strands(next *spec.Spec, planID, platform string) bool {
-	if _, ok := next.PlanByID(planID); !ok {
-		return true
-	}
-	if platform == "" || len(next.Platforms) == 0 {
-		return false
-	}
-	for _, p := range next.Platforms {
-		if p.String() == platform {
-			return false
-		}
-	}
-	return true
-}
-
 // strands lists what a new version of a stored spec would take away from
 // running instances: a plan they use, or a platform they run on (when the
 // new version declares platforms at all). Empty means safe to adopt.

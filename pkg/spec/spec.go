@@ -153,6 +153,29 @@ func (s *Spec) PlanByID(id string) (Plan, bool) {
 	return Plan{}, false
 }
 
+// SupportsPlatform reports whether the spec serves an instance on an OCI
+// platform: "" is none said, and a spec that declares no platforms
+// supports any.
+func (s *Spec) SupportsPlatform(platform string) bool {
+	if platform == "" || len(s.Platforms) == 0 {
+		return true
+	}
+	for _, p := range s.Platforms {
+		if p.String() == platform {
+			return true
+		}
+	}
+	return false
+}
+
+// Strands reports whether the spec, adopted as a new version, would
+// strand an instance on planID and platform: it drops the plan, or does
+// not support the platform.
+func (s *Spec) Strands(planID, platform string) bool {
+	_, ok := s.PlanByID(planID)
+	return !ok || !s.SupportsPlatform(platform)
+}
+
 // PlanBindable reports whether instances of plan p can be bound: the
 // plan's own bindable when it says, else the spec's (OSB's inheritance).
 func (s *Spec) PlanBindable(p Plan) bool {

@@ -58,12 +58,12 @@ func (s *Store) ListSpecs(ctx context.Context, f SpecFilter) ([]SpecRecord, erro
 // SpecsInState returns every spec in state (active or marked), with its
 // usage.
 func (s *Store) SpecsInState(ctx context.Context, state api.SpecState) ([]SpecRecord, error) {
-	return s.withUsage(ctx)(queryAll[SpecRecord](ctx, s, s.specs().Where("state", "==", state), "specs in state "+string(state)))
+	return s.querySpecs(ctx, s.specs().Where("state", "==", state), "specs in state "+string(state))
 }
 
 // AllSpecs returns every spec, in id order, with its usage.
 func (s *Store) AllSpecs(ctx context.Context) ([]SpecRecord, error) {
-	return s.withUsage(ctx)(queryAll[SpecRecord](ctx, s, s.specs().OrderBy(firestore.DocumentID, firestore.Asc), "all specs"))
+	return s.querySpecs(ctx, s.specs().OrderBy(firestore.DocumentID, firestore.Asc), "all specs")
 }
 
 // PlannedChange is one change a dry run found a real run would make, by

@@ -260,7 +260,7 @@ func maintenance(rec *SpecRecord, sp *spec.Spec, planID, asked string) (string, 
 // platformOK checks that the spec supports an instance's OCI platform ("" is
 // none said; a spec that declares no platforms supports any).
 func platformOK(rec *SpecRecord, sp *spec.Spec, platform string) error {
-	if platform != "" && len(sp.Platforms) > 0 && !supports(sp, platform) {
+	if !sp.SupportsPlatform(platform) {
 		return failure.New(failure.Invalid, "service %s does not support platform %s (it supports %s)", rec.ID, platform, strings.Join(rec.Platforms, ", "))
 	}
 	return nil
@@ -482,15 +482,6 @@ func (s *Store) txSpecOf(tx *firestore.Transaction, inst *Instance) (*SpecRecord
 		return nil, nil, err
 	}
 	return rec, sp, nil
-}
-
-func supports(s *spec.Spec, platform string) bool {
-	for _, p := range s.Platforms {
-		if p.String() == platform {
-			return true
-		}
-	}
-	return false
 }
 
 // SpecInstances returns up to limit instances of a spec, in no particular

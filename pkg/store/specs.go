@@ -38,7 +38,7 @@ type SpecRecord struct {
 	// are never stored on the spec (a provision would write this document,
 	// and every provision of the spec would queue on it): the readers
 	// that decide with them (the reconcile's, the operators') count the
-	// instance records (withUsage, usage.go). They are what holds back a
+	// instance records (countUsage, usage.go). They are what holds back a
 	// version that would strand instances. Documents written before carry
 	// stale counters under these names; nothing reads them.
 	Instances         int64            `firestore:"-"`
@@ -132,14 +132,14 @@ func queryAll[T any](ctx context.Context, s *Store, q firestore.Query, what stri
 // OwnedSpecs returns every spec the registry owns, active or marked,
 // with its usage.
 func (s *Store) OwnedSpecs(ctx context.Context, registry string) ([]SpecRecord, error) {
-	return s.withUsage(ctx)(queryAll[SpecRecord](ctx, s, s.specs().Where("registry", "==", registry), "specs of registry "+registry))
+	return s.querySpecs(ctx, s.specs().Where("registry", "==", registry), "specs of registry "+registry)
 }
 
 // MarkedSpecs returns the registry's specs that are marked for deletion,
 // with their usage.
 func (s *Store) MarkedSpecs(ctx context.Context, registry string) ([]SpecRecord, error) {
 	q := s.specs().Where("registry", "==", registry).Where("state", "==", api.SpecMarked)
-	return s.withUsage(ctx)(queryAll[SpecRecord](ctx, s, q, "marked specs of registry "+registry))
+	return s.querySpecs(ctx, q, "marked specs of registry "+registry)
 }
 
 // RegistrySpecs reads the specs with the given ids that registry owns, in
@@ -163,7 +163,11 @@ func (s *Store) RegistrySpecs(ctx context.Context, registry string, ids []string
 // order, one read each (with the update time each was read at), with
 // their usage; a missing one is left out.
 func (s *Store) SpecsByID(ctx context.Context, ids []string) ([]SpecRecord, error) {
-	return s.withUsage(ctx)(s.specsByID(ctx, ids))
+	recs, err := s.specsByID(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	return s.countUsage(ctx, recs)
 }
 
 func (s *Store) specsByID(ctx context.Context, ids []string) ([]SpecRecord, error) {
@@ -201,7 +205,7 @@ func (s *Store) specsByID(ctx context.Context, ids []string) ([]SpecRecord, erro
 // there is none.
 func (s *Store) RegistrySpecsNamed(ctx context.Context, registry, name string) ([]SpecRecord, error) {
 	q := s.specs().Where("registry", "==", registry).Where("name", "==", name)
-	out, err := s.withUsage(ctx)(queryAll[SpecRecord](ctx, s, q, "specs of registry "+registry+" named "+name))
+	out, err := s.querySpecs(ctx, q, "specs of registry "+registry+" named "+name)
 	if err != nil {
 		return nil, err
 	}

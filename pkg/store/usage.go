@@ -40,19 +40,19 @@ type usageOf struct {
 	Platform string `firestore:"platform"`
 }
 
-// withUsage fills in each record's usage from the instance records (recs
-// and err, a reader's results, pass through on error): one query per
-// thirty specs, projected to the three fields a count needs, costing a
-// read per instance found (one for a query that finds none).
-func (s *Store) withUsage(ctx context.Context) func([]SpecRecord, error) ([]SpecRecord, error) {
-	return func(recs []SpecRecord, err error) ([]SpecRecord, error) {
-		if err != nil || len(recs) == 0 {
-			return recs, err
-		}
-		return s.countUsage(ctx, recs)
+// querySpecs runs a query of specs and fills in their usage (countUsage).
+func (s *Store) querySpecs(ctx context.Context, q firestore.Query, what string) ([]SpecRecord, error) {
+	recs, err := queryAll[SpecRecord](ctx, s, q, what)
+	if err != nil {
+		return nil, err
 	}
+	return s.countUsage(ctx, recs)
 }
 
+// countUsage fills in each record's usage from the instance records: one
+// query per thirty specs, projected to the three fields a count needs,
+// costing a read per instance found (one for a query that finds none).
+// No records cost nothing.
 func (s *Store) countUsage(ctx context.Context, recs []SpecRecord) ([]SpecRecord, error) {
 	byID := make(map[string]*SpecRecord, len(recs))
 	ids := make([]string, 0, len(recs))
@@ -66,7 +66,7 @@ func (s *Store) countUsage(ctx context.Context, recs []SpecRecord) ([]SpecRecord
 		batch := ids[start:min(start+usageBatch, len(ids))]
 		q := s.instances().Where("spec_id", "in", batch).Select("spec_id", "plan_id", "platform")
 		snaps, err := q.Documents(ctx).GetAll()
-		s.ops.read(max(1, len(snaps)))
+		s.ops.read(len(snaps))
 		if err != nil {
 			return nil, classify(err, "count the instances of %d specs", len(batch))
 		}
@@ -121,7 +121,7 @@ func drops(cur, next *spec.Spec) bool {
 		return true
 	}
 	for _, p := range cur.Platforms {
-		if !supports(next, p.String()) {
+		if !next.SupportsPlatform(p.String()) {
 			return true
 		}
 	}
@@ -140,7 +140,7 @@ func (s *Store) txStrands(tx *firestore.Transaction, cur *SpecRecord, next *spec
 		return err
 	}
 	snaps, err := tx.Documents(s.instances().Where("spec_id", "==", cur.ID).Select("spec_id", "plan_id", "platform")).GetAll()
-	s.ops.read(max(1, len(snaps)))
+	s.ops.read(len(snaps))
 	if err != nil {
 		return err
 	}
@@ -149,8 +149,7 @@ func (s *Store) txStrands(tx *firestore.Transaction, cur *SpecRecord, next *spec
 		if err := snap.DataTo(&u); err != nil {
 			return err
 		}
-		_, planKept := next.PlanByID(u.PlanID)
-		if !planKept || (u.Platform != "" && len(next.Platforms) > 0 && !supports(next, u.Platform)) {
+		if next.Strands(u.PlanID, u.Platform) {
 			return refused(failure.Precondition, ErrStranded, "spec %s: instance %s (plan %s, platform %q) was provisioned after the run read the spec's usage, and the new version drops its plan or platform: run again to hold the version back", cur.ID, snap.Ref.ID, u.PlanID, u.Platform)
 		}
 	}
