@@ -162,25 +162,58 @@ type viewCatalog struct {
 	ids map[string]bool
 }
 
-// viewMemo holds a Rendered's view catalogs by view name.
+// viewMemo holds what a Rendered knows of its views, by view name, and
+// the facts of its services by id.
 type viewMemo struct {
 	mu sync.Mutex
-	m  map[string]*viewCatalog
+	m  map[string]*viewEntry
+	// byID is the served services' facts by id, made once per revision:
+	// whether a view holds a service is answered from it, without the
+	// view's catalog.
+	factsOnce sync.Once
+	byID      map[string]ServiceFacts
+}
+
+// viewEntry is one view's catalog and count at one revision. Each is
+// made once, on its own: a view being encoded keeps no other waiting.
+type viewEntry struct {
+	catOnce   sync.Once
+	cat       *viewCatalog
+	countOnce sync.Once
+	count     int
+}
+
+// entry is the view's entry in r's memo, new if need be.
+func (r *Rendered) entry(v *View) *viewEntry {
+	r.views.mu.Lock()
+	defer r.views.mu.Unlock()
+	e := r.views.m[v.Name]
+	if e == nil {
+		if r.views.m == nil {
+			r.views.m = map[string]*viewEntry{}
+		}
+		e = &viewEntry{}
+		r.views.m[v.Name] = e
+	}
+	return e
 }
 
 // forView is the catalog v sees at r's revision: r itself for a view of
 // every service. A view's catalog goes through the same forms as the
 // full one (encodeForms: gzip, the size limit), with the view's digest
-// in both tags.
+// in both tags. Only the catalog's own requests need it: membership and
+// counts come from the facts (holds, viewServices).
 func (r *Rendered) forView(v *View) *viewCatalog {
 	if v.all() {
 		return &viewCatalog{r: r}
 	}
-	r.views.mu.Lock()
-	defer r.views.mu.Unlock()
-	if vc := r.views.m[v.Name]; vc != nil {
-		return vc
-	}
+	e := r.entry(v)
+	e.catOnce.Do(func() { e.cat = r.filter(v) })
+	return e.cat
+}
+
+// filter makes v's catalog from r: its services, body and forms.
+func (r *Rendered) filter(v *View) *viewCatalog {
 	var pieces []*catalog.Piece
 	ids := map[string]bool{}
 	for _, s := range r.served {
@@ -203,16 +236,43 @@ func (r *Rendered) forView(v *View) *viewCatalog {
 	if vr.GzipETag != "" {
 		vr.GzipETag = strings.TrimSuffix(vr.ETag, `"`) + gzipSuffix + `"`
 	}
-	vc := &viewCatalog{r: vr, ids: ids}
-	if r.views.m == nil {
-		r.views.m = map[string]*viewCatalog{}
-	}
-	r.views.m[v.Name] = vc
-	return vc
+	return &viewCatalog{r: vr, ids: ids}
 }
 
-// has reports whether the view's catalog lists the service.
-func (vc *viewCatalog) has(id string) bool { return vc.ids == nil || vc.ids[id] }
+// holds reports whether v's catalog at r's revision lists the service.
+// A provision asks this: it looks at one service's facts, and never
+// pays for encoding the view's catalog.
+func (r *Rendered) holds(v *View, id string) bool {
+	if v.all() {
+		return true
+	}
+	r.views.factsOnce.Do(func() {
+		r.views.byID = make(map[string]ServiceFacts, len(r.served))
+		for _, s := range r.served {
+			r.views.byID[s.id] = s.facts
+		}
+	})
+	f, ok := r.views.byID[id]
+	return ok && v.Match(f)
+}
+
+// viewServices is how many services v's catalog at r's revision lists,
+// counted once per revision without encoding it (for the status page
+// and /admin/views).
+func (r *Rendered) viewServices(v *View) int {
+	if v.all() {
+		return r.Services
+	}
+	e := r.entry(v)
+	e.countOnce.Do(func() {
+		for _, s := range r.served {
+			if v.Match(s.facts) {
+				e.count++
+			}
+		}
+	})
+	return e.count
+}
 
 // viewETag is the body's tag with the view's name and rules digest in
 // it: two views never share a tag, and new rules are a new tag.
@@ -245,7 +305,7 @@ func (b *Broker) inView(w http.ResponseWriter, r *http.Request, serviceID string
 			WriteFailure(w, err)
 			return false
 		}
-		if cat.forView(v).has(serviceID) {
+		if cat.holds(v, serviceID) {
 			return true
 		}
 	}
@@ -284,11 +344,7 @@ func (v *View) feedChange(c store.Change) (api.Change, bool) {
 func (b *Broker) viewInfos(cat *Rendered) []api.ViewInfo {
 	out := make([]api.ViewInfo, len(b.views))
 	for i, v := range b.views {
-		n := cat.Services
-		if !v.all() {
-			n = len(cat.forView(v).ids)
-		}
-		out[i] = api.ViewInfo{Name: v.Name, Username: v.Username, Rules: append([]string{}, v.Rules...), Services: n}
+		out[i] = api.ViewInfo{Name: v.Name, Username: v.Username, Rules: append([]string{}, v.Rules...), Services: cat.viewServices(v)}
 	}
 	return out
 }
