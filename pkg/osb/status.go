@@ -14,16 +14,19 @@ package osb
 
 import (
 	"bytes"
+	"cmp"
 	"embed"
 	"encoding/json"
 	"fmt"
 	"html/template"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/specsync/specsync/pkg/api"
+	"github.com/specsync/specsync/pkg/catalog"
 	"github.com/specsync/specsync/pkg/store"
 )
 
@@ -199,9 +202,9 @@ func (b *Broker) statusData(r *http.Request) statusData {
 	}
 	// The catalog as this instance serves it (0 reads when warm): a form
 	// too large to serve is shown, not only logged.
-	cat, _, err := b.Cache.Get(ctx)
-	if err != nil {
-		problem("catalog", err)
+	cat, _, catErr := b.Cache.Get(ctx)
+	if catErr != nil {
+		problem("catalog", catErr)
 	} else {
 		d.CatalogTooLarge = cat.Problem()
 	}
@@ -287,8 +290,9 @@ func (b *Broker) statusData(r *http.Request) statusData {
 		}
 	}
 
-	if cat, _, err := b.Cache.Get(ctx); err != nil {
-		problem("catalog views", err)
+	// The views are counted in the catalog shown above: one Get a page.
+	if catErr != nil {
+		problem("catalog views", catErr)
 	} else {
 		d.Views = b.viewInfos(cat)
 	}
@@ -363,9 +367,28 @@ func entryErrorRows(run api.Run, inCatalog map[string]bool) ([]entryErrorRow, in
 // catalogServices fills the catalog section from the catalog platforms
 // are served (the broker's cache: inside its window, no Firestore read;
 // the rendered catalog even when a form of it is too large to serve) and
-// returns the ids of its services. Only ids, names, descriptions and
-// plans are read from it: a dashboard client's secret is never shown.
+// returns the ids of its services. The total and the ids come from the
+// render's list; only the services shown are decoded, and of them only
+// ids, names, descriptions and plans: a dashboard client's secret is
+// never shown.
 func catalogServices(cat *Rendered, d *statusData) map[string]bool {
+	ids := make(map[string]bool, len(cat.served))
+	for _, s := range cat.served {
+		ids[s.id] = true
+	}
+	// The ones shown are the body's first: it lists its services by
+	// name, then id (catalog.Assemble), and a body of only them lists
+	// them in that same order.
+	shown := make([]servedService, len(cat.served))
+	copy(shown, cat.served)
+	slices.SortFunc(shown, func(a, b servedService) int {
+		return cmp.Or(strings.Compare(a.facts.Name, b.facts.Name), strings.Compare(a.id, b.id))
+	})
+	pieces := make([]*catalog.Piece, 0, min(len(shown), maxServices))
+	for _, s := range shown[:min(len(shown), maxServices)] {
+		pieces = append(pieces, s.piece)
+	}
+	first, _ := catalog.AssembleBody(pieces) // kept whole by the full render: no conflict among them
 	var body struct {
 		Services []struct {
 			ID, Name, Description string
@@ -375,18 +398,13 @@ func catalogServices(cat *Rendered, d *statusData) map[string]bool {
 			}
 		}
 	}
-	if err := json.Unmarshal(cat.Body(), &body); err != nil {
+	if err := json.Unmarshal(first.Bytes(), &body); err != nil {
 		d.Problems = append(d.Problems, fmt.Sprintf("catalog: %v", err))
 		return nil
 	}
 	d.CatalogRead = true
-	d.ServicesTotal = len(body.Services)
-	ids := make(map[string]bool, len(body.Services))
+	d.ServicesTotal = cat.Services
 	for _, s := range body.Services {
-		ids[s.ID] = true
-		if len(d.Services) == maxServices {
-			continue
-		}
 		row := serviceRow{ID: s.ID, Name: s.Name, Description: s.Description}
 		for _, p := range s.Plans {
 			row.Plans = append(row.Plans, planRow{ID: p.ID, Name: p.Name, Free: p.Free})
