@@ -97,16 +97,14 @@ func (b *Broker) getChanges(w http.ResponseWriter, r *http.Request) {
 		known := cat.Epoch
 		if epoch != "" && known != epoch {
 			// The cache may lag a store this watcher listed elsewhere:
-			// ask Firestore before calling the watcher's store gone.
-			meta, _, err := b.store.CatalogMetaAt(ctx)
-			if err != nil {
-				WriteFailure(w, err)
+			// ask Firestore before calling the watcher's store gone (one
+			// read shared with the watchers asking with it, and the cache
+			// is fresh after it).
+			fresh, ok := b.confirmEpoch(w, r, epoch)
+			if !ok {
 				return
 			}
-			if known = meta.Epoch; known != epoch {
-				b.goneEpoch(w, meta.Revision, known, epoch)
-				return
-			}
+			known = fresh.Epoch
 		}
 		// cur is the newest revision known; latest is the word of the
 		// freshest source (the listener's, while it is live, which may
