@@ -3,9 +3,8 @@
 # API that other things in the project may use.
 locals {
   apis = toset([
-    "artifactregistry.googleapis.com",     # the functions' images (gcf-artifacts)
+    "artifactregistry.googleapis.com",     # the functions' images
     "cloudbuild.googleapis.com",           # builds the source with the Go buildpack
-    "cloudfunctions.googleapis.com",       # the three functions (2nd gen)
     "cloudresourcemanager.googleapis.com", # project IAM
     "cloudscheduler.googleapis.com",       # the scheduled bootstrap
     "cloudtrace.googleapis.com",           # the functions' spans (SPECSYNC_TRACE=cloudtrace)
@@ -14,9 +13,9 @@ locals {
     "logging.googleapis.com",              # function and build logs, log-based metrics
     "monitoring.googleapis.com",           # the dashboard and the alerts
     "pubsub.googleapis.com",               # the reconcile fan-out
-    "run.googleapis.com",                  # 2nd gen functions are Cloud Run services
+    "run.googleapis.com",                  # the functions (Cloud Run functions)
     "secretmanager.googleapis.com",        # broker, admin and registry credentials
-    "storage.googleapis.com",              # the source archive
+    "storage.googleapis.com",              # the source archive, the registries file
   ])
 }
 

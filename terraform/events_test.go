@@ -1,3 +1,5 @@
+//go:build deploycheck
+
 package terraform_test
 
 // Events: Artifact Registry's gcr topic and its push subscription to the

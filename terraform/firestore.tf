@@ -8,7 +8,15 @@
 # Queries on one field are served by Firestore's automatic single-field
 # indexes and need nothing here.
 
+locals {
+  # The database every function but hooks uses: created here, or (with
+  # create_firestore_database = false) one that exists already.
+  firestore_database = var.create_firestore_database ? google_firestore_database.main[0].name : var.firestore_database
+}
+
 resource "google_firestore_database" "main" {
+  count = var.create_firestore_database ? 1 : 0
+
   project     = var.project_id
   name        = var.firestore_database
   location_id = var.firestore_location != null ? var.firestore_location : var.region
@@ -21,6 +29,10 @@ resource "google_firestore_database" "main" {
   # from being deleted by anyone until switched off.
   delete_protection_state = var.deletion_protection ? "DELETE_PROTECTION_ENABLED" : "DELETE_PROTECTION_DISABLED"
   deletion_policy         = "ABANDON"
+  # Point-in-time recovery: every document as it was at any minute of the
+  # last 7 days can be read back or restored into a new database
+  # (docs/operations.md#restoring-the-catalog).
+  point_in_time_recovery_enablement = var.firestore_point_in_time_recovery ? "POINT_IN_TIME_RECOVERY_ENABLED" : "POINT_IN_TIME_RECOVERY_DISABLED"
 
   depends_on = [google_project_service.enabled]
 }
@@ -30,7 +42,7 @@ resource "google_firestore_database" "main" {
 # single-field indexes; the composite index makes it direct and certain.)
 resource "google_firestore_index" "specs_registry_state" {
   project     = var.project_id
-  database    = google_firestore_database.main.name
+  database    = local.firestore_database
   collection  = "specs"
   query_scope = "COLLECTION"
 
@@ -50,7 +62,7 @@ resource "google_firestore_index" "specs_registry_state" {
 # the name).
 resource "google_firestore_index" "specs_registry_name" {
   project     = var.project_id
-  database    = google_firestore_database.main.name
+  database    = local.firestore_database
   collection  = "specs"
   query_scope = "COLLECTION"
 
@@ -75,7 +87,7 @@ resource "google_firestore_index" "specs_registry_name" {
 # status.
 resource "google_firestore_field" "operations_expires_at" {
   project    = var.project_id
-  database   = google_firestore_database.main.name
+  database   = local.firestore_database
   collection = "operations"
   field      = "expires_at"
 
@@ -91,7 +103,7 @@ resource "google_firestore_field" "operations_expires_at" {
 # the field.
 resource "google_firestore_field" "changes_expires_at" {
   project    = var.project_id
-  database   = google_firestore_database.main.name
+  database   = local.firestore_database
   collection = "changes"
   field      = "expires_at"
 
@@ -105,7 +117,7 @@ resource "google_firestore_field" "changes_expires_at" {
 # TTL delete is harmless. Only TTL reads the field: no single-field index.
 resource "google_firestore_field" "tombstones_expires_at" {
   project    = var.project_id
-  database   = google_firestore_database.main.name
+  database   = local.firestore_database
   collection = "tombstones"
   field      = "expires_at"
 

@@ -1,3 +1,5 @@
+//go:build deploycheck
+
 package terraform_test
 
 // Firestore: every query the store runs has its index, every expiring

@@ -1,10 +1,13 @@
+//go:build deploycheck
+
 package terraform_test
 
-// The functions: every function the code registers is deployed from the
-// uploaded source, reads exactly the settings terraform sets, and the
-// module reads the registries file as the Go code does.
+// The functions: every function the code registers is deployed, built
+// from exactly the module's source, reads exactly the settings terraform
+// sets, and sees the registries file as the Go code does.
 
 import (
+	"archive/zip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,27 +16,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zclconf/go-cty/cty"
-
 	"github.com/specsync/specsync/pkg/settings"
 )
 
-func TestEveryRegisteredFunctionIsDeployed(t *testing.T) {
-	m := evaluated(t, nil)
+func TestFunctionsAreBuiltFromTheModuleSource(t *testing.T) {
+	t.Parallel()
+	m := planOf(t, reference(t))
 	p := parseFunctions(t)
 	fns := functionsByEntryPoint(t, m)
-	var want, got []string
-	for _, r := range p.regs {
-		want = append(want, r.Name)
-	}
-	for ep := range fns {
-		got = append(got, ep)
-	}
-	sort.Strings(want)
-	sort.Strings(got)
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("function resources have entry points %v; the code registers %v", got, want)
-	}
 
 	goMod, err := os.ReadFile("../go.mod")
 	if err != nil {
@@ -47,84 +37,64 @@ func TestEveryRegisteredFunctionIsDeployed(t *testing.T) {
 
 	bucket := m.instance("google_storage_bucket.source", "")
 	object := m.instance("google_storage_bucket_object.source", "")
-	archive := m.instance("data.archive_file.source", "")
-	if bucket == nil || object == nil || archive == nil {
-		t.Fatal("want google_storage_bucket.source, google_storage_bucket_object.source and data.archive_file.source")
+	repo := m.instance("google_artifact_registry_repository.functions", "")
+	if bucket == nil || object == nil || repo == nil {
+		t.Fatal("want google_storage_bucket.source, google_storage_bucket_object.source and google_artifact_registry_repository.functions")
 	}
 	for _, r := range p.regs {
 		fn := fns[r.Name]
-		if fn == nil {
-			continue // reported above
-		}
 		bc := fn.one("build_config")
-		if got := bc.str("runtime"); got != runtime {
-			t.Errorf("%s: runtime %q, want %q (go.mod)", fn.addr(), got, runtime)
+		if got := bc.str("base_image"); !strings.HasSuffix(got, "/runtimes/"+runtime) {
+			t.Errorf("%s: base image %q, want the %s runtime (go.mod)", fn.addr(), got, runtime)
 		}
-		ss := bc.one("source").one("storage_source")
-		if ss == nil || ss.str("bucket") != bucket.str("name") || ss.str("object") != object.str("name") {
-			t.Errorf("%s: not built from the uploaded source archive", fn.addr())
+		if got, want := bc.str("source_location"), "gs://"+bucket.str("name")+"/"+object.str("name"); got != want {
+			t.Errorf("%s: built from %q, not the uploaded source archive %q", fn.addr(), got, want)
 		}
 		if bc.str("service_account") == "" {
 			t.Errorf("%s: no build service account (the default one may lack permissions or have too many)", fn.addr())
 		}
-		sc := fn.one("service_config")
-		for _, a := range []string{"timeout_seconds", "available_memory", "max_instance_count", "max_instance_request_concurrency", "service_account_email", "ingress_settings"} {
-			if v, ok := sc.Attrs[a]; !ok || v.IsNull() {
-				t.Errorf("%s: service_config.%s is not set", fn.addr(), a)
+		c := container(t, fn)
+		if img := c.str("image"); img != bc.str("image_uri") || !strings.Contains(img, "/"+repo.str("repository_id")+"/") || !strings.Contains(img, ":"+strings.TrimSuffix(strings.TrimPrefix(object.str("name"), "specsync-source-"), ".zip")) {
+			t.Errorf("%s: runs image %q, built to %q: want the image built from this source (tagged with its digest) in the functions' repository", fn.addr(), img, bc.str("image_uri"))
+		}
+		tpl := fn.one("template")
+		for _, a := range []string{"timeout", "service_account", "max_instance_request_concurrency"} {
+			if tpl.str(a) == "" {
+				t.Errorf("%s: template.%s is not set", fn.addr(), a)
 			}
 		}
+		if lim := c.one("resources"); lim == nil || stringMap(lim.Attrs["limits"])["memory"] == "" || stringMap(lim.Attrs["limits"])["cpu"] == "" {
+			t.Errorf("%s: no cpu and memory limits", fn.addr())
+		}
 	}
-	if object.str("source") != archive.str("output_path") {
-		t.Error("the uploaded object is not the source archive")
-	}
-	if !strings.Contains(object.str("name"), archive.str("output_md5")) {
+	if !strings.HasPrefix(object.str("name"), "specsync-source-") {
 		t.Error("the source object is not named by the archive's content (a changed source would not redeploy)")
 	}
 
-	// The archive is the repository root, as the buildpack expects it: the
-	// root package that registers the functions, go.mod, the registries
-	// file, and not terraform/ (state, provider cache).
-	root, _ := filepath.Abs("..")
-	if got := archive.str("source_dir"); got != filepath.ToSlash(root) {
-		t.Errorf("archive source_dir %q, want the repository root %q", got, root)
+	// The archive holds exactly the files source_files.txt lists: no
+	// binary, test artifact or untracked file of the checkout.
+	want := sourceFiles(t)
+	z, err := zip.OpenReader(filepath.Join(m.dir, ".terraform", "specsync", "source.zip"))
+	if err != nil {
+		t.Fatalf("the source archive: %v", err)
 	}
-	var excludes []string
-	for it := archive.Attrs["excludes"].ElementIterator(); it.Next(); {
-		_, v := it.Element()
-		excludes = append(excludes, v.AsString())
+	defer z.Close()
+	var got []string
+	for _, f := range z.File {
+		got = append(got, f.Name)
 	}
-	for _, must := range []string{"terraform", ".git"} {
-		if !contains(excludes, must) {
-			t.Errorf("the source archive must exclude %s", must)
-		}
-	}
-	keep := []string{"go.mod", "go.sum", "specsync.go", "functions/functions.go", referenceRegistries}
-	for _, f := range keep {
-		if _, err := os.Stat(filepath.Join("..", f)); err != nil {
-			t.Errorf("%s is missing from the repository: %v", f, err)
-		}
-		for _, ex := range excludes {
-			if ok, _ := filepath.Match(ex, f); ok || f == ex || strings.HasPrefix(f, ex+"/") {
-				t.Errorf("the source archive excludes %s (pattern %q), which the build needs", f, ex)
-			}
-		}
-	}
-	rootPkg, err := os.ReadFile("../specsync.go")
-	if err != nil || !strings.Contains(string(rootPkg), `"github.com/specsync/specsync/functions"`) {
-		t.Error("the root package must import functions/ so the buildpack's main registers them")
+	sort.Strings(got)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("the source archive holds %d files, source_files.txt lists %d: %v", len(got), len(want), diffStrings(got, want))
 	}
 
 	// The CloudEvent function is reached only through its push
-	// subscription; the HTTP ones are reached at their URL.
+	// subscriptions; the HTTP ones at their URL.
 	for _, r := range p.regs {
 		fn := fns[r.Name]
-		if fn == nil {
-			continue
-		}
-		ingress := fn.one("service_config").str("ingress_settings")
 		targeted := false
 		for _, sub := range m.ofType("google_pubsub_subscription") {
-			if pc := sub.one("push_config"); pc != nil && strings.HasPrefix(pc.str("push_endpoint"), fn.one("service_config").str("uri")+"/") {
+			if pc := sub.one("push_config"); pc != nil && pc.one("oidc_token") != nil && pc.one("oidc_token").str("audience") == firstAudience(fn) {
 				targeted = true
 			}
 		}
@@ -133,8 +103,8 @@ func TestEveryRegisteredFunctionIsDeployed(t *testing.T) {
 			if !targeted {
 				t.Errorf("%s is a CloudEvent function but no push subscription delivers to it", r.Name)
 			}
-			if ingress != "ALLOW_INTERNAL_ONLY" {
-				t.Errorf("%s: ingress %s, want ALLOW_INTERNAL_ONLY (only Pub/Sub calls it)", r.Name, ingress)
+			if got := fn.str("ingress"); got != "INGRESS_TRAFFIC_INTERNAL_ONLY" {
+				t.Errorf("%s: ingress %s, want INGRESS_TRAFFIC_INTERNAL_ONLY (only Pub/Sub calls it)", r.Name, got)
 			}
 		case "HTTP":
 			if targeted {
@@ -144,58 +114,79 @@ func TestEveryRegisteredFunctionIsDeployed(t *testing.T) {
 	}
 }
 
-func setStrings(v cty.Value) []string {
-	var out []string
-	if v == cty.NilVal || v.IsNull() || !v.IsKnown() {
-		return nil
-	}
-	for it := v.ElementIterator(); it.Next(); {
-		_, e := it.Element()
-		out = append(out, e.AsString())
-	}
-	sort.Strings(out)
-	return out
-}
-
-// The module's reading of the registries file is the Go code's.
-func TestRegistriesFileDerivation(t *testing.T) {
-	m := evaluated(t, nil)
-	g := loadGoRegistries(t)
-	for name, want := range map[string][]string{
-		"registry_env_refs":     g.EnvRefs,
-		"registry_secret_envs":  g.SecretEnvs,
-		"registry_secret_files": g.SecretFiles,
-		"hook_secret_envs":      g.HookSecretEnvs,
-		"hook_secret_files":     g.HookSecretFiles,
-	} {
-		if got := setStrings(m.localVals[name]); !reflect.DeepEqual(got, want) {
-			t.Errorf("local.%s = %v; the Go config of %s says %v", name, got, referenceRegistries, want)
+func firstAudience(fn *instance) string {
+	var auds []string
+	if v := fn.Attrs["custom_audiences"]; v.IsKnown() && !v.IsNull() {
+		for it := v.ElementIterator(); it.Next(); {
+			_, e := it.Element()
+			auds = append(auds, e.AsString())
 		}
 	}
-
-	// A ${VAR} without a value fails the plan, naming it.
-	bad, err := loadModule(".", inputs(map[string]cty.Value{"registry_env": cty.MapValEmpty(cty.String)}))
-	if err != nil {
-		t.Fatal(err)
+	if len(auds) != 1 {
+		return ""
 	}
-	if joined := strings.Join(bad.errs, "\n"); !strings.Contains(joined, "REFERENCE_REGISTRY_HOST") {
-		t.Errorf("a missing registry_env value does not fail the plan by name; errors: %s", joined)
+	return auds[0]
+}
+
+// TestEnvironmentMatchesSettings: each function's environment is exactly
+// what its settings loader reads (plus the registries file's ${VAR}s and
+// credentials where it loads the file), each value in the form the code
+// accepts; secrets come from Secret Manager, digests from their variables.
+func TestEnvironmentMatchesSettings(t *testing.T) {
+	t.Parallel()
+	for _, sc := range []struct {
+		scenario
+		file string            // the registries file, for the Go code's reading
+		env  map[string]string // its ${VAR}s
+	}{
+		{reference(t), filepath.Join("..", referenceRegistries), referenceEnv},
+		{outside, "", nil},
+		{views, "", nil},
+	} {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			m := planOf(t, sc.scenario)
+			path := sc.file
+			if path == "" {
+				path = writeTemp(t, sc.scenario)
+			}
+			g := goRegistriesOf(t, path, sc.env)
+			checkEnvironment(t, m, g, sc.env)
+		})
 	}
 }
 
-func TestEnvironmentMatchesSettings(t *testing.T) {
-	m := evaluated(t, nil)
+// writeTemp writes a scenario's registries file (and its spec
+// directories) where the Go code can load it.
+func writeTemp(t *testing.T, sc scenario) string {
+	t.Helper()
+	dir := t.TempDir()
+	files := sc.files
+	if len(sc.outside) > 0 {
+		files = sc.outside
+	}
+	for name, body := range files {
+		if err := writeFile(filepath.Join(dir, name), body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "registries.yaml")
+}
+
+func checkEnvironment(t *testing.T, m *module, g goRegistries, refEnv map[string]string) {
 	p := parseFunctions(t)
-	g := loadGoRegistries(t)
 	fns := functionsByEntryPoint(t, m)
 	workTopic := workTopicOf(t, m)
 	retention := map[string]string{}
+	secretIDs := map[string]string{} // secret id -> key
+	for _, s := range m.ofType("google_secret_manager_secret") {
+		secretIDs[s.str("secret_id")] = s.Key
+	}
 
 	for _, r := range p.regs {
 		fn := fns[r.Name]
 		if fn == nil {
-			t.Errorf("no function resource has the entry point %s", r.Name)
-			continue
+			continue // not deployed here (checked by functionsByEntryPoint)
 		}
 		rc := p.reach(r.Handler)
 		if len(rc.Loaders) != 1 {
@@ -214,16 +205,7 @@ func TestEnvironmentMatchesSettings(t *testing.T) {
 				want[k] = true
 			}
 		}
-		sc := fn.one("service_config")
-		env := stringMap(sc.Attrs["environment_variables"])
-		secretEnv := map[string]bool{}
-		for _, s := range sc.Blocks["secret_environment_variables"] {
-			k := s.str("key")
-			if secretEnv[k] || env[k] != "" {
-				t.Errorf("%s: %s is set twice", r.Name, k)
-			}
-			secretEnv[k] = true
-		}
+		env, secretEnv := envOf(t, fn)
 
 		// Credentials the function checks callers against: of the sources
 		// it reads, terraform sets exactly one, each the way it must be
@@ -231,13 +213,15 @@ func TestEnvironmentMatchesSettings(t *testing.T) {
 		// from the digest variable, its file from a mounted volume).
 		secretWant := map[string]bool{}
 		handled := map[string]bool{}
-		files := map[string]string{} // mounted path -> the secret it holds
+		files := map[string]string{} // mounted path -> the key of the secret it holds
 		for _, cred := range credentialSources(t, rc.Loaders[0], load) {
 			var set []string
 			for _, src := range cred.sources {
 				delete(want, src)
 				handled[src] = true
-				if _, ok := env[src]; ok || secretEnv[src] {
+				_, plain := env[src]
+				_, secret := secretEnv[src]
+				if plain || secret {
 					set = append(set, src)
 				}
 			}
@@ -246,21 +230,21 @@ func TestEnvironmentMatchesSettings(t *testing.T) {
 				continue
 			}
 			src := set[0]
+			_, fromSecret := secretEnv[src]
 			switch strings.TrimPrefix(src, cred.key) {
 			case "":
-				secretWant[src] = true
-				if !secretEnv[src] {
-					t.Errorf("%s: %s is a plain environment variable; it is a secret (value would be in the state)", r.Name, src)
+				if !fromSecret {
+					t.Errorf("%s: %s is a plain environment variable; it is a secret (its value would be in the state)", r.Name, src)
 				}
 			case settings.SuffixSHA256:
-				if secretEnv[src] {
+				if fromSecret {
 					t.Errorf("%s: %s comes from Secret Manager; a digest comes from its variable", r.Name, src)
 				}
 				if got, wantDigest := env[src], sha256Hex(testCredentials[cred.key]); got != wantDigest {
 					t.Errorf("%s: %s = %q, want the digest variable's value %q", r.Name, src, got, wantDigest)
 				}
 			case settings.SuffixFile:
-				if secretEnv[src] {
+				if fromSecret {
 					t.Errorf("%s: %s comes from Secret Manager; it is the path of a mounted secret", r.Name, src)
 				}
 				files[env[src]] = cred.key
@@ -297,16 +281,19 @@ func TestEnvironmentMatchesSettings(t *testing.T) {
 			}
 			got[k] = true
 			if secretWant[k] {
-				t.Errorf("%s: %s is a plain environment variable; it is a secret (value would be in the state)", r.Name, k)
+				t.Errorf("%s: %s is a plain environment variable; it is a secret (its value would be in the state)", r.Name, k)
 			}
 		}
-		for k := range secretEnv {
+		for k, id := range secretEnv {
 			if handled[k] {
 				continue
 			}
 			got[k] = true
 			if !secretWant[k] {
 				t.Errorf("%s: %s comes from Secret Manager but the function does not read it as a secret", r.Name, k)
+			}
+			if secretIDs[id] != k {
+				t.Errorf("%s: %s is filled from the secret %s, which holds %s", r.Name, k, id, secretIDs[id])
 			}
 		}
 		for k := range want {
@@ -320,20 +307,11 @@ func TestEnvironmentMatchesSettings(t *testing.T) {
 			}
 		}
 		mounted := map[string]string{}
-		for _, v := range sc.Blocks["secret_volumes"] {
-			for _, ver := range v.Blocks["versions"] {
-				mounted[v.str("mount_path")+"/"+ver.str("path")] = v.str("secret")
-				if ver.str("version") != "latest" {
-					t.Errorf("%s: the volume %s pins version %s; mount latest, so rotation needs no redeploy", r.Name, v.str("mount_path"), ver.str("version"))
-				}
-			}
+		for path, id := range mountsOf(t, fn) {
+			mounted[path] = secretIDs[id]
 		}
-		wantMounted := map[string]string{}
-		for path, key := range files {
-			wantMounted[path] = secretIDOf(t, m, key)
-		}
-		if !reflect.DeepEqual(mounted, wantMounted) && !(len(mounted) == 0 && len(wantMounted) == 0) {
-			t.Errorf("%s: secret files mounted %v, want %v", r.Name, mounted, wantMounted)
+		if !reflect.DeepEqual(mounted, files) && !(len(mounted) == 0 && len(files) == 0) {
+			t.Errorf("%s: secret files mounted %v, want %v", r.Name, mounted, files)
 		}
 
 		// The values are what the code accepts, and mean what they should.
@@ -350,11 +328,14 @@ func TestEnvironmentMatchesSettings(t *testing.T) {
 		if v, ok := env["GOOGLE_CLOUD_PROJECT"]; ok && v != testProject {
 			t.Errorf("%s: GOOGLE_CLOUD_PROJECT = %q, want the project", r.Name, v)
 		}
-		if v, ok := env["FIRESTORE_DATABASE"]; ok && v != m.instance("google_firestore_database.main", "").str("name") {
+		if v, ok := env["FIRESTORE_DATABASE"]; ok && v != m.instance("google_firestore_database.main", "0").str("name") {
 			t.Errorf("%s: FIRESTORE_DATABASE = %q, not the database terraform creates", r.Name, v)
 		}
-		if v, ok := env["SPECSYNC_REGISTRIES"]; ok && v != "/workspace/serverless_function_source_code/"+referenceRegistries {
-			t.Errorf("%s: SPECSYNC_REGISTRIES = %q, want the registries file inside the uploaded source", r.Name, v)
+		if v, ok := env["SPECSYNC_REGISTRIES"]; ok {
+			bundle := m.instance("google_storage_bucket_object.config", "")
+			if v != "gs://"+bundle.str("bucket")+"/"+bundle.str("name") {
+				t.Errorf("%s: SPECSYNC_REGISTRIES = %q, want the config bundle terraform uploads", r.Name, v)
+			}
 		}
 		if v, ok := env["SPECSYNC_TOPIC"]; ok && v != workTopic.str("name") {
 			t.Errorf("%s: SPECSYNC_TOPIC = %q, not the topic the reconcile subscription reads", r.Name, v)
@@ -365,12 +346,15 @@ func TestEnvironmentMatchesSettings(t *testing.T) {
 		if v, ok := env["SPECSYNC_COMMIT_TOPIC"]; ok && v != commitTopicOf(t, m).str("name") {
 			t.Errorf("%s: SPECSYNC_COMMIT_TOPIC = %q, not the topic of the ordered commit subscription", r.Name, v)
 		}
+		if v, ok := env["SPECSYNC_SCHEDULER_AUDIENCE"]; ok && v != firstAudience(fn) {
+			t.Errorf("%s: SPECSYNC_SCHEDULER_AUDIENCE = %q, not the audience its service accepts (%q)", r.Name, v, firstAudience(fn))
+		}
 		if v, ok := env["SPECSYNC_OPERATION_RETENTION"]; ok {
 			retention[r.Name] = v
 		}
 		for _, k := range g.EnvRefs {
-			if v, ok := env[k]; ok && v != referenceEnv[k] {
-				t.Errorf("%s: %s = %q, want registry_env's %q", r.Name, k, v, referenceEnv[k])
+			if v, ok := env[k]; ok && v != refEnv[k] {
+				t.Errorf("%s: %s = %q, want registry_env's %q", r.Name, k, v, refEnv[k])
 			}
 		}
 	}
@@ -393,13 +377,4 @@ func slicesDistinct(s []string) []string {
 		}
 	}
 	return out
-}
-
-func contains(s []string, v string) bool {
-	for _, e := range s {
-		if e == v {
-			return true
-		}
-	}
-	return false
 }

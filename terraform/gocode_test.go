@@ -1,3 +1,5 @@
+//go:build deploycheck
+
 package terraform_test
 
 // What the Go code says, read for the checks: the functions it registers
@@ -148,6 +150,7 @@ func (p *functionsPackage) reach(handler string) reach {
 // not here fails the test.
 var loaders = map[string]func(settings.Lookup) error{
 	"LoadBootstrap": func(l settings.Lookup) error { _, err := settings.LoadBootstrap(l); return err },
+	"LoadHooks":     func(l settings.Lookup) error { _, err := settings.LoadHooks(l); return err },
 	"LoadReconcile": func(l settings.Lookup) error { _, err := settings.LoadReconcile(l); return err },
 	"LoadCatalog":   func(l settings.Lookup) error { _, err := settings.LoadCatalog(l); return err },
 }
@@ -159,16 +162,18 @@ func keysRead(load func(settings.Lookup) error) map[string]bool {
 	return keys
 }
 
-// functionsByEntryPoint maps each terraform function to its entry point.
+// functionsByEntryPoint maps each function (a Cloud Run service built from
+// the source) to its entry point; they are the functions the code
+// registers, the hooks function only when a registry has a hook block.
 func functionsByEntryPoint(t *testing.T, m *module) map[string]*instance {
 	t.Helper()
 	out := map[string]*instance{}
-	for _, fn := range m.ofType("google_cloudfunctions2_function") {
+	for _, fn := range m.ofType("google_cloud_run_v2_service") {
 		bc := fn.one("build_config")
 		if bc == nil {
-			t.Fatalf("%s has no build_config", fn.addr())
+			t.Fatalf("%s has no build_config: not built from the source", fn.addr())
 		}
-		ep := bc.str("entry_point")
+		ep := bc.str("function_target")
 		if _, dup := out[ep]; dup {
 			t.Errorf("two functions with entry point %s", ep)
 		}
@@ -178,13 +183,84 @@ func functionsByEntryPoint(t *testing.T, m *module) map[string]*instance {
 	for ep := range out {
 		got = append(got, ep)
 	}
+	hooks := len(m.outVals["hook_urls"].AsValueMap()) > 0
 	for _, r := range parseFunctions(t).regs {
+		if r.Name == "Hooks" && !hooks {
+			continue
+		}
 		want = append(want, r.Name)
 	}
 	sort.Strings(got)
 	sort.Strings(want)
 	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("function resources have entry points %v; the code registers %v (functions/functions.go)", got, want)
+		t.Fatalf("functions deployed with entry points %v; the code registers %v (functions/functions.go; Hooks only with a hook block)", got, want)
+	}
+	return out
+}
+
+// container is a function's one container.
+func container(t *testing.T, fn *instance) *block {
+	t.Helper()
+	tpl := fn.one("template")
+	if tpl == nil || tpl.one("containers") == nil {
+		t.Fatalf("%s: want a template with one container", fn.addr())
+	}
+	return tpl.one("containers")
+}
+
+// envOf is a function's environment: plain values, and the variables
+// filled from Secret Manager (name -> secret id, with the version).
+func envOf(t *testing.T, fn *instance) (plain map[string]string, secret map[string]string) {
+	t.Helper()
+	plain, secret = map[string]string{}, map[string]string{}
+	for _, e := range container(t, fn).Blocks["env"] {
+		name := e.str("name")
+		if _, dup := plain[name]; dup {
+			t.Errorf("%s: %s is set twice", fn.addr(), name)
+		}
+		if _, dup := secret[name]; dup {
+			t.Errorf("%s: %s is set twice", fn.addr(), name)
+		}
+		if vs := e.one("value_source"); vs != nil {
+			ref := vs.one("secret_key_ref")
+			if ref == nil {
+				t.Errorf("%s: %s has a value source that is not a secret", fn.addr(), name)
+				continue
+			}
+			if ref.str("version") != "latest" {
+				t.Errorf("%s: %s pins secret version %s; use latest, so rotation needs no redeploy", fn.addr(), name, ref.str("version"))
+			}
+			secret[name] = ref.str("secret")
+			continue
+		}
+		plain[name] = e.str("value")
+	}
+	return plain, secret
+}
+
+// mountsOf is a function's mounted secret files: path -> secret id.
+func mountsOf(t *testing.T, fn *instance) map[string]string {
+	t.Helper()
+	volumes := map[string]*block{}
+	for _, v := range fn.one("template").Blocks["volumes"] {
+		volumes[v.str("name")] = v
+	}
+	out := map[string]string{}
+	for _, vm := range container(t, fn).Blocks["volume_mounts"] {
+		v := volumes[vm.str("name")]
+		if v == nil || v.one("secret") == nil {
+			t.Errorf("%s: the mount %s is not of a secret volume", fn.addr(), vm.str("mount_path"))
+			continue
+		}
+		for _, it := range v.one("secret").Blocks["items"] {
+			if it.str("version") != "latest" {
+				t.Errorf("%s: the volume at %s pins version %s; mount latest, so rotation needs no redeploy", fn.addr(), vm.str("mount_path"), it.str("version"))
+			}
+			out[vm.str("mount_path")+"/"+it.str("path")] = v.one("secret").str("secret")
+		}
+	}
+	if len(out) != len(volumes) {
+		t.Errorf("%s: %d secret files mounted from %d volumes: every volume is mounted, one file each", fn.addr(), len(out), len(volumes))
 	}
 	return out
 }
@@ -240,23 +316,35 @@ type goRegistries struct {
 
 func loadGoRegistries(t *testing.T) goRegistries {
 	t.Helper()
-	for k, v := range referenceEnv {
+	g := goRegistriesOf(t, filepath.Join("..", referenceRegistries), referenceEnv)
+	if len(g.SecretEnvs) == 0 || len(g.SecretFiles) == 0 {
+		t.Fatalf("%s no longer names an *_env and a *_file credential; the secret checks need both", referenceRegistries)
+	}
+	if len(g.HookSecretEnvs) == 0 || len(g.HookSecretFiles) == 0 {
+		t.Fatalf("%s no longer has a hook with a secret_env and one with a secret_file; the hook secret checks need both", referenceRegistries)
+	}
+	return g
+}
+
+// goRegistriesOf is what the Go code makes of a registries file, loaded
+// with env as the only ${VAR} values.
+func goRegistriesOf(t *testing.T, path string, env map[string]string) goRegistries {
+	t.Helper()
+	for k, v := range env {
 		t.Setenv(k, v)
 	}
-	path := filepath.Join("..", referenceRegistries)
 	cfg, err := config.Load(path)
 	if err != nil {
-		t.Fatalf("the Go config does not load %s with the test's registry_env: %v", referenceRegistries, err)
+		t.Fatalf("the Go config does not load %s with the test's registry_env: %v", path, err)
 	}
 	var g goRegistries
-	// Every variable of referenceEnv is needed: without it the file fails
-	// to load.
-	for k := range referenceEnv {
+	// Every variable of env is needed: without it the file fails to load.
+	for k := range env {
 		os.Unsetenv(k)
 		if _, err := config.Load(path); err == nil {
-			t.Errorf("%s loads without %s: the test's registry_env is not what the file references", referenceRegistries, k)
+			t.Errorf("%s loads without %s: the test's registry_env is not what the file references", path, k)
 		}
-		os.Setenv(k, referenceEnv[k])
+		os.Setenv(k, env[k])
 		g.EnvRefs = append(g.EnvRefs, k)
 	}
 	for _, r := range cfg.File.Registries {
@@ -308,11 +396,5 @@ func loadGoRegistries(t *testing.T) goRegistries {
 	sort.Strings(g.SecretFiles)
 	sort.Strings(g.HookSecretEnvs)
 	sort.Strings(g.HookSecretFiles)
-	if len(g.SecretEnvs) == 0 || len(g.SecretFiles) == 0 {
-		t.Fatalf("%s no longer names an *_env and a *_file credential; the secret checks need both", referenceRegistries)
-	}
-	if len(g.HookSecretEnvs) == 0 || len(g.HookSecretFiles) == 0 {
-		t.Fatalf("%s no longer has a hook with a secret_env and one with a secret_file; the hook secret checks need both", referenceRegistries)
-	}
 	return g
 }

@@ -1,19 +1,23 @@
 # Identities and what they may do. One service account per function, one
-# for the push subscription, one for the scheduler, one for the builds; no
-# primitive role anywhere (terraform/iam_test.go checks it).
+# for the push subscriptions, one for the scheduler, one for the builds; no
+# primitive role anywhere (the deploy check asserts it on the plan).
 #
-#   bootstrap  Firestore (operations), publish to the work topic, the admin token,
-#              the registries' webhook secrets
+#   bootstrap  Firestore (operations), publish to the work topic, the admin
+#              token, read the config bundle
+#   hooks      publish to the work topic, the registries' webhook secrets, read
+#              the config bundle; no Firestore at all
 #   reconcile  Firestore (specs, registries, operations, the change feed), the
-#              registry credentials, publish to the catalog-changes and commit topics,
-#              read the Artifact Registry repositories artifact_registry_repositories names
+#              registry credentials, publish to the catalog-changes and commit
+#              topics, read the config bundle, and read what the registries
+#              file reads with auth.type google (Artifact Registry
+#              repositories, Cloud Storage buckets: derived, registries.tf)
 #   catalog    Firestore (reads; writes only instance records); no secret
 #              (it holds credential digests) and no Pub/Sub at all
 #   (each)     write its spans to Cloud Trace (roles/cloudtrace.agent)
 #   push       invoke the reconcile function, nothing else (all of its push
 #              subscriptions authenticate as it)
 #   scheduler  invoke the bootstrap function, nothing else
-#   build      what Cloud Build needs to build the functions
+#   build      build logs, push to the functions' repository, read the source
 #
 # IAM cannot scope Firestore to collections: roles/datastore.user is the
 # narrowest role that can write, and it covers the whole database. That the
@@ -63,7 +67,7 @@ resource "google_service_account" "build" {
 # Firestore for every function. datastore.user reads and writes documents;
 # it cannot manage indexes, TTL policies or the database.
 resource "google_project_iam_member" "function_firestore" {
-  for_each = local.function_entry_points
+  for_each = toset([for k in ["bootstrap", "reconcile", "catalog"] : k])
 
   project = var.project_id
   role    = "roles/datastore.user"
@@ -73,7 +77,7 @@ resource "google_project_iam_member" "function_firestore" {
 # Every function writes its spans to Cloud Trace (SPECSYNC_TRACE=cloudtrace):
 # cloudtrace.agent may write traces and nothing else (it cannot read them).
 resource "google_project_iam_member" "function_trace" {
-  for_each = local.function_entry_points
+  for_each = var.tracing ? local.function_entry_points : {}
 
   project = var.project_id
   role    = "roles/cloudtrace.agent"
@@ -86,6 +90,17 @@ resource "google_pubsub_topic_iam_member" "bootstrap_publisher" {
   topic   = google_pubsub_topic.reconcile.name
   role    = "roles/pubsub.publisher"
   member  = "serviceAccount:${google_service_account.function["bootstrap"].email}"
+}
+
+# The hooks function publishes reconcile messages (a registry's events),
+# to the work topic only.
+resource "google_pubsub_topic_iam_member" "hooks_publisher" {
+  count = contains(keys(local.function_entry_points), "hooks") ? 1 : 0
+
+  project = var.project_id
+  topic   = google_pubsub_topic.reconcile.name
+  role    = "roles/pubsub.publisher"
+  member  = "serviceAccount:${google_service_account.function["hooks"].email}"
 }
 
 # The reconcile function publishes committed catalog changes, to the
@@ -106,51 +121,85 @@ resource "google_pubsub_topic_iam_member" "reconcile_commit_publisher" {
   member  = "serviceAccount:${google_service_account.function["reconcile"].email}"
 }
 
-# Cloud Build: write build logs, push the image to Artifact Registry, read
-# the uploaded source.
+# Cloud Build: write build logs (project), push the images to the
+# functions' repository and read the uploaded source (those two only).
 resource "google_project_iam_member" "build" {
-  for_each = toset([
-    "roles/logging.logWriter",
-    "roles/artifactregistry.writer",
-    "roles/storage.objectViewer",
-  ])
+  for_each = toset(["roles/logging.logWriter"])
 
   project = var.project_id
   role    = each.value
   member  = "serviceAccount:${google_service_account.build.email}"
 }
 
-# Invokers. 2nd gen functions are Cloud Run services: run.invoker on the
-# service is what lets a caller through.
+resource "google_artifact_registry_repository_iam_member" "build_writer" {
+  project    = var.project_id
+  location   = var.region
+  repository = google_artifact_registry_repository.functions.repository_id
+  role       = "roles/artifactregistry.writer"
+  member     = "serviceAccount:${google_service_account.build.email}"
+}
 
-# The reconcile function: only its trigger.
+resource "google_storage_bucket_iam_member" "build_source_reader" {
+  bucket = google_storage_bucket.source.name
+  role   = "roles/storage.objectViewer"
+  member = "serviceAccount:${google_service_account.build.email}"
+}
+
+# The functions that load the registries file read the config bundle
+# (config.tf), and nothing else of the bucket's.
+resource "google_storage_bucket_iam_member" "config_reader" {
+  for_each = toset([for k in ["bootstrap", "reconcile", "hooks"] : k if contains(keys(local.function_entry_points), k)])
+
+  bucket = google_storage_bucket.config.name
+  role   = "roles/storage.objectViewer"
+  member = "serviceAccount:${google_service_account.function[each.key].email}"
+}
+
+# Invokers. run.invoker on the service is what lets a caller through
+# Cloud Run's IAM check.
+
+# The reconcile function: only its triggers.
 resource "google_cloud_run_v2_service_iam_member" "reconcile_push_invoker" {
   project  = var.project_id
   location = var.region
-  name     = google_cloudfunctions2_function.function["reconcile"].service_config[0].service
+  name     = google_cloud_run_v2_service.function["reconcile"].name
   role     = "roles/run.invoker"
   member   = "serviceAccount:${google_service_account.reconcile_push.email}"
 }
 
-# The bootstrap function: the scheduler (and, with bootstrap_public,
-# anyone: the function checks the admin token or the scheduler's OIDC
-# token itself).
+# The bootstrap function: the scheduler, and the operators
+# bootstrap_invokers names (they also send the admin token). With
+# bootstrap_public, anyone reaches it and the function's own check (the
+# admin token or the scheduler's OIDC token) is the only one.
 resource "google_cloud_run_v2_service_iam_member" "scheduler_invoker" {
   project  = var.project_id
   location = var.region
-  name     = google_cloudfunctions2_function.function["bootstrap"].service_config[0].service
+  name     = google_cloud_run_v2_service.function["bootstrap"].name
   role     = "roles/run.invoker"
   member   = "serviceAccount:${google_service_account.scheduler.email}"
 }
 
-# Platforms call the catalog with basic auth, which Cloud Run IAM cannot
-# check: the function does. The bootstrap likewise with bootstrap_public.
-resource "google_cloud_run_v2_service_iam_member" "public_invoker" {
-  for_each = toset(concat(["catalog"], var.bootstrap_public ? ["bootstrap"] : []))
+resource "google_cloud_run_v2_service_iam_member" "bootstrap_invoker" {
+  for_each = toset(var.bootstrap_invokers)
 
   project  = var.project_id
   location = var.region
-  name     = google_cloudfunctions2_function.function[each.key].service_config[0].service
+  name     = google_cloud_run_v2_service.function["bootstrap"].name
+  role     = "roles/run.invoker"
+  member   = each.value
+}
+
+# Platforms call the catalog with basic auth and registries call the hooks
+# with their secrets, which Cloud Run IAM cannot check: the functions do.
+# With public_access = "all_users" anyone is an invoker; with
+# "invoker_iam_disabled" the services skip the check instead
+# (functions.tf), and no allUsers binding exists to be refused.
+resource "google_cloud_run_v2_service_iam_member" "public_invoker" {
+  for_each = var.public_access == "all_users" ? toset([for k in keys(local.functions) : k if local.public[k]]) : toset([])
+
+  project  = var.project_id
+  location = var.region
+  name     = google_cloud_run_v2_service.function[each.key].name
   role     = "roles/run.invoker"
   member   = "allUsers"
 }
@@ -196,13 +245,13 @@ resource "google_pubsub_subscription_iam_member" "commit_dead_letter_subscriber"
   member       = local.pubsub_agent
 }
 
-# Artifact Registry repositories the reconcile function reads as itself
-# (auth.type: google): it reads manifests and lists tags, nothing more.
-# A repository of another project needs the applier to be allowed to set
-# its IAM policy.
+# What the registries file reads with the reconcile function's own
+# identity (auth.type: google), derived from it (registries.tf): each
+# Artifact Registry repository (manifests and tags, nothing more), each
+# project read whole, each Cloud Storage bucket. A repository, project or
+# bucket of another project needs the applier to be allowed to set its
+# IAM policy.
 locals {
-  # PROJECT/LOCATION/REPOSITORY, the module's project where none is named.
-  artifact_registry_paths = [for r in var.artifact_registry_repositories : length(split("/", r)) == 2 ? "${var.project_id}/${r}" : r]
   artifact_registry_repositories = {
     for p in local.artifact_registry_paths : p => {
       project    = split("/", p)[0]
@@ -222,11 +271,27 @@ resource "google_artifact_registry_repository_iam_member" "reconcile_reader" {
   member     = "serviceAccount:${google_service_account.function["reconcile"].email}"
 }
 
+resource "google_project_iam_member" "reconcile_registry_reader" {
+  for_each = local.artifact_registry_projects
+
+  project = each.value
+  role    = "roles/artifactregistry.reader"
+  member  = "serviceAccount:${google_service_account.function["reconcile"].email}"
+}
+
+resource "google_storage_bucket_iam_member" "reconcile_bucket_reader" {
+  for_each = local.storage_buckets
+
+  bucket = each.value
+  role   = "roles/storage.objectViewer"
+  member = "serviceAccount:${google_service_account.function["reconcile"].email}"
+}
+
 resource "google_pubsub_subscription_iam_member" "gcr_dead_letter_subscriber" {
-  count = var.artifact_registry_events == "off" ? 0 : 1
+  for_each = google_pubsub_subscription.gcr_push
 
   project      = var.project_id
-  subscription = google_pubsub_subscription.gcr_push[0].name
+  subscription = each.value.name
   role         = "roles/pubsub.subscriber"
   member       = local.pubsub_agent
 }

@@ -1,3 +1,5 @@
+//go:build deploycheck
+
 package terraform_test
 
 // Least privilege: every grant of the module is one its holder needs.

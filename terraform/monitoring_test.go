@@ -1,3 +1,5 @@
+//go:build deploycheck
+
 package terraform_test
 
 // The metrics read what the code logs: every log-based metric's filter,

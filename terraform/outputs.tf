@@ -1,46 +1,56 @@
 output "broker_url" {
   description = "The URL to register with a platform as the service broker (OSB API at /v2/...), with broker_username and the broker password secret."
-  value       = google_cloudfunctions2_function.function["catalog"].service_config[0].uri
+  value       = google_cloud_run_v2_service.function["catalog"].uri
 }
 
 output "bootstrap_url" {
-  description = "The bootstrap function: POST $URL/bootstrap with the admin token starts a bootstrap; GET $URL/bootstrap/last_operation?operation=ID polls it."
-  value       = google_cloudfunctions2_function.function["bootstrap"].service_config[0].uri
+  description = "The bootstrap function: POST $URL/bootstrap with the admin token (and, unless bootstrap_public, an identity token of a bootstrap_invokers member in X-Serverless-Authorization) starts a bootstrap; GET $URL/bootstrap/last_operation?operation=ID polls it."
+  value       = google_cloud_run_v2_service.function["bootstrap"].uri
 }
 
 output "hook_urls" {
-  description = "The webhook of each registry with a hook block: POST events there with the registry's hook secret (docs/api.md#webhooks)."
-  value       = { for h in local.registry_hooks : h.name => "${google_cloudfunctions2_function.function["bootstrap"].service_config[0].uri}/hooks/${h.name}" }
+  description = "The webhook of each registry with a hook block, on the public hooks function: POST events there with the registry's hook secret (docs/webhooks.md)."
+  value       = { for h in local.registry_hooks : h.name => "${google_cloud_run_v2_service.function["hooks"].uri}/hooks/${h.name}" }
 }
 
 output "function_urls" {
-  description = "The cloudfunctions.net URL of every function (also the OIDC audiences the functions accept)."
-  value       = local.function_urls
+  description = "The URL of every function."
+  value       = { for k, f in google_cloud_run_v2_service.function : k => f.uri }
+}
+
+output "oidc_audiences" {
+  description = "The custom audience of every function: what an identity token for it may carry besides its URL (the scheduler's and the push subscriptions' tokens do)."
+  value       = local.audiences
+}
+
+output "registries_object" {
+  description = "Where the functions read the registries file (the config bundle, refreshed within 30 s of an apply that changes it)."
+  value       = local.registries_setting
 }
 
 output "reconcile_topic" {
   description = "The reconcile work topic the bootstrap publishes to."
-  value       = google_pubsub_topic.reconcile.id
+  value       = local.topic_paths.reconcile
 }
 
 output "commit_topic" {
   description = "The topic of commit requests: the reconcile function's runs ask their committer for a commit here."
-  value       = google_pubsub_topic.commit.id
+  value       = local.topic_paths.commit
 }
 
 output "reconcile_dead_letter_topic" {
   description = "Where reconcile messages and commit requests go after reconcile_max_delivery_attempts; read them from the subscription of the same name."
-  value       = google_pubsub_topic.reconcile_dead_letter.id
+  value       = local.topic_paths.dead_letter
 }
 
-output "gcr_subscription" {
-  description = "The push subscription that brings Artifact Registry's notifications (the project's gcr topic) to the reconcile function; null with artifact_registry_events off."
-  value       = try(google_pubsub_subscription.gcr_push[0].id, null)
+output "gcr_subscriptions" {
+  description = "The push subscriptions that bring Artifact Registry's notifications to the reconcile function, by the project whose gcr topic each reads (every project whose Artifact Registry the registries file reads; none with artifact_registry_events off)."
+  value       = { for p, s in google_pubsub_subscription.gcr_push : p => s.id }
 }
 
 output "catalog_changes_topic" {
   description = "The catalog-changes topic (for the change feed)."
-  value       = google_pubsub_topic.catalog_changes.id
+  value       = local.topic_paths.changes
 }
 
 output "secrets" {

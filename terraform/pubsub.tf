@@ -2,9 +2,19 @@
 # reconcile function (Google's recommended direct trigger for a
 # terraform-managed subscription), the commit topic and its ordered push
 # subscription to the same function (the change feed's one committer),
-# Artifact Registry's gcr topic and its push subscription to the same
-# function (push events), the dead-letter topic for messages that keep
+# the dead-letter topic for messages that keep
 # failing, and the catalog-changes topic (for the change feed).
+
+# Topics by path (projects/P/topics/T): known at plan time, unlike a
+# topic's id, so the plan shows which topic each subscription reads.
+locals {
+  topic_paths = {
+    reconcile   = "projects/${var.project_id}/topics/${google_pubsub_topic.reconcile.name}"
+    dead_letter = "projects/${var.project_id}/topics/${google_pubsub_topic.reconcile_dead_letter.name}"
+    commit      = "projects/${var.project_id}/topics/${google_pubsub_topic.commit.name}"
+    changes     = "projects/${var.project_id}/topics/${google_pubsub_topic.catalog_changes.name}"
+  }
+}
 
 resource "google_pubsub_topic" "reconcile" {
   project = var.project_id
@@ -27,7 +37,7 @@ resource "google_pubsub_topic" "reconcile_dead_letter" {
 resource "google_pubsub_subscription" "reconcile_dead_letter" {
   project                    = var.project_id
   name                       = "${var.name_prefix}-reconcile-dead-letter"
-  topic                      = google_pubsub_topic.reconcile_dead_letter.id
+  topic                      = local.topic_paths.dead_letter
   message_retention_duration = "${var.dead_letter_retention_seconds}s"
   ack_deadline_seconds       = 60
 
@@ -52,7 +62,7 @@ resource "google_pubsub_topic" "catalog_changes" {
 resource "google_pubsub_subscription" "reconcile_push" {
   project = var.project_id
   name    = "${var.name_prefix}-reconcile-push"
-  topic   = google_pubsub_topic.reconcile.id
+  topic   = local.topic_paths.reconcile
 
   # For a push subscription, how long Pub/Sub waits for the response: at
   # least the function's timeout, so a run is never delivered twice at once
@@ -72,16 +82,16 @@ resource "google_pubsub_subscription" "reconcile_push" {
   }
 
   dead_letter_policy {
-    dead_letter_topic     = google_pubsub_topic.reconcile_dead_letter.id
+    dead_letter_topic     = local.topic_paths.dead_letter
     max_delivery_attempts = var.reconcile_max_delivery_attempts
   }
 
   push_config {
-    push_endpoint = "${google_cloudfunctions2_function.function["reconcile"].service_config[0].uri}/projects/${var.project_id}/topics/${google_pubsub_topic.reconcile.name}"
+    push_endpoint = "${google_cloud_run_v2_service.function["reconcile"].uri}/projects/${var.project_id}/topics/${google_pubsub_topic.reconcile.name}"
 
     oidc_token {
       service_account_email = google_service_account.reconcile_push.email
-      audience              = google_cloudfunctions2_function.function["reconcile"].service_config[0].uri
+      audience              = local.audiences["reconcile"]
     }
   }
 
@@ -116,7 +126,7 @@ resource "google_pubsub_topic" "commit" {
 resource "google_pubsub_subscription" "commit_push" {
   project = var.project_id
   name    = "${var.name_prefix}-commit-push"
-  topic   = google_pubsub_topic.commit.id
+  topic   = local.topic_paths.commit
 
   enable_message_ordering = true
   ack_deadline_seconds    = var.reconcile_service.timeout_seconds
@@ -134,103 +144,16 @@ resource "google_pubsub_subscription" "commit_push" {
   }
 
   dead_letter_policy {
-    dead_letter_topic     = google_pubsub_topic.reconcile_dead_letter.id
+    dead_letter_topic     = local.topic_paths.dead_letter
     max_delivery_attempts = var.reconcile_max_delivery_attempts
   }
 
   push_config {
-    push_endpoint = "${google_cloudfunctions2_function.function["reconcile"].service_config[0].uri}/projects/${var.project_id}/topics/${google_pubsub_topic.commit.name}"
+    push_endpoint = "${google_cloud_run_v2_service.function["reconcile"].uri}/projects/${var.project_id}/topics/${google_pubsub_topic.commit.name}"
 
     oidc_token {
       service_account_email = google_service_account.reconcile_push.email
-      audience              = google_cloudfunctions2_function.function["reconcile"].service_config[0].uri
-    }
-  }
-
-  depends_on = [
-    google_cloud_run_v2_service_iam_member.reconcile_push_invoker,
-    google_service_account_iam_member.pubsub_push_token_creator,
-  ]
-}
-
-# Artifact Registry's notifications: it publishes every push, tag and
-# delete of the project's repositories to the topic named gcr (its name is
-# fixed), as {"action", "digest", "tag"}. The reconcile function tells
-# them from its other messages by their body, maps each to the registries
-# of the file that select it, and runs those entries; what it selects
-# nothing of (most pushes of a project) is acknowledged at once.
-#
-# The topic may be another team's too: with "create", terraform creates
-# it and never destroys it (prevent_destroy: to remove it, or to switch to
-# "existing" or "off", first `terraform state rm 'google_pubsub_topic.gcr[0]'`,
-# which leaves it in place); with "existing", terraform only reads it.
-resource "google_pubsub_topic" "gcr" {
-  count = var.artifact_registry_events == "create" ? 1 : 0
-
-  project = var.project_id
-  name    = "gcr"
-
-  lifecycle {
-    prevent_destroy = true
-  }
-
-  depends_on = [google_project_service.enabled]
-}
-
-# "existing": the plan fails, naming it, if the project has no gcr topic.
-data "google_pubsub_topic" "gcr" {
-  count = var.artifact_registry_events == "existing" ? 1 : 0
-
-  project = var.project_id
-  name    = "gcr"
-
-  depends_on = [google_project_service.enabled]
-}
-
-locals {
-  gcr_topic_id = {
-    create   = try(google_pubsub_topic.gcr[0].id, null)
-    existing = try(data.google_pubsub_topic.gcr[0].id, null)
-    off      = null
-  }[var.artifact_registry_events]
-}
-
-# The events' trigger, like the reconcile trigger: OIDC as the push
-# account, the same retries and dead letters (a retryable failure of a
-# run, such as a lease held by a full run, is redelivered with backoff,
-# and dead-lettered after max_delivery_attempts: never retried forever).
-resource "google_pubsub_subscription" "gcr_push" {
-  count = var.artifact_registry_events == "off" ? 0 : 1
-
-  project = var.project_id
-  name    = "${var.name_prefix}-gcr-push"
-  topic   = local.gcr_topic_id
-
-  ack_deadline_seconds = var.reconcile_service.timeout_seconds
-  # An event older than this is of no use: the scheduled bootstrap reads
-  # what it announced anyway.
-  message_retention_duration = "${max(600, var.operation_deadline_seconds)}s"
-
-  expiration_policy {
-    ttl = ""
-  }
-
-  retry_policy {
-    minimum_backoff = "${var.reconcile_retry_backoff_seconds.minimum}s"
-    maximum_backoff = "${var.reconcile_retry_backoff_seconds.maximum}s"
-  }
-
-  dead_letter_policy {
-    dead_letter_topic     = google_pubsub_topic.reconcile_dead_letter.id
-    max_delivery_attempts = var.reconcile_max_delivery_attempts
-  }
-
-  push_config {
-    push_endpoint = "${google_cloudfunctions2_function.function["reconcile"].service_config[0].uri}/projects/${var.project_id}/topics/gcr"
-
-    oidc_token {
-      service_account_email = google_service_account.reconcile_push.email
-      audience              = google_cloudfunctions2_function.function["reconcile"].service_config[0].uri
+      audience              = local.audiences["reconcile"]
     }
   }
 

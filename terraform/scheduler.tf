@@ -22,11 +22,11 @@ resource "google_cloud_scheduler_job" "bootstrap" {
 
   http_target {
     http_method = "POST"
-    uri         = "${google_cloudfunctions2_function.function["bootstrap"].service_config[0].uri}/bootstrap"
+    uri         = "${google_cloud_run_v2_service.function["bootstrap"].uri}/bootstrap"
 
     oidc_token {
       service_account_email = google_service_account.scheduler.email
-      audience              = local.function_urls["bootstrap"]
+      audience              = local.audiences["bootstrap"]
     }
   }
 

@@ -8,37 +8,8 @@
 # catalog mounts none.
 
 locals {
-  # The registries file as the functions will read it. Credentials are only
-  # ever named there: *_env is an environment variable of the reconcile
-  # function, *_file a file in it; both are filled from Secret Manager.
-  registries_path = "${path.module}/../${var.registries_file}"
-  registries_text = file(local.registries_path)
-  registries      = yamldecode(local.registries_text).registries
-  registry_auths  = [for r in local.registries : try(r.oci.auth, r.http.auth, r.dockerhub.auth, r.ghcr.auth, r.helm.auth, {})]
-
-  registry_secret_envs = toset(flatten([
-    for a in local.registry_auths : [
-      for k in ["username_env", "password_env", "token_env"] : a[k] if try(a[k], null) != null
-    ]
-  ]))
-  registry_secret_files = toset(flatten([
-    for a in local.registry_auths : [
-      for k in ["password_file", "token_file"] : a[k] if try(a[k], null) != null
-    ]
-  ]))
-
-  # Webhooks: a hook block names its secret as an environment variable
-  # (secret_env) or a file (secret_file) of the bootstrap function, which
-  # serves POST /hooks/NAME; the reconcile function never sees them.
-  registry_hooks    = [for r in local.registries : merge(r.hook, { name = r.name }) if try(r.hook, null) != null]
-  hook_secret_envs  = toset([for h in local.registry_hooks : h.secret_env if try(h.secret_env, null) != null])
-  hook_secret_files = toset([for h in local.registry_hooks : h.secret_file if try(h.secret_file, null) != null])
-
-  # $${VAR} references, replaced from the environment before the file is
-  # parsed (config.Parse): the bootstrap and reconcile functions need them
-  # set, from var.registry_env. Same pattern as pkg/config.
-  registry_env_refs = toset(flatten(regexall("\\$\\{([A-Za-z_][A-Za-z0-9_]*)\\}", local.registries_text)))
-
+  # The credentials the registries file names (registries.tf) are only
+  # ever named there: their values go into these secrets.
   # Every secret, keyed by how the code names it: the setting it fills, or
   # the registry credential's *_env name or *_file path.
   credential_secrets = merge(
@@ -55,8 +26,9 @@ locals {
   )
 
   # Who reads which secret: the function that mounts it, and only that one.
-  # The bootstrap reads the admin token (mounted as a file) and the webhook
-  # secrets; registry credentials only the reconcile, which fetches. The catalog reads none:
+  # The bootstrap reads the admin token (mounted as a file), the hooks
+  # function the webhook secrets; registry credentials only the reconcile,
+  # which fetches. The catalog reads none:
   # it holds the digests of the broker password and the admin token
   # (variables.tf). The broker password secret is read by no function:
   # it is where the operator keeps the password to register the broker
@@ -67,7 +39,7 @@ locals {
       SPECSYNC_BROKER_PASSWORD = []
     },
     { for k in setunion(local.registry_secret_envs, local.registry_secret_files) : k => ["reconcile"] },
-    { for k in setunion(local.hook_secret_envs, local.hook_secret_files) : k => ["bootstrap"] },
+    { for k in setunion(local.hook_secret_envs, local.hook_secret_files) : k => ["hooks"] },
     # A view's password: the catalog reads it (the file is re-read, so a
     # new version needs no redeploy).
     { for f in values(local.broker_view_files) : f => ["catalog"] },
@@ -86,9 +58,7 @@ resource "google_secret_manager_secret" "credential" {
 
   project   = var.project_id
   secret_id = each.value
-  labels = {
-    app = "specsync"
-  }
+  labels    = local.labels
   annotations = {
     specsync-credential = each.key
   }
@@ -122,46 +92,6 @@ resource "google_secret_manager_secret_version" "initial" {
   secret_data_wo         = var.secret_values[each.key]
   secret_data_wo_version = 1
   deletion_policy        = "ABANDON"
-}
-
-# Checks of the registries file that terraform can make before anything is
-# created: every $${VAR} it references has a value, every credential gets a
-# distinct secret, and every credential file can be mounted.
-resource "terraform_data" "registries_file" {
-  input = sha256(local.registries_text)
-
-  lifecycle {
-    precondition {
-      condition     = length(setsubtract(local.registry_env_refs, keys(var.registry_env))) == 0
-      error_message = "The registries file references environment variables that registry_env does not set: ${join(", ", sort(setsubtract(local.registry_env_refs, keys(var.registry_env))))}."
-    }
-    precondition {
-      condition     = length(setsubtract(var.write_secrets, keys(local.credential_secrets))) == 0
-      error_message = "write_secrets names secrets that do not exist: ${join(", ", sort(setsubtract(var.write_secrets, keys(local.credential_secrets))))}."
-    }
-    precondition {
-      condition     = length(distinct(values(local.credential_secrets))) == length(local.credential_secrets)
-      error_message = "Two credentials of the registries file map to the same secret id; rename one of the *_env variables or *_file paths."
-    }
-    precondition {
-      # A hook's secret is mounted on the bootstrap, a registry credential
-      # on the reconcile: one name cannot be both.
-      condition     = length(setintersection(setunion(local.hook_secret_envs, local.hook_secret_files), setunion(local.registry_secret_envs, local.registry_secret_files))) == 0
-      error_message = "A hook block names the same secret_env or secret_file as a registry credential (${join(", ", sort(setintersection(setunion(local.hook_secret_envs, local.hook_secret_files), setunion(local.registry_secret_envs, local.registry_secret_files))))}); give the webhook a secret of its own."
-    }
-    precondition {
-      condition     = alltrue([for e in setunion(local.registry_secret_envs, local.hook_secret_envs, local.registry_env_refs) : !can(regex("^(SPECSYNC_|GOOGLE_|FIRESTORE_|FUNCTION_|K_|X_GOOGLE_)|^(LOG_LEVEL|PORT)$", e))])
-      error_message = "The registries file names an environment variable that is a setting of the functions or reserved by the platform (SPECSYNC_*, GOOGLE_*, FIRESTORE_*, FUNCTION_*, K_*, X_GOOGLE_*, LOG_LEVEL, PORT)."
-    }
-    precondition {
-      # A secret volume mounts a whole directory: each credential file needs
-      # an absolute path in a directory of its own, outside the source.
-      # (The webhook secrets' files and the admin token's share the
-      # bootstrap function.)
-      condition     = alltrue([for f in setunion(local.registry_secret_files, local.hook_secret_files) : startswith(f, "/") && dirname(f) != "/" && !startswith(f, "/workspace")]) && length(distinct([for f in setunion(local.registry_secret_files, local.hook_secret_files) : dirname(f)])) == length(setunion(local.registry_secret_files, local.hook_secret_files)) && !contains([for f in local.hook_secret_files : dirname(f)], dirname(local.admin_token_file))
-      error_message = "Every *_file credential and hook secret_file must be an absolute path outside /workspace, in a directory no other secret file uses (a Secret Manager volume mounts the whole directory; the admin token has ${dirname(local.admin_token_file)})."
-    }
-  }
 }
 
 # Catalog views (docs/configuration.md#catalog-views): with var.broker_views

@@ -1,3 +1,5 @@
+//go:build deploycheck
+
 package terraform_test
 
 // Secrets: one per credential, created empty, written only write-only,

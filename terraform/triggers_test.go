@@ -1,3 +1,5 @@
+//go:build deploycheck
+
 package terraform_test
 
 // What starts the functions: the scheduler's call to the bootstrap and

@@ -37,13 +37,25 @@ variable "firestore_location" {
 
 variable "firestore_database" {
   type        = string
-  description = "Firestore database id. \"(default)\" is the one the free tier applies to."
+  description = "Firestore database id. \"(default)\" is the one the free tier applies to; a project that already has a (default) database in Datastore mode, or one used by something else, needs another id (e.g. \"specsync\"): docs/deploy.md#first-apply."
   default     = "(default)"
 
   validation {
     condition     = var.firestore_database == "(default)" || can(regex("^[a-z][a-z0-9-]{2,61}[a-z0-9]$", var.firestore_database))
     error_message = "firestore_database must be \"(default)\" or 4 to 63 lowercase letters, digits and hyphens, starting with a letter."
   }
+}
+
+variable "create_firestore_database" {
+  type        = bool
+  description = "Create the Firestore database (native mode, delete-protected, point-in-time recovery). false: use firestore_database as it exists (it must be in native mode), and only add the indexes and TTL policies; or import it instead to let this module manage it (docs/deploy.md#first-apply)."
+  default     = true
+}
+
+variable "firestore_point_in_time_recovery" {
+  type        = bool
+  description = "Point-in-time recovery of the Firestore database: any minute of the last 7 days can be read back or restored into a new database (docs/operations.md#restoring-the-catalog). Billed as storage of the retained versions."
+  default     = true
 }
 
 variable "name_prefix" {
@@ -60,16 +72,12 @@ variable "name_prefix" {
 
 variable "registries_file" {
   type        = string
-  description = "The registries file, relative to the repository root. It is shipped in the source archive (the functions read it at cold start) and read here to create a secret for every credential it names (*_env, *_file)."
+  description = "The registries file (docs/configuration.md#the-registries-file): a path relative to the root module, or absolute. Terraform uploads it (with the spec files of its dir sources) to Cloud Storage, where the functions read it, and derives from it the secrets, grants, event subscriptions and webhooks it implies. Editing it and applying changes no function image."
   default     = "registries.yaml"
 
   validation {
-    condition     = !startswith(var.registries_file, "/") && !strcontains(var.registries_file, "..") && !startswith(var.registries_file, "terraform/")
-    error_message = "registries_file must be a path inside the repository, relative to its root, and not under terraform/ (which is not uploaded)."
-  }
-  validation {
-    condition     = fileexists("${path.module}/../${var.registries_file}")
-    error_message = "registries_file does not exist. Write one (see examples/registries.reference.yaml and docs/configuration.md#the-registries-file) at the repository root or set registries_file."
+    condition     = fileexists(startswith(var.registries_file, "/") ? var.registries_file : "${path.root}/${var.registries_file}")
+    error_message = "registries_file does not exist (a relative path is read from the root module's directory). Write one: see examples/registries.reference.yaml and docs/configuration.md#the-registries-file."
   }
 }
 
@@ -192,8 +200,31 @@ variable "bootstrap_time_zone" {
 
 variable "bootstrap_public" {
   type        = bool
-  description = "Let anyone reach the bootstrap function's URL: the function itself accepts only the admin token and the scheduler's OIDC token, and manual callers use the admin token. false requires Cloud Run IAM as well (callers then also send X-Serverless-Authorization with an identity token)."
-  default     = true
+  description = "Let anyone reach the bootstrap function's URL, so that the admin token alone starts a bootstrap. false (the default): Cloud Run IAM as well: only the scheduler and bootstrap_invokers may call it (operators send an identity token in X-Serverless-Authorization, SPECSYNC_IDENTITY_TOKEN for the CLI, besides the admin token). The registries' webhooks are served by the hooks function either way."
+  default     = false
+}
+
+variable "bootstrap_invokers" {
+  type        = list(string)
+  description = "IAM members who may call the bootstrap function (roles/run.invoker) besides the scheduler, e.g. group:platform-ops@example.com or user:ops@example.com; they still need the admin token."
+  default     = []
+  nullable    = false
+
+  validation {
+    condition     = alltrue([for m in var.bootstrap_invokers : can(regex("^(user|group|serviceAccount|domain|principal|principalSet):.+", m))])
+    error_message = "bootstrap_invokers holds IAM members such as user:ops@example.com, group:ops@example.com or serviceAccount:ci@project.iam.gserviceaccount.com (not allUsers: set bootstrap_public instead)."
+  }
+}
+
+variable "public_access" {
+  type        = string
+  description = "How the endpoints that authenticate their callers themselves (the catalog's basic auth, the hooks' secrets, and the bootstrap with bootstrap_public) are made public: all_users (an allUsers run.invoker binding) or invoker_iam_disabled (Cloud Run skips its invoker IAM check: for organisations whose iam.allowedPolicyMemberDomains policy refuses allUsers)."
+  default     = "all_users"
+
+  validation {
+    condition     = contains(["all_users", "invoker_iam_disabled"], var.public_access)
+    error_message = "public_access must be all_users or invoker_iam_disabled."
+  }
 }
 
 variable "operation_deadline_seconds" {
@@ -297,7 +328,7 @@ variable "catalog_max_bytes" {
 
 variable "hook_window_seconds" {
   type        = number
-  description = "SPECSYNC_HOOK_WINDOW (bootstrap): a registry's first webhook event is published at once; the events that follow within this window are merged into one reconcile message when it closes (docs/api.md#webhooks). A request that joins a window waits for it, so keep it well under the senders' timeouts."
+  description = "SPECSYNC_HOOK_WINDOW (hooks): a registry's first webhook event is published at once; the events that follow within this window are merged into one reconcile message when it closes (docs/webhooks.md). A request that joins a window waits for it, so keep it well under the senders' timeouts."
   default     = 1
 
   validation {
@@ -308,13 +339,13 @@ variable "hook_window_seconds" {
 
 variable "artifact_registry_events" {
   type        = string
-  description = "Artifact Registry publishes every push, tag and delete of the project's repositories to its Pub/Sub topic named gcr; a push subscription brings them to the reconcile function, which reconciles the entries they name within seconds. \"create\" creates the topic (the apply fails if it exists already: then use \"existing\"), and terraform never destroys it (prevent_destroy: other teams may subscribe to it); \"existing\" subscribes to the gcr topic that is there, which terraform neither manages nor destroys; \"off\" subscribes to nothing."
-  default     = "create"
+  description = "Artifact Registry publishes every push, tag and delete of a project's repositories to that project's Pub/Sub topic named gcr; the reconcile function subscribes to the gcr topic of every project whose Artifact Registry the registries file reads, and reconciles the entries an event names within seconds. \"existing\" (the default) adopts each topic (Artifact Registry creates it when its API is enabled; the plan stops, naming it, if one is missing); \"create\" creates the module's own project's topic (other projects' are always adopted) and never destroys it; \"off\" subscribes to nothing."
+  default     = "existing"
   nullable    = false
 
   validation {
     condition     = contains(["create", "existing", "off"], var.artifact_registry_events)
-    error_message = "artifact_registry_events must be create (terraform creates the gcr topic), existing (it subscribes to the gcr topic the project has) or off."
+    error_message = "artifact_registry_events must be existing (adopt each project's gcr topic), create (create the module's project's gcr topic) or off."
   }
 }
 
@@ -329,7 +360,7 @@ variable "bootstrap_service" {
     max_instances   = optional(number, 2)
     concurrency     = optional(number, 80)
   })
-  description = "Bootstrap function limits: it creates an operation and publishes one message per registry, and serves the registries' webhooks. A webhook that joins a coalescing window stays in flight until the window closes (hook_window_seconds), so a burst holds up to max_instances x concurrency requests at once; beyond that Cloud Run queues them."
+  description = "Bootstrap function limits: it creates an operation and publishes one message per registry."
   default     = {}
   nullable    = false
 
@@ -348,6 +379,37 @@ variable "bootstrap_service" {
   validation {
     condition     = var.bootstrap_service.concurrency >= 1 && var.bootstrap_service.concurrency <= 1000 && (var.bootstrap_service.concurrency == 1 || tonumber(var.bootstrap_service.cpu) >= 1)
     error_message = "bootstrap_service.concurrency must be between 1 and 1000, and above 1 only with cpu >= 1."
+  }
+}
+
+variable "hooks_service" {
+  type = object({
+    timeout_seconds = optional(number, 60)
+    memory          = optional(string, "256Mi")
+    cpu             = optional(string, "1")
+    min_instances   = optional(number, 0)
+    max_instances   = optional(number, 2)
+    concurrency     = optional(number, 80)
+  })
+  description = "Hooks function limits (deployed when a registry has a hook block): it authenticates the registries' webhooks and publishes reconcile messages. A webhook that joins a coalescing window stays in flight until the window closes (hook_window_seconds), so a burst holds up to max_instances x concurrency requests at once; beyond that Cloud Run queues them."
+  default     = {}
+  nullable    = false
+
+  validation {
+    condition     = var.hooks_service.timeout_seconds >= 10 && var.hooks_service.timeout_seconds <= 3600
+    error_message = "hooks_service.timeout_seconds must be between 10 and 3600."
+  }
+  validation {
+    condition     = can(regex("^[0-9]+(Mi|Gi)$", var.hooks_service.memory))
+    error_message = "hooks_service.memory must be a size such as 256Mi or 1Gi."
+  }
+  validation {
+    condition     = var.hooks_service.min_instances >= 0 && var.hooks_service.max_instances >= 1 && var.hooks_service.min_instances <= var.hooks_service.max_instances
+    error_message = "hooks_service needs 0 <= min_instances <= max_instances and max_instances >= 1."
+  }
+  validation {
+    condition     = var.hooks_service.concurrency >= 1 && var.hooks_service.concurrency <= 1000 && (var.hooks_service.concurrency == 1 || tonumber(var.hooks_service.cpu) >= 1)
+    error_message = "hooks_service.concurrency must be between 1 and 1000, and above 1 only with cpu >= 1."
   }
 }
 
@@ -504,11 +566,12 @@ variable "secret_values" {
 
 # Registries the reconcile function reads with its own identity
 # (auth.type: google in the registries file) need no secret: its service
-# account is granted read access to them instead.
+# account is granted read access to them instead, derived from the file
+# (registries.tf). This list only adds to what the file implies.
 
 variable "artifact_registry_repositories" {
   type        = list(string)
-  description = "Artifact Registry repositories the reconcile function reads with its own identity (registries with auth.type: google): LOCATION/REPOSITORY in project_id, or PROJECT/LOCATION/REPOSITORY in another project. Its service account gets roles/artifactregistry.reader on each; no secret is needed."
+  description = "More Artifact Registry repositories the reconcile function may read with its own identity, besides those the registries file's auth.type google sources name (which are derived from it): LOCATION/REPOSITORY in project_id, or PROJECT/LOCATION/REPOSITORY in another project. Its service account gets roles/artifactregistry.reader on each."
   default     = []
   nullable    = false
 

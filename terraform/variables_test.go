@@ -1,3 +1,5 @@
+//go:build deploycheck
+
 package terraform_test
 
 // The module's interface: variables typed, described and validated, the

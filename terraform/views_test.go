@@ -1,3 +1,5 @@
+//go:build deploycheck
+
 package terraform_test
 
 // Catalog views: one secret per view from var.broker_views, mounted on

@@ -1,0 +1,465 @@
+package terraform_test
+
+// What can be checked of the module without terraform (these run in every
+// `go test`; the plans of the deploy check are in the files built with
+// -tags deploycheck): its shape (formatted, one file per concern, every
+// variable typed, described and validated), the list of files the
+// functions are built from, and the docs that name its variables and the
+// functions' settings.
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/hashicorp/hcl/v2/hclwrite"
+
+	"github.com/specsync/specsync/pkg/settings"
+)
+
+// tfFiles is the module's source, parsed: every top-level block by file.
+type tfFiles struct {
+	bodies    map[string]*hclsyntax.Body
+	variables map[string]*hclsyntax.Block
+	outputs   map[string]*hclsyntax.Block
+	resources map[string]string // "type.name" or "data.type.name" -> file
+}
+
+func parseTF(t *testing.T, dir string) tfFiles {
+	t.Helper()
+	f := tfFiles{bodies: map[string]*hclsyntax.Body{}, variables: map[string]*hclsyntax.Block{}, outputs: map[string]*hclsyntax.Block{}, resources: map[string]string{}}
+	names, _ := filepath.Glob(filepath.Join(dir, "*.tf"))
+	if len(names) == 0 {
+		t.Fatalf("no .tf files in %s", dir)
+	}
+	p := hclparse.NewParser()
+	for _, name := range names {
+		src, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hf, diags := p.ParseHCL(src, name)
+		if diags.HasErrors() {
+			t.Fatal(diags)
+		}
+		base := filepath.Base(name)
+		body := hf.Body.(*hclsyntax.Body)
+		f.bodies[base] = body
+		for _, b := range body.Blocks {
+			switch b.Type {
+			case "variable":
+				f.variables[b.Labels[0]] = b
+			case "output":
+				f.outputs[b.Labels[0]] = b
+			case "resource":
+				f.resources[b.Labels[0]+"."+b.Labels[1]] = base
+			case "data":
+				f.resources["data."+b.Labels[0]+"."+b.Labels[1]] = base
+			}
+		}
+	}
+	return f
+}
+
+func TestFormatting(t *testing.T) {
+	var names []string
+	for _, pattern := range []string{"*.tf", "../examples/deploy/*.tf", "../examples/deploy/*.tfvars"} {
+		more, _ := filepath.Glob(pattern)
+		names = append(names, more...)
+	}
+	if len(names) < 10 {
+		t.Fatalf("found %d .tf files; the pattern is broken", len(names))
+	}
+	for _, name := range names {
+		src, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := hclwrite.Format(src); !bytes.Equal(got, src) {
+			t.Errorf("%s is not formatted as `terraform fmt` would (hclwrite.Format); formatted:\n%s", name, got)
+		}
+	}
+}
+
+// One file per concern, and each resource in the file of its concern; a
+// module: no provider or backend block.
+func TestOneFilePerConcern(t *testing.T) {
+	f := parseTF(t, ".")
+	want := []string{"apis.tf", "config.tf", "events.tf", "firestore.tf", "functions.tf", "iam.tf", "monitoring.tf", "outputs.tf", "pubsub.tf", "registries.tf", "scheduler.tf", "secrets.tf", "source.tf", "variables.tf", "versions.tf"}
+	var got []string
+	for name := range f.bodies {
+		got = append(got, name)
+	}
+	sort.Strings(got)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("files %v, want %v", got, want)
+	}
+	for addr, file := range f.resources {
+		typ := strings.Split(strings.TrimPrefix(addr, "data."), ".")[0]
+		if home := homeOf(typ); home == "" {
+			t.Errorf("%s (%s): no home file for its type; add it to homeOf", addr, file)
+		} else if !contains(strings.Split(home, ","), file) {
+			t.Errorf("%s is in %s, want %s", addr, file, home)
+		}
+	}
+	for name, b := range f.bodies {
+		for _, blk := range b.Blocks {
+			if blk.Type == "variable" && name != "variables.tf" || blk.Type == "output" && name != "outputs.tf" {
+				t.Errorf("%s %s is in %s", blk.Type, blk.Labels[0], name)
+			}
+			if blk.Type == "provider" {
+				t.Errorf("%s has a provider block: a module takes its providers from the root module", name)
+			}
+			if blk.Type == "terraform" {
+				for _, inner := range blk.Body.Blocks {
+					if inner.Type == "backend" || inner.Type == "cloud" {
+						t.Errorf("%s has a %s block: the state is the root module's", name, inner.Type)
+					}
+				}
+			}
+		}
+	}
+}
+
+// homeOf is the file (or files) of a resource type's concern.
+func homeOf(typ string) string {
+	rules := []struct{ match, file string }{
+		{"google_secret_manager_secret_iam_member", "secrets.tf"}, // per-secret access, next to the secrets
+		{"_iam_", "iam.tf"},
+		{"google_service_account", "iam.tf"},
+		{"google_project_service", "apis.tf"},
+		{"google_project", "iam.tf"},
+		{"google_firestore_", "firestore.tf"},
+		{"google_pubsub_topic", "pubsub.tf,events.tf"},
+		{"google_pubsub_subscription", "pubsub.tf,events.tf"},
+		{"google_cloud_run_v2_service", "functions.tf"},
+		{"google_artifact_registry_repository", "source.tf"},
+		{"google_storage_bucket_object", "source.tf,config.tf"},
+		{"google_storage_bucket", "source.tf,config.tf"},
+		{"archive_file", "source.tf"},
+		{"google_cloud_scheduler_", "scheduler.tf"},
+		{"google_logging_metric", "monitoring.tf"},
+		{"google_monitoring_", "monitoring.tf"},
+		{"google_secret_manager_", "secrets.tf"},
+		{"terraform_data", "registries.tf"},
+	}
+	for _, r := range rules {
+		if strings.Contains(typ, r.match) {
+			return r.file
+		}
+	}
+	return ""
+}
+
+func TestVariablesTypedDescribedValidated(t *testing.T) {
+	f := parseTF(t, ".")
+	for name, b := range f.variables {
+		ty, ok := b.Body.Attributes["type"]
+		if !ok {
+			t.Errorf("variable %s has no type", name)
+		}
+		if d, ok := b.Body.Attributes["description"]; !ok {
+			t.Errorf("variable %s has no description", name)
+		} else if v, _ := d.Expr.Value(nil); v.IsKnown() && len(v.AsString()) < 20 {
+			t.Errorf("variable %s: describe it", name)
+		}
+		validations := 0
+		for _, vb := range b.Body.Blocks {
+			if vb.Type == "validation" {
+				validations++
+			}
+		}
+		isBool := ok && hclKeyword(ty) == "bool"
+		if validations == 0 && !isBool {
+			t.Errorf("variable %s is not validated", name)
+		}
+	}
+}
+
+func hclKeyword(a *hclsyntax.Attribute) string {
+	if st, ok := a.Expr.(*hclsyntax.ScopeTraversalExpr); ok {
+		return st.Traversal.RootName()
+	}
+	return ""
+}
+
+// sourceFiles is source_files.txt: the files the functions are built from.
+func sourceFiles(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("source_files.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+var update = os.Getenv("SPECSYNC_UPDATE_SOURCE_FILES") != ""
+
+// TestSourceFiles: source_files.txt lists exactly what the build of the
+// root package needs (go.mod, go.sum, and the Go and embedded files of
+// every package of this module it imports), and every listed file is
+// tracked by git, so that the upload never carries a file of one checkout
+// only. SPECSYNC_UPDATE_SOURCE_FILES=1 rewrites it.
+func TestSourceFiles(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f",
+		`{{if .Module}}{{if eq .Module.Path "github.com/specsync/specsync"}}{{$d:=.Dir}}{{range .GoFiles}}{{$d}}/{{.}}
+{{end}}{{range .EmbedFiles}}{{$d}}/{{.}}
+{{end}}{{end}}{{end}}`, "..").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	root, _ := filepath.Abs("..")
+	want := []string{"go.mod", "go.sum"}
+	for _, l := range strings.Split(string(out), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			rel, err := filepath.Rel(root, l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, filepath.ToSlash(rel))
+		}
+	}
+	sort.Strings(want)
+	if update {
+		text := "# The files the functions are built from (terraform/source.tf uploads exactly these).\n" +
+			"# Generated: SPECSYNC_UPDATE_SOURCE_FILES=1 go test ./terraform -run TestSourceFiles\n" + strings.Join(want, "\n") + "\n"
+		if err := os.WriteFile("source_files.txt", []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := sourceFiles(t); !reflect.DeepEqual(got, want) {
+		t.Errorf("source_files.txt is not what the build needs (%s); regenerate it: SPECSYNC_UPDATE_SOURCE_FILES=1 go test ./terraform -run TestSourceFiles", diffStrings(got, want))
+	}
+	// Tracked by git, where there is a repository (a release tarball has none).
+	if _, err := os.Stat("../.git"); err == nil {
+		tracked, err := exec.Command("git", "-C", "..", "ls-files").Output()
+		if err != nil {
+			t.Fatalf("git ls-files: %v", err)
+		}
+		in := map[string]bool{}
+		for _, l := range strings.Split(string(tracked), "\n") {
+			in[l] = true
+		}
+		for _, f := range want {
+			if !in[f] {
+				t.Errorf("%s is built into the functions but not tracked by git: commit it, or the deployed build differs from the repository's", f)
+			}
+		}
+	}
+}
+
+func diffStrings(got, want []string) string {
+	g, w := map[string]bool{}, map[string]bool{}
+	for _, s := range got {
+		g[s] = true
+	}
+	for _, s := range want {
+		w[s] = true
+	}
+	var extra, missing []string
+	for s := range g {
+		if !w[s] {
+			extra = append(extra, s)
+		}
+	}
+	for s := range w {
+		if !g[s] {
+			missing = append(missing, s)
+		}
+	}
+	sort.Strings(extra)
+	sort.Strings(missing)
+	return "listed but not needed: " + strings.Join(extra, ", ") + "; needed but not listed: " + strings.Join(missing, ", ")
+}
+
+// The deployment guide walks through what terraform needs, with the
+// variables and outputs it really has.
+func TestDeployGuide(t *testing.T) {
+	guide, err := os.ReadFile("../docs/deploy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(guide)
+	f := parseTF(t, ".")
+	mustMention := []string{"examples/deploy", "terraform init", "terraform apply", "?ref=", "gcloud secrets versions add",
+		"registries_file", "registry_env", "/bootstrap", "last_operation", "Prerequisites", "Cost",
+		"Register the broker with a platform", "Add a registry", "Trigger a bootstrap by hand",
+		"openssl rand", "| sha256sum", "broker_password_sha256", "admin_token_sha256", "Rotating",
+		"public_access", "invoker_iam_disabled", "artifact_registry_events", "create_firestore_database", "bootstrap_invokers",
+		"make deploy-check"}
+	for _, name := range []string{"broker_url", "bootstrap_url", "secrets", "hook_urls"} {
+		if _, ok := f.outputs[name]; !ok {
+			t.Errorf("the module has no output %s", name)
+		}
+		mustMention = append(mustMention, name)
+	}
+	for _, s := range mustMention {
+		if !strings.Contains(section, s) {
+			t.Errorf("docs/deploy.md does not mention %q", s)
+		}
+	}
+	for _, v := range regexp.MustCompile("`([a-z_]+)\\s*=").FindAllStringSubmatch(section, -1) {
+		if _, ok := f.variables[v[1]]; !ok {
+			t.Errorf("docs/deploy.md sets %s, which is not a variable", v[1])
+		}
+	}
+	// And every variable its hcl snippets set in a module block or
+	// terraform.tfvars (the lines of a block's first level: an indented
+	// key deeper down is part of a value).
+	set := 0
+	for _, block := range regexp.MustCompile("(?s)```hcl\n(.*?)```").FindAllStringSubmatch(section, -1) {
+		for _, v := range regexp.MustCompile(`(?m)^(?:  )?([a-z_]+)\s*=`).FindAllStringSubmatch(block[1], -1) {
+			if v[1] == "source" || v[1] == "project" || v[1] == "region" && !strings.Contains(block[1], "module") {
+				continue
+			}
+			set++
+			if _, ok := f.variables[v[1]]; !ok {
+				t.Errorf("an hcl snippet of docs/deploy.md sets %s, which is not a variable of the module", v[1])
+			}
+		}
+	}
+	if set < 5 {
+		t.Errorf("found %d variables set in docs/deploy.md's hcl blocks; the pattern is broken", set)
+	}
+}
+
+// The settings table (docs/configuration.md) lists every variable a
+// function reads, with exactly the functions that read it, and none that
+// no function reads.
+func TestSettingsTable(t *testing.T) {
+	doc, err := os.ReadFile("../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "\n## Settings (environment)\n")
+	if !ok {
+		t.Fatal(`docs/configuration.md has no "## Settings (environment)" section`)
+	}
+	if next := strings.Index(section, "\n## "); next >= 0 {
+		section = section[:next]
+	}
+	components := map[string]string{"LoadBootstrap": "bootstrap", "LoadReconcile": "reconcile", "LoadCatalog": "catalog", "LoadHooks": "hooks"}
+	all := []string{"bootstrap", "catalog", "hooks", "reconcile"}
+	readBy := map[string][]string{}
+	for name, load := range loaders {
+		c, ok := components[name]
+		if !ok {
+			t.Fatalf("settings.%s: which function is it? add it to components", name)
+		}
+		for k := range keysRead(load) {
+			readBy[k] = append(readBy[k], c)
+		}
+	}
+	listed := map[string][]string{}
+	names := regexp.MustCompile("`([A-Z][A-Z0-9_]*)`")
+	for _, line := range strings.Split(section, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || !strings.Contains(cells[1], "`") {
+			continue
+		}
+		var fns []string
+		for _, f := range strings.Split(cells[2], ",") {
+			switch f = strings.TrimSpace(f); f {
+			case "all":
+				fns = append(fns, all...)
+			case "bootstrap", "reconcile", "catalog", "hooks":
+				fns = append(fns, f)
+			}
+		}
+		if len(fns) == 0 {
+			continue // not a function's setting (the local stack's)
+		}
+		sort.Strings(fns)
+		for _, m := range names.FindAllStringSubmatch(cells[1], -1) {
+			if _, dup := listed[m[1]]; dup {
+				t.Errorf("the settings table lists %s twice", m[1])
+			}
+			listed[m[1]] = fns
+		}
+	}
+	if len(listed) == 0 {
+		t.Fatal("no rows parsed from the settings table: the check would be vacuous")
+	}
+	for k, fns := range readBy {
+		sort.Strings(fns)
+		if got, ok := listed[k]; !ok {
+			t.Errorf("the settings table does not list %s (read by %s)", k, strings.Join(fns, ", "))
+		} else if !reflect.DeepEqual(got, fns) {
+			t.Errorf("the settings table says %s is read by %s; it is read by %s", k, strings.Join(got, ", "), strings.Join(fns, ", "))
+		}
+	}
+	for k := range listed {
+		if _, ok := readBy[k]; !ok {
+			t.Errorf("the settings table lists %s, which no function reads", k)
+		}
+	}
+}
+
+// loaders are the settings loaders, by name; a loader the code calls that is
+// not here fails the deploy check.
+var loaders = map[string]func(settings.Lookup) error{
+	"LoadBootstrap": func(l settings.Lookup) error { _, err := settings.LoadBootstrap(l); return err },
+	"LoadHooks":     func(l settings.Lookup) error { _, err := settings.LoadHooks(l); return err },
+	"LoadReconcile": func(l settings.Lookup) error { _, err := settings.LoadReconcile(l); return err },
+	"LoadCatalog":   func(l settings.Lookup) error { _, err := settings.LoadCatalog(l); return err },
+}
+
+// keysRead is the exact set of environment variables a loader asks for.
+func keysRead(load func(settings.Lookup) error) map[string]bool {
+	keys := map[string]bool{}
+	_ = load(func(k string) (string, bool) { keys[k] = true; return "", false })
+	return keys
+}
+
+// secretSettings are the settings that hold secrets; they must come from
+// Secret Manager, never from a plain environment variable. Each may also be
+// given as its SHA-256 digest (KEY_SHA256) or a file (KEY_FILE) where the
+// code reads those.
+var secretSettings = map[string]bool{"SPECSYNC_ADMIN_TOKEN": true, "SPECSYNC_BROKER_PASSWORD": true}
+
+// testCredentials are the credentials whose digests the tests give the
+// module.
+var testCredentials = map[string]string{
+	"SPECSYNC_ADMIN_TOKEN":     "test-admin-token-0123456789abcdef",
+	"SPECSYNC_BROKER_PASSWORD": "test-broker-password-0123456789ab",
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+func contains(s []string, v string) bool {
+	for _, e := range s {
+		if e == v {
+			return true
+		}
+	}
+	return false
+}
+
+func keysOf(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
