@@ -35,6 +35,7 @@ func init() {
 	// and one an attacker's newline could follow with a forged one.
 	slog.SetDefault(logging.New(LogOutput, os.Getenv("LOG_LEVEL"), logging.Project(os.Getenv("GOOGLE_CLOUD_PROJECT"))))
 	functions.HTTP("Bootstrap", Bootstrap)
+	functions.HTTP("Hooks", Hooks)
 	functions.CloudEvent("Reconcile", Reconcile)
 	functions.HTTP("Catalog", Catalog)
 }
@@ -54,6 +55,7 @@ func (o *once[T]) get(build func() (T, error)) (T, error) {
 
 var (
 	bootstrapDeps once[http.Handler]
+	hooksDeps     once[http.Handler]
 	reconcileDeps once[*reconcileApp]
 	catalogDeps   once[http.Handler]
 )
@@ -71,6 +73,16 @@ func coldStartFailed(w http.ResponseWriter, err error) {
 // Bootstrap serves POST /bootstrap and GET /bootstrap/last_operation.
 func Bootstrap(w http.ResponseWriter, r *http.Request) {
 	h, err := bootstrapDeps.get(func() (http.Handler, error) { return newBootstrap(context.Background(), os.LookupEnv) })
+	if err != nil {
+		coldStartFailed(w, err)
+		return
+	}
+	h.ServeHTTP(w, r)
+}
+
+// Hooks serves the registries' webhooks: POST /hooks/{registry}.
+func Hooks(w http.ResponseWriter, r *http.Request) {
+	h, err := hooksDeps.get(func() (http.Handler, error) { return newHooks(context.Background(), os.LookupEnv) })
 	if err != nil {
 		coldStartFailed(w, err)
 		return

@@ -32,12 +32,22 @@ import (
 // The constructors below are what a cold start does; the local stack and
 // the tests call them too, with their own environment.
 
-// open is what every cold start shares: the logger and the store. The
-// functions that need the registries file (bootstrap, reconcile) load it
-// themselves with reconcile.LoadRegistries; the catalog never does.
+// setup is what every cold start shares: the logger and tracing.
+func setup(ctx context.Context, r settings.Runtime) (*slog.Logger, error) {
+	log := logging.New(LogOutput, r.LogLevel, logging.Project(r.Project))
+	if err := telemetry.Setup(ctx, telemetry.Config{Exporter: r.Tracing.Exporter, SampleRatio: r.Tracing.SampleRatio, Project: r.Project}); err != nil {
+		return nil, err
+	}
+	return log, nil
+}
+
+// open is setup and the store: what every function but the hooks
+// function needs. The functions that need the registries file
+// (bootstrap, hooks, reconcile) load it themselves; the catalog never
+// does.
 func open(ctx context.Context, c settings.Common) (*slog.Logger, *store.Store, error) {
-	log := logging.New(LogOutput, c.LogLevel, logging.Project(c.Project))
-	if err := telemetry.Setup(ctx, telemetry.Config{Exporter: c.Tracing.Exporter, SampleRatio: c.Tracing.SampleRatio, Project: c.Project}); err != nil {
+	log, err := setup(ctx, c.Runtime)
+	if err != nil {
 		return nil, nil, err
 	}
 	st, err := store.Open(ctx, c.Project, c.Database)
@@ -48,20 +58,16 @@ func open(ctx context.Context, c settings.Common) (*slog.Logger, *store.Store, e
 }
 
 // newBootstrap builds the bootstrap handler from env: POST /bootstrap
-// and its last_operation, and the registries' webhooks (POST
-// /hooks/{registry}), which publish to the same topic.
+// and its last_operation.
 func newBootstrap(ctx context.Context, env settings.Lookup) (http.Handler, error) {
 	s, err := settings.LoadBootstrap(env)
 	if err != nil {
 		return nil, err
 	}
-	// The file itself, not only its registries: the webhooks need each
-	// registry's hook block.
-	cfg, err := config.Load(s.RegistriesFile)
+	regs, err := reconcile.LoadRegistries(s.RegistriesFile)
 	if err != nil {
-		return nil, failure.Wrap(failure.Invalid, err)
+		return nil, err
 	}
-	regs := reconcile.FromConfig(cfg)
 	log, st, err := open(ctx, s.Common)
 	if err != nil {
 		return nil, err
@@ -70,26 +76,51 @@ func newBootstrap(ctx context.Context, env settings.Lookup) (http.Handler, error
 	if err != nil {
 		return nil, fmt.Errorf("connect to Pub/Sub project %s: %w", s.Project, err)
 	}
-	pub := queue.NewPublisher(ps, s.Topic)
 	svc := &bootstrap.Service{
 		Operations:  bootstrap.NewOperations(st, s.Deadline, s.Retention),
-		Publisher:   pub,
+		Publisher:   queue.NewPublisher(ps, s.Topic),
 		Registries:  regs.Names(),
 		VerifyAdmin: verifyAdmin(s.Admin, log),
 		Logger:      log,
 	}
-	// Each webhook authenticates with its own registry's secret, not the
-	// admin token: a registry can notify, and nothing more.
-	webhooks := hooks.New(hooks.Config{Registries: hooks.FromConfig(cfg), Publisher: pub, Window: s.HookWindow, Logger: log})
-	mux := http.NewServeMux()
-	mux.Handle("/hooks/", webhooks.Handler())
-	mux.Handle("/", svc.Handler())
 	// The bootstrap takes no body: one whose Content-Length is over the
-	// broker's default limit is refused unread (413), as the catalog does;
-	// a webhook's body is held to the same limit.
+	// broker's default limit is refused unread (413), as the catalog does.
 	// Every request is a server span; a bootstrap's is kept whatever the
 	// sampling ratio, and with it everything its messages start.
-	return telemetry.Handler("bootstrap", osb.LimitBody(osb.DefaultMaxBodyBytes, mux), isBootstrap), nil
+	return telemetry.Handler("bootstrap", osb.LimitBody(osb.DefaultMaxBodyBytes, svc.Handler()), isBootstrap), nil
+}
+
+// newHooks builds the hooks handler from env: the registries' webhooks
+// (POST /hooks/{registry}), which publish reconcile messages to the
+// bootstrap's topic. It is a function of its own because it is public
+// (a registry must reach it without a Google identity) while the
+// bootstrap is not, and it opens no Firestore: each request is checked
+// against its own registry's hook secret, and all it can do is publish.
+func newHooks(ctx context.Context, env settings.Lookup) (http.Handler, error) {
+	s, err := settings.LoadHooks(env)
+	if err != nil {
+		return nil, err
+	}
+	// The file itself, not only its registries: each registry's hook
+	// block.
+	cfg, err := config.Load(s.RegistriesFile)
+	if err != nil {
+		return nil, failure.Wrap(failure.Invalid, err)
+	}
+	log, err := setup(ctx, s.Runtime)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := pubsub.NewClient(ctx, s.Project)
+	if err != nil {
+		return nil, fmt.Errorf("connect to Pub/Sub project %s: %w", s.Project, err)
+	}
+	// Each webhook authenticates with its own registry's secret, not the
+	// admin token: a registry can notify, and nothing more.
+	webhooks := hooks.New(hooks.Config{Registries: hooks.FromConfig(cfg), Publisher: queue.NewPublisher(ps, s.Topic), Window: s.Window, Logger: log})
+	// A webhook's body is held to the broker's default limit: one whose
+	// Content-Length is over it is refused unread (413).
+	return telemetry.Handler("hooks", osb.LimitBody(osb.DefaultMaxBodyBytes, webhooks.Handler()), nil), nil
 }
 
 // isBootstrap says a request starts a bootstrap (the scheduler's or an

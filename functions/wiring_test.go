@@ -137,11 +137,11 @@ func TestBootstrapColdStartWithTokenFile(t *testing.T) {
 	}
 }
 
-// The bootstrap serves the registries' webhooks beside POST /bootstrap,
-// each with its own registry's secret: the admin token opens no webhook,
-// a hook's secret starts no bootstrap, and an accepted webhook publishes
-// an event's message to the bootstrap's topic.
-func TestBootstrapColdStartServesHooks(t *testing.T) {
+// The hooks function serves the registries' webhooks, each with its own
+// registry's secret, and the bootstrap serves none: the admin token opens
+// no webhook, a hook's secret starts no bootstrap, and an accepted
+// webhook publishes an event's message to the bootstrap's topic.
+func TestHooksColdStartServesHooks(t *testing.T) {
 	for _, v := range []string{"FIRESTORE_EMULATOR_HOST", "PUBSUB_EMULATOR_HOST"} {
 		if os.Getenv(v) == "" {
 			t.Fatalf("%s is not set: run the tests through `make test`", v)
@@ -168,18 +168,23 @@ func TestBootstrapColdStartServesHooks(t *testing.T) {
 	if _, err := client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub, Topic: topic}); err != nil {
 		t.Fatal(err)
 	}
-	h, err := newBootstrap(ctx, lookup(map[string]string{
+	env := map[string]string{
 		"GOOGLE_CLOUD_PROJECT": project,
 		"LOG_LEVEL":            "error",
 		"SPECSYNC_REGISTRIES":  registries,
 		"SPECSYNC_TOPIC":       topic,
-		"SPECSYNC_ADMIN_TOKEN": token,
 		"SPECSYNC_HOOK_WINDOW": "10ms",
-	}))
+	}
+	h, err := newHooks(ctx, lookup(env))
 	if err != nil {
 		t.Fatal(err)
 	}
-	post := func(path string, auth func(*http.Request)) *httptest.ResponseRecorder {
+	env["SPECSYNC_ADMIN_TOKEN"] = token
+	b, err := newBootstrap(ctx, lookup(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(h http.Handler, path string, auth func(*http.Request)) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(`{"entries":[]}`))
 		auth(req)
 		w := httptest.NewRecorder()
@@ -189,13 +194,19 @@ func TestBootstrapColdStartServesHooks(t *testing.T) {
 		}
 		return w
 	}
-	if w := post("/hooks/bundled", bearer(token)); w.Code != http.StatusUnauthorized {
+	if w := post(h, "/hooks/bundled", bearer(token)); w.Code != http.StatusUnauthorized {
 		t.Errorf("the admin token on a webhook: %d %s", w.Code, w.Body)
 	}
-	if w := post("/bootstrap", bearer(hookSecret)); w.Code != http.StatusUnauthorized {
+	if w := post(b, "/bootstrap", bearer(hookSecret)); w.Code != http.StatusUnauthorized {
 		t.Errorf("a hook's secret on POST /bootstrap: %d %s", w.Code, w.Body)
 	}
-	if w := post("/hooks/bundled", bearer(hookSecret)); w.Code != http.StatusAccepted || !strings.Contains(w.Body.String(), `"whole_registry":true`) {
+	if w := post(h, "/bootstrap", bearer(hookSecret)); w.Code != http.StatusNotFound {
+		t.Errorf("POST /bootstrap on the hooks function: %d %s, want 404", w.Code, w.Body)
+	}
+	if w := post(b, "/hooks/bundled", bearer(hookSecret)); w.Code != http.StatusNotFound {
+		t.Errorf("a webhook on the bootstrap function: %d %s, want 404 (the hooks function serves them)", w.Code, w.Body)
+	}
+	if w := post(h, "/hooks/bundled", bearer(hookSecret)); w.Code != http.StatusAccepted || !strings.Contains(w.Body.String(), `"whole_registry":true`) {
 		t.Fatalf("the hook's secret on its webhook: %d %s", w.Code, w.Body)
 	}
 	resp, err := client.SubscriptionAdminClient.Pull(ctx, &pubsubpb.PullRequest{Subscription: sub, MaxMessages: 10, ReturnImmediately: true})
@@ -208,6 +219,31 @@ func TestBootstrapColdStartServesHooks(t *testing.T) {
 	m, err := queue.Decode(resp.ReceivedMessages[0].Message.Data)
 	if err != nil || !m.Event() || m.Registry != "bundled" || len(m.Entries) != 0 {
 		t.Fatalf("published %+v (%v): want an event's message for the whole of bundled", m, err)
+	}
+}
+
+// The hooks function opens no Firestore (its service account has no
+// Firestore role): its cold start succeeds where a Firestore client
+// cannot be made, with no emulator and credentials that do not exist.
+func TestHooksColdStartOpensNoFirestore(t *testing.T) {
+	if os.Getenv("PUBSUB_EMULATOR_HOST") == "" {
+		t.Fatal("PUBSUB_EMULATOR_HOST is not set: run the tests through `make test`")
+	}
+	dir := t.TempDir()
+	t.Setenv("FIRESTORE_EMULATOR_HOST", "")
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Join(dir, "no-such-key.json"))
+	registries := filepath.Join(dir, "registries.yaml")
+	if err := os.WriteFile(registries, []byte("registries:\n- name: bundled\n  type: dir\n  dir: {embedded: true}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := lookup(map[string]string{"GOOGLE_CLOUD_PROJECT": emulatortest.ProjectID(t), "LOG_LEVEL": "error", "SPECSYNC_REGISTRIES": registries})
+	if _, err := newHooks(context.Background(), env); err != nil {
+		t.Fatalf("the hooks function's cold start: %v", err)
+	}
+	// The same environment fails a function that opens Firestore: the
+	// test can tell.
+	if _, _, err := open(context.Background(), settings.Common{Runtime: settings.Runtime{Project: "p", LogLevel: "error", Tracing: settings.Tracing{Exporter: "off"}}}); err == nil {
+		t.Fatal("a Firestore client was made without an emulator or credentials: this test proves nothing here")
 	}
 }
 

@@ -319,7 +319,7 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	// files: an edit is exactly that change on the next bootstrap.
 	mux.HandleFunc("/bootstrap", files.beforeBootstrap(functions.Bootstrap, log))
 	mux.HandleFunc("/bootstrap/", functions.Bootstrap)
-	mux.HandleFunc("/hooks/", functions.Bootstrap) // the registries' webhooks
+	mux.HandleFunc("/hooks/", functions.Hooks) // the registries' webhooks
 	mux.HandleFunc("/v2/", functions.Catalog)
 	mux.HandleFunc("/registries", functions.Catalog)
 	mux.HandleFunc("/admin/", functions.Catalog) // operator endpoints and status page

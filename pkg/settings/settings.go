@@ -18,12 +18,19 @@ import (
 	"github.com/specsync/specsync/pkg/failure"
 )
 
-// Common is what every function needs.
-type Common struct {
+// Runtime is what every function needs, whether it opens Firestore or
+// not: its project, its logs and its traces.
+type Runtime struct {
 	Project  string // GOOGLE_CLOUD_PROJECT (required)
-	Database string // FIRESTORE_DATABASE, default "(default)"
 	LogLevel string // LOG_LEVEL, default info
 	Tracing  Tracing
+}
+
+// Common is what every function that opens Firestore needs (all but the
+// hooks function).
+type Common struct {
+	Runtime
+	Database string // FIRESTORE_DATABASE, default "(default)"
 }
 
 // Tracing is how a function traces (pkg/telemetry).
@@ -48,19 +55,35 @@ const DefaultTraceSampleRatio = 0.01
 // Bootstrap configures the bootstrap function.
 type Bootstrap struct {
 	Common
-	// RegistriesFile is the registries file (SPECSYNC_REGISTRIES, default
-	// registries.yaml): the bootstrap fans out one message per registry
-	// it names.
+	// RegistriesFile is where the registries file is (SPECSYNC_REGISTRIES,
+	// default registries.yaml: a path, or gs://BUCKET/OBJECT, pkg/config's
+	// LoadSource): the bootstrap fans out one message per registry it
+	// names.
 	RegistriesFile string
 	Topic          string        // SPECSYNC_TOPIC, default specsync-reconcile
 	Deadline       time.Duration // SPECSYNC_OPERATION_DEADLINE, default 15m
 	Retention      time.Duration // SPECSYNC_OPERATION_RETENTION, default 24h
 	Admin          Admin
-	// HookWindow is how long a registry's webhook events are merged into
-	// one reconcile message after one was published at once
+}
+
+// Hooks configures the hooks function: the registries' webhooks. It
+// reads no Firestore setting, because it opens no Firestore: it checks
+// each request against its registry's own hook secret and publishes
+// reconcile messages, nothing more, so a public endpoint holds no
+// credential to the store.
+type Hooks struct {
+	Runtime
+	// RegistriesFile is where the registries file is (SPECSYNC_REGISTRIES,
+	// as the bootstrap's): each registry's hook block and selection.
+	RegistriesFile string
+	// Topic is where the reconcile messages go (SPECSYNC_TOPIC, default
+	// specsync-reconcile: the bootstrap's topic).
+	Topic string
+	// Window is how long a registry's webhook events are merged into one
+	// reconcile message after one was published at once
 	// (SPECSYNC_HOOK_WINDOW, default 1s): a burst of pushes makes one
 	// message per window, not one per push (pkg/hooks).
-	HookWindow time.Duration
+	Window time.Duration
 }
 
 // Credential is where a function learns the secret its callers must
@@ -121,8 +144,8 @@ type Admin struct {
 // Reconcile configures the reconcile function.
 type Reconcile struct {
 	Common
-	// RegistriesFile is the registries file (SPECSYNC_REGISTRIES, default
-	// registries.yaml): every registry's configuration.
+	// RegistriesFile is where the registries file is (SPECSYNC_REGISTRIES,
+	// as the bootstrap's): every registry's configuration.
 	RegistriesFile string
 	LeaseTTL       time.Duration // SPECSYNC_LEASE_TTL, default 10m
 	Retention      time.Duration // SPECSYNC_OPERATION_RETENTION (must match bootstrap's)
@@ -234,13 +257,16 @@ func (r *reader) err(component string) error {
 	return failure.Wrap(failure.Invalid, errors.New(component+" configuration: "+strings.Join(r.problems, "; ")))
 }
 
-func (r *reader) common() Common {
-	return Common{
+func (r *reader) runtime() Runtime {
+	return Runtime{
 		Project:  r.required("GOOGLE_CLOUD_PROJECT"),
-		Database: r.str("FIRESTORE_DATABASE", "(default)"),
 		LogLevel: r.str("LOG_LEVEL", "info"),
 		Tracing:  r.tracing(),
 	}
+}
+
+func (r *reader) common() Common {
+	return Common{Runtime: r.runtime(), Database: r.str("FIRESTORE_DATABASE", "(default)")}
 }
 
 func (r *reader) tracing() Tracing {
@@ -400,22 +426,37 @@ const (
 	MaxHookWindow     = 30 * time.Second
 )
 
+// DefaultTopic is SPECSYNC_TOPIC's default: the topic of reconcile
+// messages, which the bootstrap and the hooks function publish to.
+const DefaultTopic = "specsync-reconcile"
+
 // LoadBootstrap reads the bootstrap function's settings.
 func LoadBootstrap(env Lookup) (Bootstrap, error) {
 	r := &reader{lookup: env}
 	b := Bootstrap{
 		Common:         r.common(),
 		RegistriesFile: r.registriesFile(),
-		Topic:          r.str("SPECSYNC_TOPIC", "specsync-reconcile"),
+		Topic:          r.str("SPECSYNC_TOPIC", DefaultTopic),
 		Deadline:       r.duration("SPECSYNC_OPERATION_DEADLINE", 15*time.Minute),
 		Retention:      r.duration("SPECSYNC_OPERATION_RETENTION", 24*time.Hour),
 		Admin:          r.admin(),
-		HookWindow:     r.duration("SPECSYNC_HOOK_WINDOW", DefaultHookWindow),
-	}
-	if b.HookWindow > MaxHookWindow {
-		r.problems = append(r.problems, fmt.Sprintf("SPECSYNC_HOOK_WINDOW=%s is longer than %s (a webhook's sender waits up to a window for its answer)", b.HookWindow, MaxHookWindow))
 	}
 	return b, r.err("bootstrap")
+}
+
+// LoadHooks reads the hooks function's settings.
+func LoadHooks(env Lookup) (Hooks, error) {
+	r := &reader{lookup: env}
+	h := Hooks{
+		Runtime:        r.runtime(),
+		RegistriesFile: r.registriesFile(),
+		Topic:          r.str("SPECSYNC_TOPIC", DefaultTopic),
+		Window:         r.duration("SPECSYNC_HOOK_WINDOW", DefaultHookWindow),
+	}
+	if h.Window > MaxHookWindow {
+		r.problems = append(r.problems, fmt.Sprintf("SPECSYNC_HOOK_WINDOW=%s is longer than %s (a webhook's sender waits up to a window for its answer)", h.Window, MaxHookWindow))
+	}
+	return h, r.err("hooks")
 }
 
 // LoadReconcile reads the reconcile function's settings.

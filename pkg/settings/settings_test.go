@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -182,6 +183,9 @@ func TestRegistriesFileIsReadWhereItIsUsed(t *testing.T) {
 	if !readsIt(func(l settings.Lookup) { _, _ = settings.LoadReconcile(l) }) {
 		t.Error("the reconcile does not read SPECSYNC_REGISTRIES")
 	}
+	if !readsIt(func(l settings.Lookup) { _, _ = settings.LoadHooks(l) }) {
+		t.Error("the hooks function does not read SPECSYNC_REGISTRIES (each registry's hook block)")
+	}
 	if readsIt(func(l settings.Lookup) { _, _ = settings.LoadCatalog(l) }) {
 		t.Error("the catalog reads SPECSYNC_REGISTRIES, which it never opens")
 	}
@@ -227,18 +231,57 @@ func TestTwoDigestsWhileRotating(t *testing.T) {
 
 // The webhooks' coalescing window: a default, a positive duration, and a
 // bound, since a request that joins a window waits for it.
-func TestBootstrapHookWindow(t *testing.T) {
+func TestHooksWindow(t *testing.T) {
 	t.Parallel()
-	b, err := settings.LoadBootstrap(env(bootstrapBase))
-	if err != nil || b.HookWindow != settings.DefaultHookWindow {
-		t.Fatalf("default window %s, %v", b.HookWindow, err)
+	base := map[string]string{"GOOGLE_CLOUD_PROJECT": "p"}
+	h, err := settings.LoadHooks(env(base))
+	if err != nil || h.Window != settings.DefaultHookWindow {
+		t.Fatalf("default window %s, %v", h.Window, err)
 	}
-	if b, err = settings.LoadBootstrap(env(with(bootstrapBase, "SPECSYNC_HOOK_WINDOW", "250ms"))); err != nil || b.HookWindow.Milliseconds() != 250 {
-		t.Fatalf("250ms: %s, %v", b.HookWindow, err)
+	if h, err = settings.LoadHooks(env(with(base, "SPECSYNC_HOOK_WINDOW", "250ms"))); err != nil || h.Window.Milliseconds() != 250 {
+		t.Fatalf("250ms: %s, %v", h.Window, err)
 	}
 	for _, bad := range []string{"0s", "-1s", "soon", "31s"} {
-		_, err := settings.LoadBootstrap(env(with(bootstrapBase, "SPECSYNC_HOOK_WINDOW", bad)))
+		_, err := settings.LoadHooks(env(with(base, "SPECSYNC_HOOK_WINDOW", bad)))
 		wantProblem(t, "SPECSYNC_HOOK_WINDOW="+bad, err, []string{"SPECSYNC_HOOK_WINDOW"})
+	}
+}
+
+// keysRead is the set of variables a loader asks for.
+func keysRead(load func(settings.Lookup)) []string {
+	var keys []string
+	load(func(k string) (string, bool) {
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+		return "", false
+	})
+	slices.Sort(keys)
+	return keys
+}
+
+// The hooks function is public and opens no Firestore: it reads its
+// project, logs and traces, the registries file, the topic and the
+// window, and nothing else (no Firestore database, no admin credential).
+// The webhooks moved to it, so the bootstrap no longer reads the window.
+func TestHooksReadOnlyWhatTheyUse(t *testing.T) {
+	t.Parallel()
+	got := keysRead(func(l settings.Lookup) { _, _ = settings.LoadHooks(l) })
+	want := []string{"GOOGLE_CLOUD_PROJECT", "LOG_LEVEL", "SPECSYNC_HOOK_WINDOW", "SPECSYNC_REGISTRIES", "SPECSYNC_TOPIC", "SPECSYNC_TRACE", "SPECSYNC_TRACE_SAMPLE_RATIO"}
+	if !slices.Equal(got, want) {
+		t.Errorf("LoadHooks reads %v, want %v", got, want)
+	}
+	h, err := settings.LoadHooks(env(map[string]string{"GOOGLE_CLOUD_PROJECT": "p", "SPECSYNC_TOPIC": "t", "SPECSYNC_REGISTRIES": "gs://b/registries.json"}))
+	if err != nil || h.Topic != "t" || h.RegistriesFile != "gs://b/registries.json" || h.Project != "p" {
+		t.Errorf("hooks settings %+v, %v", h, err)
+	}
+	if h, err := settings.LoadHooks(env(map[string]string{"GOOGLE_CLOUD_PROJECT": "p"})); err != nil || h.Topic != settings.DefaultTopic {
+		t.Errorf("default topic %q, %v", h.Topic, err)
+	}
+	_, err = settings.LoadHooks(env(map[string]string{}))
+	wantProblem(t, "no project", err, []string{"hooks configuration", "GOOGLE_CLOUD_PROJECT is required"})
+	if slices.Contains(keysRead(func(l settings.Lookup) { _, _ = settings.LoadBootstrap(l) }), "SPECSYNC_HOOK_WINDOW") {
+		t.Error("the bootstrap reads SPECSYNC_HOOK_WINDOW; the webhooks are the hooks function's")
 	}
 }
 
