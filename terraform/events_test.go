@@ -2,9 +2,11 @@
 
 package terraform_test
 
-// Events: Artifact Registry's gcr topic and its push subscription to the
-// reconcile function, whichever way the topic comes (created, existing,
-// or none at all), and the webhooks' URLs.
+// Events: the gcr topic of every project whose Artifact Registry the
+// registries file reads, adopted (read by the plan, so a missing one stops
+// it before anything is created) or created, and its push subscription to
+// the reconcile function; and the webhooks, on a public function of their
+// own whatever the bootstrap is.
 
 import (
 	"encoding/base64"
@@ -12,75 +14,97 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
-
-	"github.com/hashicorp/hcl/v2/hclsyntax"
-	"github.com/zclconf/go-cty/cty"
 
 	"github.com/specsync/specsync/pkg/config"
 	"github.com/specsync/specsync/pkg/hooks"
 	"github.com/specsync/specsync/pkg/queue"
 )
 
-// gcrSubscriptionOf is the push subscription of the gcr topic, or nil.
-func gcrSubscriptionOf(t *testing.T, m *module) *instance {
-	t.Helper()
-	var found []*instance
+// gcrSubscriptions are the push subscriptions of gcr topics, by project.
+func gcrSubscriptions(m *module) map[string]*instance {
+	out := map[string]*instance{}
 	for _, sub := range m.ofType("google_pubsub_subscription") {
-		if isGCRTopic(sub.str("topic")) {
-			found = append(found, sub)
+		if p, ok := gcrProject(sub.str("topic")); ok {
+			out[p] = sub
 		}
 	}
-	if len(found) > 1 {
-		t.Fatalf("%d subscriptions of the gcr topic; a second one would deliver every event twice", len(found))
-	}
-	if len(found) == 0 {
-		return nil
-	}
-	return found[0]
+	return out
 }
 
-// preventsDestroy reports whether a resource block sets
-// lifecycle.prevent_destroy = true.
-func preventsDestroy(b *hclsyntax.Block) bool {
-	for _, lb := range b.Body.Blocks {
-		if lb.Type != "lifecycle" {
-			continue
-		}
-		if a, ok := lb.Body.Attributes["prevent_destroy"]; ok {
-			v, diags := a.Expr.Value(nil)
-			return !diags.HasErrors() && v.True()
-		}
+// gcrProject is the project of a gcr topic's path.
+func gcrProject(topic string) (string, bool) {
+	mt := regexp.MustCompile(`^projects/([^/]+)/topics/` + queue.ArtifactRegistryTopic + `$`).FindStringSubmatch(topic)
+	if mt == nil {
+		return "", false
 	}
-	return false
+	return mt[1], true
 }
 
-func TestArtifactRegistryEventsTrigger(t *testing.T) {
-	gcrID := "projects/" + testProject + "/topics/" + queue.ArtifactRegistryTopic
+func TestArtifactRegistryEvents(t *testing.T) {
+	t.Parallel()
+	f := parseTF(t, ".")
 
-	// create (the default): the topic is the module's, and never
-	// destroyed by it; the subscription pushes to the reconcile function
-	// like the reconcile trigger (OIDC, retries, dead letters).
-	m := evaluated(t, nil)
-	topics := m.resources["google_pubsub_topic.gcr"]
-	if topics == nil || len(topics.Instances) != 1 || topics.Instances["0"].str("name") != queue.ArtifactRegistryTopic {
-		t.Fatalf("by default the module creates the topic %q", queue.ArtifactRegistryTopic)
+	// existing (the default), the module's own project: the topic
+	// Artifact Registry created is read once the APIs are on (at apply
+	// time on a first apply), never created.
+	m := planOf(t, shipped)
+	subs := gcrSubscriptions(m)
+	if len(subs) != 1 || subs["my-specsync-project"] == nil {
+		t.Fatalf("shipped: gcr subscriptions %v, want the module project's", keysOfInstances(subs))
 	}
-	if !preventsDestroy(topics.Block) {
+	if r := m.resources["google_pubsub_topic.gcr"]; r != nil {
+		t.Error("shipped: the module creates a gcr topic; by default it adopts the one Artifact Registry made")
+	}
+	if own := m.instance("data.google_pubsub_topic.gcr_own", "0"); own == nil || own.str("name") != queue.ArtifactRegistryTopic {
+		t.Error("shipped: the module does not read the project's gcr topic before subscribing to it")
+	}
+	checkPushTrigger(t, m, subs["my-specsync-project"], "my-specsync-project", queue.ArtifactRegistryTopic)
+
+	// existing, another project: read at plan time (here from the
+	// emulator, where the test created it) and subscribed to from the
+	// module's project.
+	m = planOf(t, outside)
+	subs = gcrSubscriptions(m)
+	if len(subs) != 1 || subs[otherProject] == nil {
+		t.Fatalf("outside: gcr subscriptions %v, want %s's", keysOfInstances(subs), otherProject)
+	}
+	if subs[otherProject].str("project") != testProject {
+		t.Errorf("outside: the subscription is in %s, want the module's project", subs[otherProject].str("project"))
+	}
+	checkPushTrigger(t, m, subs[otherProject], otherProject, queue.ArtifactRegistryTopic)
+
+	// A project without its gcr topic stops the plan, naming it.
+	out := planFailure(t, missingTopic)
+	if !strings.Contains(out, "projects/no-topic-prj/topics/gcr not found") || !strings.Contains(out, `gcr_other["no-topic-prj"]`) {
+		t.Errorf("a missing gcr topic does not fail the plan by name:\n%s", out)
+	}
+
+	// create: the module's project's topic is the module's, never
+	// destroyed by it (other teams may subscribe).
+	m = planOf(t, domain)
+	topic := m.instance("google_pubsub_topic.gcr", "0")
+	if topic == nil || topic.str("name") != queue.ArtifactRegistryTopic || topic.str("project") != testProject {
+		t.Fatalf("create: the module does not create the project's gcr topic")
+	}
+	if !preventsDestroy(f, "google_pubsub_topic.gcr") {
 		t.Error("the gcr topic the module creates may be destroyed by it; other teams may subscribe to it (lifecycle.prevent_destroy)")
 	}
-	sub := gcrSubscriptionOf(t, m)
-	if sub == nil || sub.str("topic") != gcrID {
-		t.Fatalf("the gcr topic has no push subscription of its own: %v", sub)
+	subs = gcrSubscriptions(m)
+	if len(subs) != 1 || subs[testProject] == nil {
+		t.Fatalf("create: gcr subscriptions %v", keysOfInstances(subs))
 	}
-	checkPushTrigger(t, m, sub, topics.Instances["0"])
-	if got := asString(m.outVals["gcr_subscription"]); got != sub.str("id") {
-		t.Errorf("output gcr_subscription = %q, want %q", got, sub.str("id"))
+	checkPushTrigger(t, m, subs[testProject], testProject, queue.ArtifactRegistryTopic)
+
+	// off: nothing.
+	m = planOf(t, views)
+	if len(gcrSubscriptions(m)) != 0 || m.resources["google_pubsub_topic.gcr"] != nil || m.resources["data.google_pubsub_topic.gcr_own"] != nil {
+		t.Error("off: the module still has a gcr topic, read or subscription")
 	}
+
 	// What Artifact Registry publishes there reaches the function as the
 	// third kind of body it dispatches on.
 	body := `{"action":"INSERT","digest":"europe-docker.pkg.dev/p/r/redis@sha256:` + strings.Repeat("ab", 32) + `","tag":"europe-docker.pkg.dev/p/r/redis:latest"}`
@@ -88,71 +112,93 @@ func TestArtifactRegistryEventsTrigger(t *testing.T) {
 	if ev, _, err := queue.FromEvent([]byte(env)); err != nil || ev.Artifact == nil {
 		t.Fatalf("an Artifact Registry notification pushed to the function does not decode as one: %+v %v", ev, err)
 	}
-
-	// existing: a topic the module reads and never manages.
-	m = evaluated(t, map[string]cty.Value{"artifact_registry_events": cty.StringVal("existing")})
-	if n := len(m.resources["google_pubsub_topic.gcr"].Instances); n != 0 {
-		t.Errorf("with existing, the module creates %d gcr topics", n)
-	}
-	data := m.instance("data.google_pubsub_topic.gcr", "0")
-	if data == nil || data.str("name") != queue.ArtifactRegistryTopic {
-		t.Fatal("with existing, the module does not read the gcr topic (a missing topic must fail the plan)")
-	}
-	if sub := gcrSubscriptionOf(t, m); sub == nil || sub.str("topic") != gcrID {
-		t.Errorf("with existing, the subscription's topic is %v, want %s", sub, gcrID)
-	} else {
-		checkPushTrigger(t, m, sub, data)
-	}
-
-	// off: nothing.
-	m = evaluated(t, map[string]cty.Value{"artifact_registry_events": cty.StringVal("off")})
-	if gcrSubscriptionOf(t, m) != nil || len(m.resources["google_pubsub_topic.gcr"].Instances) != 0 || len(m.resources["data.google_pubsub_topic.gcr"].Instances) != 0 {
-		t.Error("with off, the module still has a gcr topic or subscription")
-	}
-	if v := m.outVals["gcr_subscription"]; !v.IsNull() {
-		t.Errorf("with off, output gcr_subscription = %#v", v)
-	}
-	for _, b := range bindingsOf(t, m) {
-		if strings.Contains(b.Scope, "gcr") {
-			t.Errorf("with off, the module still grants %s on %s", b.Role, b.Scope)
-		}
-	}
 }
 
-// Every registry with a hook block has its URL in the hook_urls output,
-// and it is the route the bootstrap's webhook handler serves: without a
-// secret a 401, not a 404; a registry without a hook has no URL.
-func TestHookURLs(t *testing.T) {
-	m := evaluated(t, nil)
-	g := loadGoRegistries(t)
-	fns := functionsByEntryPoint(t, m)
-	base := fns["Bootstrap"].one("service_config").str("uri")
-	got := stringMap(m.outVals["hook_urls"])
+func keysOfInstances(m map[string]*instance) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// preventsDestroy reports whether a resource block sets
+// lifecycle.prevent_destroy = true.
+func preventsDestroy(f tfFiles, addr string) bool {
+	for _, body := range f.bodies {
+		for _, b := range body.Blocks {
+			if b.Type != "resource" || b.Labels[0]+"."+b.Labels[1] != addr {
+				continue
+			}
+			for _, lb := range b.Body.Blocks {
+				if a, ok := lb.Body.Attributes["prevent_destroy"]; ok && lb.Type == "lifecycle" {
+					v, diags := a.Expr.Value(nil)
+					return !diags.HasErrors() && v.True()
+				}
+			}
+		}
+	}
+	return false
+}
+
+// The webhooks: every registry with a hook block has its URL in the
+// hook_urls output, on the hooks function, which is public however the
+// bootstrap is (IAM-only here), and its route is the one the hooks handler
+// serves: without a secret a 401, not a 404.
+func TestWebhooksAreReachable(t *testing.T) {
+	t.Parallel()
+	f := parseTF(t, ".")
+	if got, want := template(t, f, "output.hook_urls", "value"), `${google_cloud_run_v2_service.function["hooks"].uri}/hooks/${h.name}`; !strings.Contains(got, want) {
+		t.Errorf("output hook_urls is %s; want each URL on the hooks function: %s", got, want)
+	}
+	for _, sc := range []scenario{outside, domain} {
+		m := planOf(t, sc)
+		fns := functionsByEntryPoint(t, m)
+		hooksFn := fns["Hooks"]
+		if hooksFn == nil {
+			t.Fatalf("%s: no hooks function, though registries have hook blocks", sc.name)
+		}
+		if hooksFn.str("ingress") != "INGRESS_TRAFFIC_ALL" {
+			t.Errorf("%s: the hooks function's ingress is %s; registries call it from anywhere", sc.name, hooksFn.str("ingress"))
+		}
+		if !isPublic(t, m, "hooks") {
+			t.Errorf("%s: the hooks function is not public: every sender would get 403 from Cloud Run", sc.name)
+		}
+		if sc.name == "outside" && isPublic(t, m, "bootstrap") {
+			t.Errorf("%s: the bootstrap is public with bootstrap_public = false", sc.name)
+		}
+	}
+
+	m := planOf(t, outside)
+	urls := m.outVals["hook_urls"]
 	var names []string
-	for name := range got {
-		names = append(names, name)
+	for it := urls.ElementIterator(); it.Next(); {
+		k, _ := it.Element()
+		names = append(names, k.AsString())
 	}
 	sort.Strings(names)
-	want := append([]string(nil), g.Hooks...)
+	path := writeTemp(t, outside)
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, r := range cfg.Registries {
+		if r.Hook != nil {
+			want = append(want, r.Name)
+		}
+	}
 	sort.Strings(want)
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Fatalf("hook_urls names %v; the registries with a hook are %v", names, want)
 	}
-	cfg, err := config.Load(filepath.Join("..", referenceRegistries))
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := hooks.New(hooks.Config{Registries: hooks.FromConfig(cfg), Logger: slog.New(slog.DiscardHandler)}).Handler()
-	for name, u := range got {
-		path, ok := strings.CutPrefix(u, base)
-		if !ok {
-			t.Errorf("hook_urls[%s] = %q is not on the bootstrap function (%s)", name, u, base)
-			continue
-		}
+	for _, name := range names {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, strings.NewReader(`{"entries":[]}`)))
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/hooks/"+name, strings.NewReader(`{"entries":[]}`)))
 		if rec.Code != http.StatusUnauthorized {
-			t.Errorf("POST %s without its secret: %d, want 401 (the route of the hook)", path, rec.Code)
+			t.Errorf("POST /hooks/%s without its secret: %d, want 401 (the route of the hook)", name, rec.Code)
 		}
 	}
 	for _, r := range cfg.Registries {
@@ -165,53 +211,55 @@ func TestHookURLs(t *testing.T) {
 			t.Errorf("registry %s has no hook block but /hooks/%s answers %d", r.Name, r.Name, rec.Code)
 		}
 	}
+	// No hook block, no hooks function.
+	if fns := functionsByEntryPoint(t, planOf(t, shipped)); fns["Hooks"] != nil {
+		t.Error("shipped: a hooks function without any hook block")
+	}
+}
+
+// isPublic reports whether anyone may call a function: an allUsers
+// invoker, or Cloud Run's invoker check turned off.
+func isPublic(t *testing.T, m *module, fn string) bool {
+	t.Helper()
+	svc := m.instance("google_cloud_run_v2_service.function", fn)
+	if svc == nil {
+		t.Fatalf("no %s function", fn)
+	}
+	if isTrue(svc.Attrs["invoker_iam_disabled"]) {
+		return true
+	}
+	for _, b := range m.ofType("google_cloud_run_v2_service_iam_member") {
+		if b.str("name") == svc.str("name") && b.str("role") == "roles/run.invoker" && (b.str("member") == "allUsers" || b.str("member") == "allAuthenticatedUsers") {
+			return true
+		}
+	}
+	return false
 }
 
 // A hook's secret is a secret of its own: naming a registry credential's
 // variable or file as a hook's fails the plan, as does a file in the
 // admin token's directory.
-func TestHookSecretsAreTheirOwn(t *testing.T) {
-	for name, c := range map[string]struct{ file, says string }{
-		"a registry credential's variable": {`registries:
+var sharedSecrets = scenario{
+	name: "shared-secrets",
+	files: map[string]string{"registries.yaml": `registries:
   - name: a
     type: http
     http: {url: "https://x.example.com/i.yaml", auth: {type: token, token_env: SHARED_SECRET}}
     hook: {type: hmac, secret_env: SHARED_SECRET}
-`, "SHARED_SECRET"},
-		"the admin token's directory": {`registries:
-  - name: a
+  - name: b
     type: dir
     dir: {embedded: true}
     hook: {type: bearer, secret_file: /etc/specsync/admin-token/hook}
-`, "admin token"},
-	} {
-		rel := writeInRepo(t, c.file)
-		bad, err := loadModule(".", inputs(map[string]cty.Value{"registries_file": cty.StringVal(rel), "registry_env": cty.MapValEmpty(cty.String)}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if joined := strings.Join(bad.errs, "\n"); !strings.Contains(joined, c.says) {
-			t.Errorf("%s: the plan does not fail saying %q: %s", name, c.says, joined)
-		}
-	}
+`},
+	args: `  registries_file = "registries.yaml"` + "\n",
 }
 
-// writeInRepo writes a registries file where the module reads one: inside
-// the repository (a directory of its own, removed when the test ends),
-// and returns its path relative to the repository root.
-func writeInRepo(t *testing.T, content string) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("..", ".terraform-test-")
-	if err != nil {
-		t.Fatal(err)
+func TestHookSecretsAreTheirOwn(t *testing.T) {
+	t.Parallel()
+	out := planFailure(t, sharedSecrets)
+	for _, says := range []string{"SHARED_SECRET", "admin token"} {
+		if !strings.Contains(out, says) {
+			t.Errorf("the plan does not fail saying %q:\n%s", says, out)
+		}
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if err := os.WriteFile(filepath.Join(dir, "registries.yaml"), []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rel, err := filepath.Rel("..", filepath.Join(dir, "registries.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.ToSlash(rel)
 }

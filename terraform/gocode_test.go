@@ -17,7 +17,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/zclconf/go-cty/cty"
 
 	"github.com/specsync/specsync/pkg/config"
 	"github.com/specsync/specsync/pkg/settings"
@@ -146,22 +149,6 @@ func (p *functionsPackage) reach(handler string) reach {
 	return r
 }
 
-// loaders are the settings loaders, by name; a loader the code calls that is
-// not here fails the test.
-var loaders = map[string]func(settings.Lookup) error{
-	"LoadBootstrap": func(l settings.Lookup) error { _, err := settings.LoadBootstrap(l); return err },
-	"LoadHooks":     func(l settings.Lookup) error { _, err := settings.LoadHooks(l); return err },
-	"LoadReconcile": func(l settings.Lookup) error { _, err := settings.LoadReconcile(l); return err },
-	"LoadCatalog":   func(l settings.Lookup) error { _, err := settings.LoadCatalog(l); return err },
-}
-
-// keysRead is the exact set of environment variables a loader asks for.
-func keysRead(load func(settings.Lookup) error) map[string]bool {
-	keys := map[string]bool{}
-	_ = load(func(k string) (string, bool) { keys[k] = true; return "", false })
-	return keys
-}
-
 // functionsByEntryPoint maps each function (a Cloud Run service built from
 // the source) to its entry point; they are the functions the code
 // registers, the hooks function only when a registry has a hook block.
@@ -183,7 +170,12 @@ func functionsByEntryPoint(t *testing.T, m *module) map[string]*instance {
 	for ep := range out {
 		got = append(got, ep)
 	}
-	hooks := len(m.outVals["hook_urls"].AsValueMap()) > 0
+	hooks := false
+	if v, ok := m.outVals["hook_urls"]; !ok || v == cty.NilVal || !v.IsKnown() {
+		t.Fatal("the plan has no hook_urls output")
+	} else {
+		hooks = !v.IsNull() && v.LengthInt() > 0
+	}
 	for _, r := range parseFunctions(t).regs {
 		if r.Name == "Hooks" && !hooks {
 			continue
@@ -326,12 +318,19 @@ func loadGoRegistries(t *testing.T) goRegistries {
 	return g
 }
 
+var envMu sync.Mutex
+
 // goRegistriesOf is what the Go code makes of a registries file, loaded
 // with env as the only ${VAR} values.
 func goRegistriesOf(t *testing.T, path string, env map[string]string) goRegistries {
 	t.Helper()
+	// The environment is the process's: one load at a time, and the
+	// variables gone again after it (tests run in parallel).
+	envMu.Lock()
+	defer envMu.Unlock()
 	for k, v := range env {
-		t.Setenv(k, v)
+		os.Setenv(k, v)
+		defer os.Unsetenv(k)
 	}
 	cfg, err := config.Load(path)
 	if err != nil {

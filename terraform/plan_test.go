@@ -114,6 +114,10 @@ var planDirs struct {
 func TestMain(m *testing.M) {
 	code := m.Run()
 	for _, d := range planDirs.dirs {
+		if os.Getenv("SPECSYNC_KEEP_PLANS") != "" {
+			fmt.Println("kept", d)
+			continue
+		}
 		os.RemoveAll(d)
 	}
 	os.Exit(code)
@@ -150,6 +154,8 @@ type scenario struct {
 	// emulator: the plan reads Pub/Sub from the emulator even with no
 	// topic to create (a topic that must be missing).
 	emulator bool
+	// overrideDigests: args set the two digests themselves.
+	overrideDigests bool
 }
 
 // planned is one scenario's plan, computed once per test run.
@@ -263,8 +269,11 @@ func plan(tl tools, sc scenario) (*module, string, error) {
 		}
 		// Override files (terraform's own mechanism): the state stays
 		// local, the module is this checkout's.
-		override := fmt.Sprintf("terraform {\n  backend \"local\" {}\n}\n\nmodule \"specsync\" {\n  source = %q\n}\n\nprovider \"google\" {\n%s}\n\n%s", rel, providerExtra, export)
+		override := fmt.Sprintf("terraform {\n  backend \"local\" {}\n}\n\nmodule \"specsync\" {\n  source = %q\n}\n\nprovider \"google\" {\n%s}\n", rel, providerExtra)
 		if err := writeFile(filepath.Join(dir, "specsync_override.tf"), override); err != nil {
+			return nil, "", err
+		}
+		if err := writeFile(filepath.Join(dir, "specsync_test_outputs.tf"), export); err != nil {
 			return nil, "", err
 		}
 		args = []string{"-var", "broker_password_sha256=" + broker, "-var", "admin_token_sha256=" + admin}
@@ -273,6 +282,10 @@ func plan(tl tools, sc scenario) (*module, string, error) {
 			if err := writeFile(filepath.Join(dir, name), body); err != nil {
 				return nil, "", err
 			}
+		}
+		digests := fmt.Sprintf("  broker_password_sha256 = %q\n  admin_token_sha256     = %q\n", broker, admin)
+		if sc.overrideDigests {
+			digests = ""
 		}
 		main := fmt.Sprintf(`terraform {
   backend "local" {}
@@ -284,14 +297,12 @@ provider "google" {
 %s}
 
 module "specsync" {
-  source                 = %q
-  project_id             = %q
-  broker_password_sha256 = %q
-  admin_token_sha256     = %q
-%s
+  source     = %q
+  project_id = %q
+%s%s
 }
 
-%s`, testProject, providerExtra, rel, testProject, broker, admin, strings.ReplaceAll(sc.args, "$OUTSIDE", outside), export)
+%s`, testProject, providerExtra, rel, testProject, digests, strings.ReplaceAll(sc.args, "$OUTSIDE", outside), export)
 		if err := writeFile(filepath.Join(dir, "main.tf"), main); err != nil {
 			return nil, "", err
 		}
@@ -445,19 +456,19 @@ func stringMap(v cty.Value) map[string]string {
 func readPlan(js []byte) (*module, error) {
 	var p struct {
 		ResourceChanges []struct {
-			Address, ModuleAddress, Mode, Type, Name string
-			Index                                    any
-			Change                                   struct {
+			ModuleAddress    string `json:"module_address"`
+			Mode, Type, Name string
+			Index            any
+			Change           struct {
 				Actions      []string
 				After        json.RawMessage
 				AfterUnknown json.RawMessage `json:"after_unknown"`
 			}
 		} `json:"resource_changes"`
-		PlannedValues struct {
-			Outputs map[string]struct {
-				Value json.RawMessage
-			}
-		} `json:"planned_values"`
+		OutputChanges map[string]struct {
+			After        json.RawMessage
+			AfterUnknown json.RawMessage `json:"after_unknown"`
+		} `json:"output_changes"`
 	}
 	if err := json.Unmarshal(js, &p); err != nil {
 		return nil, fmt.Errorf("read the plan: %w", err)
@@ -490,13 +501,11 @@ func readPlan(js []byte) (*module, error) {
 		inst.Attrs, inst.Blocks = b.Attrs, b.Blocks
 		r.Instances[key] = inst
 	}
-	if o, ok := p.PlannedValues.Outputs["specsync"]; ok && len(o.Value) > 0 {
-		var outs map[string]json.RawMessage
-		if err := json.Unmarshal(o.Value, &outs); err == nil {
-			for k, raw := range outs {
-				m.outVals[k] = jsonValue(raw)
-			}
-		}
+	if o, ok := p.OutputChanges["specsync"]; ok {
+		var after, unknown any
+		_ = json.Unmarshal(o.After, &after)
+		_ = json.Unmarshal(o.AfterUnknown, &unknown)
+		m.outVals = toBlock(after, unknown).Attrs
 	}
 	return m, nil
 }
@@ -522,12 +531,16 @@ func toBlock(v, unknown any) *block {
 				continue
 			}
 		}
-		raw, _ := json.Marshal(val)
-		b.Attrs[k] = jsonValue(raw)
+		b.Attrs[k] = ctyOf(val, unk[k])
 	}
 	for k, u := range unk {
+		if _, done := b.Attrs[k]; done {
+			continue
+		}
 		if u == true {
 			b.Attrs[k] = cty.DynamicVal
+		} else if um, ok := u.(map[string]any); ok && len(um) > 0 {
+			b.Attrs[k] = ctyOf(map[string]any{}, um)
 		} else if ul, ok := u.([]any); ok && len(b.Blocks[k]) == 0 && len(ul) > 0 {
 			// Nested blocks known only at apply.
 			for _, ue := range ul {
@@ -536,6 +549,47 @@ func toBlock(v, unknown any) *block {
 		}
 	}
 	return b
+}
+
+// ctyOf is a planned value with its unknown parts (after_unknown) as
+// unknown values: a map whose values are known only at apply time has its
+// keys in after_unknown alone.
+func ctyOf(v, unknown any) cty.Value {
+	if unknown == true {
+		return cty.DynamicVal
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		um, _ := unknown.(map[string]any)
+		attrs := map[string]cty.Value{}
+		for k, e := range v {
+			attrs[k] = ctyOf(e, um[k])
+		}
+		for k, u := range um {
+			if _, ok := attrs[k]; !ok {
+				attrs[k] = ctyOf(nil, u)
+			}
+		}
+		return cty.ObjectVal(attrs)
+	case []any:
+		ul, _ := unknown.([]any)
+		var elems []cty.Value
+		for i, e := range v {
+			var u any
+			if i < len(ul) {
+				u = ul[i]
+			}
+			elems = append(elems, ctyOf(e, u))
+		}
+		return cty.TupleVal(elems)
+	case nil:
+		if um, ok := unknown.(map[string]any); ok {
+			return ctyOf(map[string]any{}, um)
+		}
+		return cty.NullVal(cty.DynamicPseudoType)
+	}
+	raw, _ := json.Marshal(v)
+	return jsonValue(raw)
 }
 
 func jsonValue(raw []byte) cty.Value {

@@ -37,7 +37,7 @@ locals {
     : "$${${p}"
   ]))
   registries_doc = try(yamldecode(local.registries_expanded), null)
-  registries     = try(tolist(local.registries_doc.registries), [])
+  registries     = try([for r in local.registries_doc.registries : r], [])
 
   # Each registry's source block: the one of its type (pkg/config checks
   # that there is exactly one).

@@ -17,9 +17,11 @@ import (
 	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/hashicorp/hcl/v2/hclwrite"
@@ -462,4 +464,99 @@ func keysOf(m map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// template is an attribute's expression as written: its literal parts and
+// its references, "${type.name[\"key\"].attr}", in order. For values the
+// plan leaves to apply time (a service's URL and what is built from it),
+// the module's source is what can be checked.
+func template(t *testing.T, f tfFiles, resourceAddr string, path ...string) string {
+	t.Helper()
+	for _, body := range f.bodies {
+		for _, b := range body.Blocks {
+			var addr string
+			switch b.Type {
+			case "resource":
+				addr = b.Labels[0] + "." + b.Labels[1]
+			case "output":
+				addr = "output." + b.Labels[0]
+			default:
+				continue
+			}
+			if addr != resourceAddr {
+				continue
+			}
+			cur := b.Body
+			for i, p := range path {
+				if i == len(path)-1 {
+					a, ok := cur.Attributes[p]
+					if !ok {
+						t.Fatalf("%s has no %s", resourceAddr, strings.Join(path, "."))
+					}
+					return renderExpr(a.Expr)
+				}
+				var next *hclsyntax.Body
+				for _, nb := range cur.Blocks {
+					if nb.Type == p {
+						next = nb.Body
+					}
+				}
+				if next == nil {
+					t.Fatalf("%s has no block %s", resourceAddr, strings.Join(path[:i+1], "."))
+				}
+				cur = next
+			}
+		}
+	}
+	t.Fatalf("no %s in the module", resourceAddr)
+	return ""
+}
+
+func renderExpr(e hclsyntax.Expression) string {
+	switch e := e.(type) {
+	case *hclsyntax.TemplateExpr:
+		var sb strings.Builder
+		for _, p := range e.Parts {
+			if lit, ok := p.(*hclsyntax.LiteralValueExpr); ok && lit.Val.Type().FriendlyName() == "string" {
+				sb.WriteString(lit.Val.AsString())
+				continue
+			}
+			sb.WriteString("${" + renderExpr(p) + "}")
+		}
+		return sb.String()
+	case *hclsyntax.TemplateWrapExpr:
+		return "${" + renderExpr(e.Wrapped) + "}"
+	case *hclsyntax.ScopeTraversalExpr:
+		return renderTraversal(e.Traversal)
+	case *hclsyntax.RelativeTraversalExpr:
+		return renderExpr(e.Source) + renderTraversal(e.Traversal)
+	case *hclsyntax.IndexExpr:
+		return renderExpr(e.Collection) + "[" + renderExpr(e.Key) + "]"
+	case *hclsyntax.ForExpr:
+		return "for " + e.ValVar + " : " + renderExpr(e.ValExpr)
+	case *hclsyntax.LiteralValueExpr:
+		if e.Val.Type().FriendlyName() == "string" {
+			return strconv.Quote(e.Val.AsString())
+		}
+	}
+	return "?"
+}
+
+func renderTraversal(tr hcl.Traversal) string {
+	var sb strings.Builder
+	for _, s := range tr {
+		switch s := s.(type) {
+		case hcl.TraverseRoot:
+			sb.WriteString(s.Name)
+		case hcl.TraverseAttr:
+			sb.WriteString("." + s.Name)
+		case hcl.TraverseIndex:
+			if s.Key.Type().FriendlyName() == "string" {
+				sb.WriteString("[" + strconv.Quote(s.Key.AsString()) + "]")
+			} else {
+				sb.WriteString("[?]")
+			}
+		}
+	}
+	return sb.String()
 }

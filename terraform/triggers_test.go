@@ -3,7 +3,8 @@
 package terraform_test
 
 // What starts the functions: the scheduler's call to the bootstrap and
-// the Pub/Sub push subscriptions of the reconcile and commit triggers.
+// the Pub/Sub push subscriptions of the reconcile, commit and event
+// triggers.
 
 import (
 	"encoding/base64"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -37,7 +39,7 @@ func commitTopicOf(t *testing.T, m *module) *instance {
 func topicOf(t *testing.T, m *module, sub *instance) *instance {
 	t.Helper()
 	for _, topic := range m.ofType("google_pubsub_topic") {
-		if topic.str("id") == sub.str("topic") || topic.str("name") == sub.str("topic") {
+		if "projects/"+topic.str("project")+"/topics/"+topic.str("name") == sub.str("topic") {
 			return topic
 		}
 	}
@@ -45,8 +47,7 @@ func topicOf(t *testing.T, m *module, sub *instance) *instance {
 	return nil
 }
 
-// changesTopicOf is the topic the change feed publishes to: the one that
-// is neither the work topic nor a dead-letter topic.
+// changesTopicOf is the topic the change feed publishes to.
 func changesTopicOf(t *testing.T, m *module) *instance {
 	t.Helper()
 	var found []*instance
@@ -63,12 +64,13 @@ func changesTopicOf(t *testing.T, m *module) *instance {
 
 // pushSubscriptionOf is the one push subscription with message ordering
 // (the commit trigger) or without (the reconcile trigger), other than
-// the one of Artifact Registry's gcr topic (gcrSubscriptionOf).
+// those of Artifact Registry's gcr topics.
 func pushSubscriptionOf(t *testing.T, m *module, ordered bool) *instance {
 	t.Helper()
 	var found []*instance
 	for _, sub := range m.ofType("google_pubsub_subscription") {
-		if sub.one("push_config") != nil && isTrue(sub.Attrs["enable_message_ordering"]) == ordered && !isGCRTopic(sub.str("topic")) {
+		_, gcr := gcrProject(sub.str("topic"))
+		if sub.one("push_config") != nil && isTrue(sub.Attrs["enable_message_ordering"]) == ordered && !gcr {
 			found = append(found, sub)
 		}
 	}
@@ -82,67 +84,73 @@ func pushSubscriptionOf(t *testing.T, m *module, ordered bool) *instance {
 	return found[0]
 }
 
-// isGCRTopic reports whether topic (an id or a name) is Artifact
-// Registry's gcr topic of the project.
-func isGCRTopic(topic string) bool {
-	return topic == queue.ArtifactRegistryTopic || topic == "projects/"+testProject+"/topics/"+queue.ArtifactRegistryTopic
+func isTrue(v cty.Value) bool {
+	return v != cty.NilVal && v.IsKnown() && !v.IsNull() && v.Type() == cty.Bool && v.True()
 }
 
-func isTrue(v cty.Value) bool {
-	return v.IsKnown() && !v.IsNull() && v.Type() == cty.Bool && v.True()
+func number(v cty.Value) int64 {
+	if v == cty.NilVal || !v.IsKnown() || v.IsNull() || v.Type() != cty.Number {
+		return -1
+	}
+	n, _ := v.AsBigFloat().Int64()
+	return n
+}
+
+// seconds reads "300s".
+func seconds(s string) int64 {
+	n, err := strconv.ParseInt(strings.TrimSuffix(s, "s"), 10, 64)
+	if err != nil || !strings.HasSuffix(s, "s") {
+		return -1
+	}
+	return n
 }
 
 func TestSchedulerCallsBootstrapWithOIDC(t *testing.T) {
-	m := evaluated(t, nil)
-	p := parseFunctions(t)
-	fns := functionsByEntryPoint(t, m)
-	jobs := m.ofType("google_cloud_scheduler_job")
-	if len(jobs) != 1 {
-		t.Fatalf("want one scheduler job, found %d", len(jobs))
-	}
-	job := jobs[0]
-	var bootstrapEP string
-	for _, r := range p.regs {
-		if r.Name == "Bootstrap" {
-			bootstrapEP = r.Name
+	t.Parallel()
+	f := parseTF(t, ".")
+	for _, sc := range []scenario{shipped, outside} {
+		m := planOf(t, sc)
+		fn := functionsByEntryPoint(t, m)["Bootstrap"]
+		jobs := m.ofType("google_cloud_scheduler_job")
+		if len(jobs) != 1 {
+			t.Fatalf("%s: want one scheduler job, found %d", sc.name, len(jobs))
+		}
+		ht := jobs[0].one("http_target")
+		if ht == nil || ht.one("oidc_token") == nil {
+			t.Fatalf("%s: the scheduler job sends no OIDC token", sc.name)
+		}
+		if ht.str("http_method") != http.MethodPost {
+			t.Errorf("the scheduler uses %s, want POST", ht.str("http_method"))
+		}
+		if v, ok := ht.Attrs["body"]; ok && !v.IsNull() {
+			t.Error("the scheduler sends a body; POST /bootstrap rejects one")
+		}
+		oidc := ht.one("oidc_token")
+		env, _ := envOf(t, fn)
+		if got := env["SPECSYNC_SCHEDULER_AUDIENCE"]; got == "" || got != oidc.str("audience") || got != firstAudience(fn) {
+			t.Errorf("%s: the bootstrap accepts audience %q and its service %q; the scheduler's token is for %q", sc.name, got, firstAudience(fn), oidc.str("audience"))
+		}
+		if got := env["SPECSYNC_SCHEDULER_SERVICE_ACCOUNT"]; got == "" || got != oidc.str("service_account_email") {
+			t.Errorf("%s: the bootstrap accepts tokens of %q; the scheduler's token is issued to %q", sc.name, got, oidc.str("service_account_email"))
+		}
+		// The scheduler may invoke it even when nobody else may.
+		scheduler := "serviceAccount:" + oidc.str("service_account_email")
+		invokes := false
+		for _, b := range m.ofType("google_cloud_run_v2_service_iam_member") {
+			invokes = invokes || b.str("name") == fn.str("name") && b.str("member") == scheduler && b.str("role") == "roles/run.invoker"
+		}
+		if !invokes {
+			t.Errorf("%s: the scheduler's account may not invoke the bootstrap function", sc.name)
+		}
+		if jobs[0].str("schedule") != "0 * * * *" {
+			t.Errorf("%s: schedule %q, want the default hourly one", sc.name, jobs[0].str("schedule"))
 		}
 	}
-	if bootstrapEP == "" {
-		t.Fatal("the code registers no Bootstrap function")
-	}
-	fn := fns[bootstrapEP]
-	ht := job.one("http_target")
-	if ht == nil {
-		t.Fatal("the scheduler job has no http_target")
-	}
+	// The URL is known only at apply time: the module's source says it is
+	// the bootstrap service's URL and the start route.
 	const path = "/bootstrap"
-	if got, want := ht.str("uri"), fn.one("service_config").str("uri")+path; got != want {
-		t.Errorf("the scheduler calls %q, want the bootstrap function's %q", got, want)
-	}
-	if ht.str("http_method") != http.MethodPost {
-		t.Errorf("the scheduler uses %s, want POST", ht.str("http_method"))
-	}
-	if _, ok := ht.Attrs["body"]; ok {
-		t.Error("the scheduler sends a body; POST /bootstrap rejects one")
-	}
-	oidc := ht.one("oidc_token")
-	if oidc == nil {
-		t.Fatal("the scheduler sends no OIDC token")
-	}
-	env := stringMap(fn.one("service_config").Attrs["environment_variables"])
-	if got := env["SPECSYNC_SCHEDULER_AUDIENCE"]; got == "" || got != oidc.str("audience") {
-		t.Errorf("the bootstrap accepts audience %q; the scheduler's token is for %q", got, oidc.str("audience"))
-	}
-	if got := env["SPECSYNC_SCHEDULER_SERVICE_ACCOUNT"]; got == "" || got != oidc.str("service_account_email") {
-		t.Errorf("the bootstrap accepts tokens of %q; the scheduler's token is issued to %q", got, oidc.str("service_account_email"))
-	}
-	// The audience is the function's own (cloudfunctions.net) URL, which
-	// a postcondition checks at apply time.
-	if oidc.str("audience") != fn.str("url") {
-		t.Errorf("the OIDC audience %q is not the bootstrap function's URL %q", oidc.str("audience"), fn.str("url"))
-	}
-	if job.str("schedule") != asString(m.vars["bootstrap_schedule"]) {
-		t.Error("the schedule is not var.bootstrap_schedule")
+	if got, want := template(t, f, "google_cloud_scheduler_job.bootstrap", "http_target", "uri"), `${google_cloud_run_v2_service.function["bootstrap"].uri}`+path; got != want {
+		t.Errorf("the scheduler calls %s, want %s", got, want)
 	}
 	// The path is the bootstrap handler's start route: without a token it
 	// is a 401, not a 404.
@@ -155,8 +163,10 @@ func TestSchedulerCallsBootstrapWithOIDC(t *testing.T) {
 }
 
 func TestReconcileTrigger(t *testing.T) {
-	m := evaluated(t, nil)
-	checkPushTrigger(t, m, pushSubscriptionOf(t, m, false), workTopicOf(t, m))
+	t.Parallel()
+	m := planOf(t, reference(t))
+	work := workTopicOf(t, m)
+	checkPushTrigger(t, m, pushSubscriptionOf(t, m, false), testProject, work.str("name"))
 	if m.instance("google_pubsub_topic.catalog_changes", "") == nil {
 		t.Error("no catalog-changes topic")
 	}
@@ -168,11 +178,12 @@ func TestReconcileTrigger(t *testing.T) {
 // function publishes there (queue.CommitPublisher) is a commit request on
 // the one ordering key, which the function dispatches to the committer.
 func TestCommitTrigger(t *testing.T) {
-	m := evaluated(t, nil)
+	t.Parallel()
+	m := planOf(t, reference(t))
 	sub := pushSubscriptionOf(t, m, true)
 	commit := commitTopicOf(t, m)
-	checkPushTrigger(t, m, sub, commit)
-	if commit.str("id") == workTopicOf(t, m).str("id") {
+	checkPushTrigger(t, m, sub, testProject, commit.str("name"))
+	if commit.str("name") == workTopicOf(t, m).str("name") {
 		t.Fatal("commit requests and reconcile messages share a topic: the commits would not be ordered apart from the runs")
 	}
 	body, err := queue.CommitRequest{Operation: "op", Registry: "team-a"}.Encode()
@@ -188,85 +199,88 @@ func TestCommitTrigger(t *testing.T) {
 	}
 }
 
-// checkPushTrigger checks a push subscription to the reconcile function.
-func checkPushTrigger(t *testing.T, m *module, sub, work *instance) {
+// pushEndpoint is how the module writes every push endpoint: the reconcile
+// service's URL, then /projects/PROJECT/topics/TOPIC, which
+// functions-framework-go turns into the event's source (the function
+// tells an Artifact Registry event by its gcr topic).
+var pushEndpoint = regexp.MustCompile(`^\$\{google_cloud_run_v2_service\.function\["reconcile"\]\.uri\}/projects/\$\{[^}]+\}/topics/(gcr|\$\{[^}]+\})$`)
+
+// checkPushTrigger checks a push subscription to the reconcile function
+// that reads project/topic.
+func checkPushTrigger(t *testing.T, m *module, sub *instance, project, topic string) {
 	t.Helper()
 	fns := functionsByEntryPoint(t, m)
 	reconcileFn := fns["Reconcile"]
 	if reconcileFn == nil {
 		t.Fatal("no Reconcile function")
 	}
-	uri := reconcileFn.one("service_config").str("uri")
+	if got, want := sub.str("topic"), "projects/"+project+"/topics/"+topic; got != want {
+		t.Errorf("%s reads %s, want %s", sub.addr(), got, want)
+	}
+	// The endpoint is the service's URL, known at apply time: how the
+	// module writes it is what can be checked.
+	f := parseTF(t, ".")
+	addr := sub.Res.Type + "." + sub.Res.Name
+	if ep := template(t, f, addr, "push_config", "push_endpoint"); !pushEndpoint.MatchString(ep) {
+		t.Errorf("%s: push endpoint %s is not the reconcile function's /projects/PROJECT/topics/TOPIC", addr, ep)
+	}
 	pc := sub.one("push_config")
-	ep := pc.str("push_endpoint")
-	if !strings.HasPrefix(ep, uri+"/") {
-		t.Errorf("push endpoint %q is not the reconcile function %q", ep, uri)
-	}
-	// functions-framework-go takes the topic from the path.
-	mt := regexp.MustCompile(`(projects/[^/?]+/topics/[^/?]+)/*`).FindStringSubmatch(strings.TrimPrefix(ep, uri))
-	if mt == nil || mt[1] != "projects/"+testProject+"/topics/"+work.str("name") {
-		t.Errorf("push endpoint %q does not end in /projects/PROJECT/topics/TOPIC of the work topic", ep)
-	}
-	if _, ok := pc.Attrs["no_wrapper"]; ok || len(pc.Blocks["no_wrapper"]) > 0 {
+	if pc.one("no_wrapper") != nil {
 		t.Error("the push must keep Pub/Sub's envelope (functions-framework-go decodes it)")
 	}
 	oidc := pc.one("oidc_token")
 	if oidc == nil {
 		t.Fatal("the push sends no OIDC token")
 	}
-	if oidc.str("audience") != uri {
-		t.Errorf("OIDC audience %q, want the reconcile service URL %q", oidc.str("audience"), uri)
+	if oidc.str("audience") != firstAudience(reconcileFn) || oidc.str("audience") == "" {
+		t.Errorf("OIDC audience %q, want the reconcile service's audience %q", oidc.str("audience"), firstAudience(reconcileFn))
 	}
 	if oidc.str("service_account_email") != m.instance("google_service_account.reconcile_push", "").str("email") {
 		t.Error("the push does not authenticate as the reconcile push account")
 	}
 	dl := sub.one("dead_letter_policy")
 	if dl == nil {
-		t.Fatal("the work topic's subscription has no dead-letter policy")
-	}
-	if dl.str("dead_letter_topic") == "" || dl.str("dead_letter_topic") == work.str("id") {
-		t.Error("the dead-letter topic must be a topic of its own")
+		t.Fatalf("%s has no dead-letter policy", sub.addr())
 	}
 	var dlt *instance
-	for _, topic := range m.ofType("google_pubsub_topic") {
-		if topic.str("id") == dl.str("dead_letter_topic") {
-			dlt = topic
+	for _, tp := range m.ofType("google_pubsub_topic") {
+		if "projects/"+tp.str("project")+"/topics/"+tp.str("name") == dl.str("dead_letter_topic") {
+			dlt = tp
 		}
 	}
-	if dlt == nil {
-		t.Fatal("the dead-letter topic is not a topic of the module")
+	if dlt == nil || dlt.str("name") == topic {
+		t.Fatalf("%s: the dead-letter topic %q must be a topic of the module's own", sub.addr(), dl.str("dead_letter_topic"))
 	}
 	kept := false
 	for _, s := range m.ofType("google_pubsub_subscription") {
-		kept = kept || s.str("topic") == dlt.str("id")
+		kept = kept || s.str("topic") == dl.str("dead_letter_topic")
 	}
 	if !kept {
 		t.Error("no subscription keeps dead-lettered messages")
 	}
-	n, _ := dl.Attrs["max_delivery_attempts"].AsBigFloat().Int64()
-	if n < 5 || n > 100 {
+	if n := number(dl.Attrs["max_delivery_attempts"]); n < 5 || n > 100 {
 		t.Errorf("max_delivery_attempts %d; Pub/Sub allows 5 to 100", n)
 	}
 	rp := sub.one("retry_policy")
 	if rp == nil || rp.str("minimum_backoff") == "" || rp.str("maximum_backoff") == "" {
 		t.Error("the subscription retries without a backoff")
 	}
-	ack, _ := sub.Attrs["ack_deadline_seconds"].AsBigFloat().Int64()
-	timeout, _ := reconcileFn.one("service_config").Attrs["timeout_seconds"].AsBigFloat().Int64()
+	ack := number(sub.Attrs["ack_deadline_seconds"])
+	timeout := seconds(reconcileFn.one("template").str("timeout"))
 	if ack < timeout {
 		t.Errorf("ack deadline %ds is shorter than the reconcile timeout %ds: Pub/Sub would redeliver a running reconcile", ack, timeout)
 	}
-	leaseTTL, _ := m.vars["lease_ttl_seconds"].AsBigFloat().Int64()
-	if leaseTTL <= timeout {
-		t.Errorf("lease TTL %ds does not outlive a reconcile (%ds)", leaseTTL, timeout)
+	env, _ := envOf(t, reconcileFn)
+	if lease := seconds(env["SPECSYNC_LEASE_TTL"]); lease <= timeout {
+		t.Errorf("lease TTL %ds does not outlive a reconcile (%ds)", lease, timeout)
 	}
-	var onWork int
+	onTopic := 0
 	for _, s := range m.ofType("google_pubsub_subscription") {
-		if s.str("topic") == work.str("id") {
-			onWork++
+		if s.str("topic") == sub.str("topic") {
+			onTopic++
 		}
 	}
-	if onWork != 1 {
-		t.Errorf("%d subscriptions on topic %s; a second one would deliver every message twice", onWork, work.str("name"))
+	if onTopic != 1 {
+		t.Errorf("%d subscriptions on topic %s; a second one would deliver every message twice", onTopic, sub.str("topic"))
 	}
 }

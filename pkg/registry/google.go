@@ -174,24 +174,30 @@ func checkGoogleOCI(block string, auth Auth, host string, insecure bool, transpo
 	return &googleTokens{}, nil
 }
 
-// checkGoogleHTTP checks that an HTTP source with auth type google reads
+// checkGoogleStorage checks that a source reading a document over HTTP
+// (an http index, a Helm chart repository) with auth type google reads it
 // from Cloud Storage over HTTPS, and guards its client (a redirect to
-// plain HTTP would otherwise carry the token).
-func checkGoogleHTTP(cfg *HTTPConfig, scheme, host string) (*googleTokens, error) {
-	if cfg.Auth.kind() != AuthGoogle {
+// plain HTTP, or a chart URL on another host, would otherwise carry the
+// token). block is the source's block, whose url field the message
+// names, so that `specsync config check` reports it at its line.
+func checkGoogleStorage(block string, auth Auth, rawURL, scheme, host string, client **http.Client) (*googleTokens, error) {
+	if auth.kind() != AuthGoogle {
 		return nil, nil
 	}
 	if scheme != "https" || !googleStorageHost(host) {
-		return nil, fmt.Errorf("http: auth type google sends Google access tokens only to https://storage.googleapis.com "+
-			"(an index document in a Cloud Storage bucket); http.url %q is not there", cfg.URL)
+		return nil, fieldErrorf(block, "auth type google sends Google access tokens only to https://storage.googleapis.com "+
+			"(a Cloud Storage bucket); %s.url %q is not there", block, rawURL)
 	}
-	client := *cfg.Client
-	inner := client.Transport
+	c := http.Client{}
+	if *client != nil {
+		c = **client
+	}
+	inner := c.Transport
 	if inner == nil {
 		inner = http.DefaultTransport
 	}
-	client.Transport = googleOnly{inner: inner, allow: googleStorageHost, hosts: "storage.googleapis.com"}
-	cfg.Client = &client
+	c.Transport = googleOnly{inner: inner, allow: googleStorageHost, hosts: "storage.googleapis.com"}
+	*client = &c
 	return &googleTokens{}, nil
 }
 
@@ -212,14 +218,16 @@ func ociCredentials(ctx context.Context, auth Auth, google *googleTokens) (authn
 	return authn.AuthConfig{Username: googleUser, Password: tok}, nil
 }
 
-// authorization is the Authorization header of one HTTP fetch and the
-// secrets to keep out of its errors: for auth type google, the access
-// token as a bearer token (as Cloud Storage's API takes it).
-func (h *HTTP) authorization(ctx context.Context) (string, []string, error) {
-	if h.google == nil {
-		return h.cfg.Auth.authorization()
+// storageAuthorization is the Authorization header of one fetch of a
+// document over HTTP and the secrets to keep out of its errors: the
+// configured credentials, or for auth type google (google, the source's
+// token source) the access token as a bearer token, as Cloud Storage's
+// API takes it.
+func storageAuthorization(ctx context.Context, auth Auth, google *googleTokens) (string, []string, error) {
+	if google == nil {
+		return auth.authorization()
 	}
-	tok, err := h.google.token(ctx)
+	tok, err := google.token(ctx)
 	if err != nil {
 		return "", nil, err
 	}

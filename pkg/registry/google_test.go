@@ -218,8 +218,8 @@ func reqLog(reg *googletest.Registry) string {
 
 // Helm's OCI form takes auth type google as the oci source does: only a
 // Google registry over HTTPS, a load error naming the helm block's fields
-// otherwise. A chart repository (helm.url) is any web server: it refuses
-// the type at load.
+// otherwise. A chart repository (helm.url) takes it in Cloud Storage
+// only (https://storage.googleapis.com), refusing any other server at load.
 func TestHelmGoogleAuthIsCheckedAtLoad(t *testing.T) {
 	t.Parallel()
 	google := registry.Auth{Type: registry.AuthGoogle}
@@ -228,6 +228,10 @@ func TestHelmGoogleAuthIsCheckedAtLoad(t *testing.T) {
 			t.Errorf("host %s: %v", host, err)
 		}
 	}
+	// A chart repository in a Cloud Storage bucket.
+	if _, err := registry.NewHelm(registry.HelmConfig{URL: "https://storage.googleapis.com/bucket/charts", Auth: google}); err != nil {
+		t.Error(err)
+	}
 	for _, c := range []struct {
 		cfg  registry.HelmConfig
 		want string
@@ -235,8 +239,8 @@ func TestHelmGoogleAuthIsCheckedAtLoad(t *testing.T) {
 		{registry.HelmConfig{Host: "registry.example.com"}, `helm: auth type google sends Google access tokens only to Google's registries (gcr.io, *.gcr.io, *.pkg.dev, over HTTPS); helm.host "registry.example.com" is not one`},
 		{registry.HelmConfig{Host: "europe-docker.pkg.dev:5000"}, `helm.host "europe-docker.pkg.dev:5000" is not one`},
 		{registry.HelmConfig{Host: "europe-docker.pkg.dev", Insecure: true}, "helm: auth type google never sends a Google access token over plain HTTP; remove helm.insecure"},
-		{registry.HelmConfig{URL: "https://storage.googleapis.com/charts"}, "helm: auth type google is for charts in an OCI registry on Google's registries (helm.host); a chart repository (helm.url) takes auth type anonymous, basic or token"},
-		{registry.HelmConfig{URL: "https://charts.example.com"}, "a chart repository (helm.url) takes auth type anonymous, basic or token"},
+		{registry.HelmConfig{URL: "https://charts.example.com"}, `helm: auth type google sends Google access tokens only to https://storage.googleapis.com (a Cloud Storage bucket); helm.url "https://charts.example.com" is not there`},
+		{registry.HelmConfig{URL: "http://storage.googleapis.com/charts"}, `helm.url "http://storage.googleapis.com/charts" is not there`},
 	} {
 		c.cfg.Auth = google
 		if _, err := registry.NewHelm(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {

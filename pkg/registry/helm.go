@@ -65,9 +65,9 @@ type HelmConfig struct {
 	// Auth: for a chart repository, sent as the Authorization header to
 	// the repository's own scheme, host and port only (chart URLs on
 	// another host get no credentials, as helm sends none without
-	// --pass-credentials), never auth type google (a Google token goes
-	// only to Google's registries); for an OCI registry, as an OCI
-	// source's, google included.
+	// --pass-credentials), auth type google only for a repository in
+	// Cloud Storage (https://storage.googleapis.com/BUCKET/...); for an
+	// OCI registry, as an OCI source's, google included.
 	Auth Auth
 	// Concurrency bounds the charts read in parallel (default 8).
 	Concurrency int

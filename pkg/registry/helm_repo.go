@@ -34,12 +34,15 @@ func (h *Helm) checkRepository(cfg *HelmConfig) error {
 		return errors.New("helm: prefix, insecure, repositories and page_size are for charts in an OCI registry (host), not a chart repository (url)")
 	case cfg.Transport != nil:
 		return errors.New("helm: transport is for charts in an OCI registry; a chart repository takes a client")
-	case cfg.Auth.kind() == AuthGoogle:
-		// Only a Google registry may see a Google token; a chart
-		// repository is any web server.
-		return errors.New("helm: auth type google is for charts in an OCI registry on Google's registries (helm.host); " +
-			"a chart repository (helm.url) takes auth type anonymous, basic or token")
 	}
+	// A Google token goes to Cloud Storage alone: a chart repository in a
+	// bucket (https://storage.googleapis.com/BUCKET/PATH), read as the
+	// function's own identity.
+	google, err := checkGoogleStorage("helm", cfg.Auth, cfg.URL, u.Scheme, u.Host, &cfg.Client)
+	if err != nil {
+		return err
+	}
+	h.google = google
 	index, err := resolveChartURL(u, "index.yaml")
 	if err != nil {
 		return fmt.Errorf("helm: url: %w", err)
@@ -96,7 +99,7 @@ type indexVersion struct {
 // of every chart's chosen version not already in the cache.
 func (h *Helm) fetchRepository(ctx context.Context, opts FetchOptions) (*Listing, error) {
 	where := "chart repository " + RedactURL(h.repo)
-	authz, secrets, err := h.cfg.Auth.authorization()
+	authz, secrets, err := storageAuthorization(ctx, h.cfg.Auth, h.google)
 	if err != nil {
 		return nil, fmt.Errorf("%s: credentials: %w", where, err)
 	}

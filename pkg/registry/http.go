@@ -76,7 +76,7 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{}
 	}
-	google, err := checkGoogleHTTP(&cfg, u.Scheme, u.Host)
+	google, err := checkGoogleStorage("http", cfg.Auth, cfg.URL, u.Scheme, u.Host, &cfg.Client)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +91,7 @@ func (h *HTTP) Fetch(ctx context.Context, opts FetchOptions) (*Listing, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()
 	where := "index " + h.cfg.URL
-	authz, secrets, err := h.authorization(ctx)
+	authz, secrets, err := storageAuthorization(ctx, h.cfg.Auth, h.google)
 	if err != nil {
 		return nil, fmt.Errorf("%s: credentials: %w", where, err)
 	}

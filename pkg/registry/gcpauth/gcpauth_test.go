@@ -356,3 +356,69 @@ func TestHelmChartsInArtifactRegistry(t *testing.T) {
 		}
 	}
 }
+
+// A Helm chart repository in a Cloud Storage bucket is read with the
+// process's Google identity, as an http index is: the index and the
+// archives beside it carry the current access token as a bearer token;
+// an archive the index names on another host is asked for without it (as
+// helm sends no credentials to another host), and that chart alone fails.
+func TestHelmChartRepositoryInCloudStorage(t *testing.T) {
+	tokens := googletest.NewTokenServer(t, "canary-gcs-helm")
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", tokens.KeyFile(t))
+	redis := helmtest.Chart{Name: "redis", Version: "7.2.0", Description: "the redis chart"}
+	pg := helmtest.Chart{Name: "postgresql", Version: "16.1.0", Description: "the postgresql chart"}
+	archives := map[string][]byte{"/bucket/charts/redis-7.2.0.tgz": redis.Archive(t), "/bucket/charts/postgresql-16.1.0.tgz": pg.Archive(t)}
+	index := fmt.Sprintf(`apiVersion: v1
+entries:
+  redis:
+    - {name: redis, version: 7.2.0, description: the redis chart, urls: [redis-7.2.0.tgz], digest: %s}
+  postgresql:
+    - {name: postgresql, version: 16.1.0, description: the postgresql chart, urls: [postgresql-16.1.0.tgz], digest: %s}
+  elsewhere:
+    - {name: elsewhere, version: 1.0.0, description: a chart on another host, urls: ["https://charts.example.com/elsewhere-1.0.0.tgz"]}
+`, helmtest.Digest(archives["/bucket/charts/redis-7.2.0.tgz"]), helmtest.Digest(archives["/bucket/charts/postgresql-16.1.0.tgz"]))
+	var seen []string
+	gcs := httptest.NewTLSServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		seen = append(seen, r.Host+r.URL.Path)
+		if r.Host != "storage.googleapis.com" && r.Header.Get("Authorization") != "" {
+			t.Errorf("%s%s got credentials", r.Host, r.URL.Path)
+		}
+		cur, valid := tokens.Current()
+		if r.Host != "storage.googleapis.com" || !valid || r.Header.Get("Authorization") != "Bearer "+cur.Value {
+			http.Error(rw, `{"error":{"code":401,"message":"Invalid Credentials"}}`, http.StatusUnauthorized)
+			return
+		}
+		if r.URL.Path == "/bucket/charts/index.yaml" {
+			fmt.Fprint(rw, index)
+			return
+		}
+		if a, ok := archives[r.URL.Path]; ok {
+			rw.Write(a)
+			return
+		}
+		http.NotFound(rw, r)
+	}))
+	t.Cleanup(gcs.Close)
+	src, err := registry.NewHelm(registry.HelmConfig{URL: "https://storage.googleapis.com/bucket/charts",
+		Auth: registry.Auth{Type: registry.AuthGoogle}, Client: &http.Client{Transport: googletest.Transport(gcs)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := src.Fetch(context.Background(), registry.FetchOptions{})
+	if err != nil {
+		t.Fatalf("fetch: %v", err)
+	}
+	got := map[string]registry.Entry{}
+	for _, e := range l.Entries {
+		got[e.Name] = e
+	}
+	if got["redis"].Spec == nil || got["postgresql"].Spec == nil {
+		t.Fatalf("entries %+v, want the specs of redis and postgresql", l.Entries)
+	}
+	if e := got["elsewhere"]; e.Err == nil || e.Spec != nil {
+		t.Errorf("the chart on another host: %+v, want that chart's error", e)
+	}
+	if len(seen) != 4 {
+		t.Errorf("requests %v, want the index, two archives and the one elsewhere", seen)
+	}
+}
