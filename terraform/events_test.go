@@ -78,7 +78,7 @@ func TestArtifactRegistryEvents(t *testing.T) {
 	checkPushTrigger(t, m, subs[otherProject], otherProject, queue.ArtifactRegistryTopic)
 
 	// A project without its gcr topic stops the plan, naming it.
-	out := planFailure(t, missingTopic)
+	out := flat(planFailure(t, missingTopic))
 	if !strings.Contains(out, "projects/no-topic-prj/topics/gcr not found") || !strings.Contains(out, `gcr_other["no-topic-prj"]`) {
 		t.Errorf("a missing gcr topic does not fail the plan by name:\n%s", out)
 	}
@@ -256,7 +256,7 @@ var sharedSecrets = scenario{
 
 func TestHookSecretsAreTheirOwn(t *testing.T) {
 	t.Parallel()
-	out := planFailure(t, sharedSecrets)
+	out := flat(planFailure(t, sharedSecrets))
 	for _, says := range []string{"SHARED_SECRET", "admin token"} {
 		if !strings.Contains(out, says) {
 			t.Errorf("the plan does not fail saying %q:\n%s", says, out)

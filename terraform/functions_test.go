@@ -141,7 +141,7 @@ func TestEnvironmentMatchesSettings(t *testing.T) {
 	}{
 		{reference(t), filepath.Join("..", referenceRegistries), referenceEnv},
 		{outside, "", nil},
-		{views, "", nil},
+		{domain, "", nil},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()

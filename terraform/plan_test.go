@@ -156,6 +156,10 @@ type scenario struct {
 	emulator bool
 	// overrideDigests: args set the two digests themselves.
 	overrideDigests bool
+	// root is more of the root module (variables of its own); env, more
+	// of terraform's environment (TF_VAR_... for those).
+	root string
+	env  []string
 }
 
 // planned is one scenario's plan, computed once per test run.
@@ -302,12 +306,14 @@ module "specsync" {
 %s%s
 }
 
-%s`, testProject, providerExtra, rel, testProject, digests, strings.ReplaceAll(sc.args, "$OUTSIDE", outside), export)
+%s
+%s`, testProject, providerExtra, rel, testProject, digests, strings.ReplaceAll(sc.args, "$OUTSIDE", outside), export, sc.root)
 		if err := writeFile(filepath.Join(dir, "main.tf"), main); err != nil {
 			return nil, "", err
 		}
 	}
 	var log strings.Builder
+	tl.env = append(append([]string(nil), tl.env...), sc.env...)
 	step := func(args ...string) (string, error) {
 		out, err := tl.run(dir, args...)
 		fmt.Fprintf(&log, "$ terraform %s\n%s\n", strings.Join(args, " "), out)
@@ -331,8 +337,14 @@ module "specsync" {
 	if err != nil {
 		return nil, log.String(), err
 	}
-	m.dir = dir
+	m.dir, m.json = dir, js
 	return m, log.String(), nil
+}
+
+// flat is terraform's output with its line wrapping undone: every run of
+// white space one space.
+func flat(out string) string {
+	return strings.Join(strings.Fields(out), " ")
 }
 
 func writeFile(path, body string) error {
@@ -364,6 +376,7 @@ func createTopic(host, projectTopic string) error {
 // addresses, module.specsync. stripped) and its outputs.
 type module struct {
 	dir       string
+	json      string // terraform show -json
 	resources map[string]*resource // "type.name" and "data.type.name"
 	order     []string             // resource keys in plan order
 	outVals   map[string]cty.Value // the module's outputs (known ones)

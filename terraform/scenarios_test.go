@@ -134,6 +134,8 @@ var views = scenario{
 	name:  "views",
 	files: map[string]string{"registries.yaml": ownRegistries},
 	args: `  artifact_registry_events = "off"
+  notification_channels    = ["projects/specsync-test/notificationChannels/123", "projects/specsync-test/notificationChannels/456"]
+  alert_failed_runs        = 4
   broker_views = {
     cf-prod = {
       username   = "cf-prod"

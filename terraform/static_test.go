@@ -480,6 +480,13 @@ func template(t *testing.T, f tfFiles, resourceAddr string, path ...string) stri
 				addr = b.Labels[0] + "." + b.Labels[1]
 			case "output":
 				addr = "output." + b.Labels[0]
+			case "locals":
+				if name, ok := strings.CutPrefix(resourceAddr, "local."); ok && len(path) == 0 {
+					if a, ok := b.Body.Attributes[name]; ok {
+						return renderExpr(a.Expr)
+					}
+				}
+				continue
 			default:
 				continue
 			}
@@ -532,6 +539,23 @@ func renderExpr(e hclsyntax.Expression) string {
 		return renderExpr(e.Source) + renderTraversal(e.Traversal)
 	case *hclsyntax.IndexExpr:
 		return renderExpr(e.Collection) + "[" + renderExpr(e.Key) + "]"
+	case *hclsyntax.FunctionCallExpr:
+		var args []string
+		for _, a := range e.Args {
+			args = append(args, renderExpr(a))
+		}
+		return e.Name + "(" + strings.Join(args, ", ") + ")"
+	case *hclsyntax.ObjectConsExpr:
+		var items []string
+		for _, it := range e.Items {
+			items = append(items, renderExpr(it.KeyExpr)+" = "+renderExpr(it.ValueExpr))
+		}
+		return "{" + strings.Join(items, "; ") + "}"
+	case *hclsyntax.ObjectConsKeyExpr:
+		if tr, ok := e.Wrapped.(*hclsyntax.ScopeTraversalExpr); ok && !e.ForceNonLiteral {
+			return renderTraversal(tr.Traversal)
+		}
+		return renderExpr(e.Wrapped)
 	case *hclsyntax.ForExpr:
 		return "for " + e.ValVar + " : " + renderExpr(e.ValExpr)
 	case *hclsyntax.LiteralValueExpr:
@@ -559,4 +583,30 @@ func renderTraversal(tr hcl.Traversal) string {
 		}
 	}
 	return sb.String()
+}
+
+// localStrings is a local that is a literal list of strings.
+func localStrings(t *testing.T, f tfFiles, name string) []string {
+	t.Helper()
+	for _, body := range f.bodies {
+		for _, b := range body.Blocks {
+			if b.Type != "locals" {
+				continue
+			}
+			if a, ok := b.Body.Attributes[name]; ok {
+				v, diags := a.Expr.Value(nil)
+				if diags.HasErrors() || !v.CanIterateElements() {
+					t.Fatalf("local.%s is not a literal list: %s", name, diags)
+				}
+				var out []string
+				for it := v.ElementIterator(); it.Next(); {
+					_, e := it.Element()
+					out = append(out, e.AsString())
+				}
+				return out
+			}
+		}
+	}
+	t.Fatalf("no local.%s", name)
+	return nil
 }
