@@ -376,7 +376,7 @@ func createTopic(host, projectTopic string) error {
 // addresses, module.specsync. stripped) and its outputs.
 type module struct {
 	dir       string
-	json      string // terraform show -json
+	json      string               // terraform show -json
 	resources map[string]*resource // "type.name" and "data.type.name"
 	order     []string             // resource keys in plan order
 	outVals   map[string]cty.Value // the module's outputs (known ones)
