@@ -594,7 +594,12 @@ func localStrings(t *testing.T, f tfFiles, name string) []string {
 				continue
 			}
 			if a, ok := b.Body.Attributes[name]; ok {
-				v, diags := a.Expr.Value(nil)
+				expr := a.Expr
+				// toset([...]) and tolist([...]): the list inside.
+				if call, ok := expr.(*hclsyntax.FunctionCallExpr); ok && (call.Name == "toset" || call.Name == "tolist") && len(call.Args) == 1 {
+					expr = call.Args[0]
+				}
+				v, diags := expr.Value(nil)
 				if diags.HasErrors() || !v.CanIterateElements() {
 					t.Fatalf("local.%s is not a literal list: %s", name, diags)
 				}
@@ -609,4 +614,138 @@ func localStrings(t *testing.T, f tfFiles, name string) []string {
 	}
 	t.Fatalf("no local.%s", name)
 	return nil
+}
+
+// Every API a resource needs is enabled, and every resource waits for them
+// (through depends_on, or what it references): on a new project a
+// resource created before its API is on fails the apply.
+func TestAPIs(t *testing.T) {
+	f := parseTF(t, ".")
+	needs := []struct {
+		prefix string
+		apis   []string
+	}{
+		{"google_cloud_run_v2_", []string{"run", "cloudbuild", "artifactregistry", "logging"}},
+		{"google_firestore_", []string{"firestore"}},
+		{"google_pubsub_", []string{"pubsub"}},
+		{"google_secret_manager_", []string{"secretmanager"}},
+		{"google_cloud_scheduler_", []string{"cloudscheduler"}},
+		{"google_storage_", []string{"storage"}},
+		{"google_service_account", []string{"iam"}},
+		{"google_project_iam_", []string{"cloudresourcemanager"}},
+		{"google_project", []string{"cloudresourcemanager"}},
+		{"google_artifact_registry_", []string{"artifactregistry"}},
+		{"google_logging_", []string{"logging"}},
+		{"google_monitoring_", []string{"monitoring"}},
+	}
+	enabled := map[string]bool{}
+	for _, api := range localStrings(t, f, "apis") {
+		enabled[strings.TrimSuffix(api, ".googleapis.com")] = true
+	}
+	deps := dependencies(f)
+	for addr := range f.resources {
+		typ := strings.Split(strings.TrimPrefix(addr, "data."), ".")[0]
+		if !strings.HasPrefix(typ, "google_") || typ == "google_project_service" {
+			continue
+		}
+		known := false
+		for _, n := range needs {
+			if strings.HasPrefix(typ, n.prefix) {
+				known = true
+				for _, api := range n.apis {
+					if !enabled[api] {
+						t.Errorf("%s needs %s.googleapis.com, which is not enabled", addr, api)
+					}
+				}
+				break
+			}
+		}
+		if !known {
+			t.Errorf("%s: no API known for %s; add it to this test", addr, typ)
+		}
+		// Another project's topic is read at plan time, on purpose: its
+		// API is that project's, not the module's to enable.
+		if addr == "data.google_pubsub_topic.gcr_other" {
+			continue
+		}
+		if !reaches(deps, addr, "google_project_service.enabled") {
+			t.Errorf("%s does not wait for the APIs (directly or through what it references)", addr)
+		}
+	}
+}
+
+// dependencies maps each resource, data source and local of the module to
+// the resources, data sources and locals its body references.
+func dependencies(f tfFiles) map[string][]string {
+	out := map[string][]string{}
+	refs := func(body hclsyntax.Node) []string {
+		var found []string
+		hclsyntax.VisitAll(body, func(n hclsyntax.Node) hcl.Diagnostics {
+			if st, ok := n.(*hclsyntax.ScopeTraversalExpr); ok {
+				found = append(found, nodeOf(st.Traversal))
+			}
+			return nil
+		})
+		return found
+	}
+	for _, body := range f.bodies {
+		for _, b := range body.Blocks {
+			switch b.Type {
+			case "resource":
+				out[b.Labels[0]+"."+b.Labels[1]] = refs(b.Body)
+			case "data":
+				out["data."+b.Labels[0]+"."+b.Labels[1]] = refs(b.Body)
+			case "locals":
+				for name, a := range b.Body.Attributes {
+					out["local."+name] = refs(a.Expr)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// nodeOf is what a traversal refers to: "local.x", "data.t.n", "t.n", or
+// its root (var, each, ...).
+func nodeOf(tr hcl.Traversal) string {
+	parts := []string{tr.RootName()}
+	for _, s := range tr[1:] {
+		a, ok := s.(hcl.TraverseAttr)
+		if !ok {
+			break
+		}
+		parts = append(parts, a.Name)
+	}
+	switch {
+	case parts[0] == "local" && len(parts) > 1:
+		return "local." + parts[1]
+	case parts[0] == "data" && len(parts) > 2:
+		return "data." + parts[1] + "." + parts[2]
+	case strings.HasPrefix(parts[0], "google_") || parts[0] == "terraform_data":
+		if len(parts) > 1 {
+			return parts[0] + "." + parts[1]
+		}
+	}
+	return parts[0]
+}
+
+func reaches(deps map[string][]string, from, to string) bool {
+	seen := map[string]bool{}
+	var walk func(n string) bool
+	walk = func(n string) bool {
+		if n == to {
+			return true
+		}
+		if seen[n] {
+			return false
+		}
+		seen[n] = true
+		for _, d := range deps[n] {
+			if walk(d) {
+				return true
+			}
+		}
+		return false
+	}
+	return walk(from)
 }
