@@ -92,7 +92,7 @@ func newMachine(t *testing.T, commands ...string) *machine {
 		t.Fatal(err)
 	}
 	// The real commands the script reads its answers with, and cat for tee.
-	for _, name := range []string{"grep", "sed", "env", "cat"} {
+	for _, name := range []string{"grep", "sed", "env", "cat", "readlink"} {
 		p, err := exec.LookPath(name)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -120,12 +120,24 @@ func (m *machine) add(commands ...string) {
 	}
 }
 
-// sdk makes a gcloud SDK root holding the given emulators; packaged says
-// whether it came from a package (its component manager disabled) or from
-// Google's archive.
+// sdk makes a gcloud SDK root holding the given emulators, its gcloud
+// linked from PATH as packages and Homebrew link it; packaged says whether
+// it came from a package (its component manager disabled) or from Google's
+// archive. Its gcloud info answers nothing: the script finds the root by
+// the link.
 func (m *machine) sdk(packaged bool, emulators ...string) string {
 	m.t.Helper()
 	root := filepath.Join(m.t.TempDir(), "google-cloud-sdk")
+	if err := os.MkdirAll(filepath.Join(root, "bin"), 0o755); err != nil {
+		m.t.Fatal(err)
+	}
+	gcloud := filepath.Join(root, "bin", "gcloud")
+	if err := os.WriteFile(gcloud, []byte("#!/bin/sh\n"+stubs["gcloud"]+"\n"), 0o755); err != nil {
+		m.t.Fatal(err)
+	}
+	if err := os.Symlink(gcloud, filepath.Join(m.bin, "gcloud")); err != nil {
+		m.t.Fatal(err)
+	}
 	for _, e := range emulators {
 		if err := os.MkdirAll(filepath.Join(root, "platform", e), 0o755); err != nil {
 			m.t.Fatal(err)
@@ -142,9 +154,18 @@ func (m *machine) sdk(packaged bool, emulators ...string) string {
 	if err := os.WriteFile(filepath.Join(core, "config.json"), []byte(config), 0o644); err != nil {
 		m.t.Fatal(err)
 	}
+	return root
+}
+
+// unlinked puts a gcloud on PATH that is no link into its SDK (a snap's):
+// only gcloud info names the root.
+func (m *machine) unlinked(root string) {
+	m.t.Helper()
+	if err := os.Remove(filepath.Join(m.bin, "gcloud")); err != nil {
+		m.t.Fatal(err)
+	}
 	m.add("gcloud")
 	m.env["STUB_SDK_ROOT"] = root
-	return root
 }
 
 type result struct {
@@ -350,6 +371,12 @@ func TestSetupInstallsComponentsIntoAnArchiveGcloud(t *testing.T) {
 		if r.code != 0 || strings.Join(r.ran, "\n") != components {
 			t.Fatalf("exit %d, ran %q, want %q", r.code, r.ran, components)
 		}
+	})
+	t.Run("archive, found by gcloud info", func(t *testing.T) {
+		m := newMachine(t, "apt-get", "apt-cache", "java", "go")
+		m.unlinked(m.sdk(false, "cloud-firestore-emulator"))
+		r := m.run("--dry-run", "demo")
+		inOrder(t, r.stdout, "missing: pubsub-emulator;", "  gcloud components install pubsub-emulator --quiet\n")
 	})
 	t.Run("archive, one emulator there", func(t *testing.T) {
 		m := newMachine(t, "apt-get", "apt-cache", "java", "go")
