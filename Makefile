@@ -3,16 +3,24 @@ GO ?= go
 # Tests run with the emulators started (or reused) by withemulators.
 WITH_EMULATORS = $(GO) run ./emulator/cmd/withemulators --
 TEST_FLAGS ?= -count=1 -timeout 15m
+# Installs what a target needs besides Go when it is missing (one line when
+# nothing is); `make test SETUP=:` skips it.
+SETUP = scripts/setup
 
-.PHONY: test demo run bench fuzz fuzz-http reliability mutants vet fmt
+.PHONY: test demo setup run bench fuzz fuzz-http reliability mutants vet fmt
 
 ## test: every test, with the Firestore and Pub/Sub emulators running.
-test: vet
+test: setup vet
 	$(WITH_EMULATORS) $(GO) test $(TEST_FLAGS) ./...
 
 ## demo: emulators + local OCI registry, reconcile the examples twice, print the catalog.
 demo:
+	$(SETUP) demo
 	$(GO) run ./cmd/specsync-local demo
+
+## setup: install what make test (and so make demo) needs: scripts/setup test.
+setup:
+	$(SETUP) test
 
 ## bench: benchmarks (figures go into docs/BENCHMARKS.md).
 bench:

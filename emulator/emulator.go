@@ -30,7 +30,7 @@ const (
 
 var (
 	// ErrNoGcloud means the gcloud command is not on PATH.
-	ErrNoGcloud = errors.New("gcloud not found in PATH: install the Google Cloud CLI (https://cloud.google.com/sdk/docs/install)")
+	ErrNoGcloud = errors.New("gcloud not found in PATH: scripts/setup test installs it (make test and make demo run it), or see https://cloud.google.com/sdk/docs/install")
 	// ErrComponentMissing means gcloud is there but the emulator component
 	// is not installed.
 	ErrComponentMissing = errors.New("gcloud emulator component not installed")
@@ -188,7 +188,7 @@ func start(ctx context.Context, es emulatorSpec) (*Process, error) {
 		tail := p.logTail(4096)
 		_ = p.Stop()
 		if strings.Contains(tail, "You need the [") || strings.Contains(tail, "requires the installation of components") {
-			err = fmt.Errorf("%w: install it with `gcloud components install %s` or `apt-get install %s`: %v",
+			err = fmt.Errorf("%w: install it with scripts/setup test, `gcloud components install %s` or `apt-get install %s`: %v",
 				ErrComponentMissing, es.component, es.apt, err)
 		}
 		return nil, fmt.Errorf("emulator %s on %s: %w\n--- emulator output (tail) ---\n%s", es.name, hostPort, err, tail)

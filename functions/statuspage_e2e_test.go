@@ -29,7 +29,7 @@ func chromium(t *testing.T) string {
 			return p
 		}
 	}
-	t.Fatal("no chromium on PATH: install Debian's chromium package (.ci/run does) or set SPECSYNC_CHROMIUM")
+	t.Fatal("no chromium on PATH: install Debian's chromium package (scripts/setup test does) or set SPECSYNC_CHROMIUM")
 	return ""
 }
 
