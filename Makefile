@@ -7,7 +7,7 @@ TEST_FLAGS ?= -count=1 -timeout 15m
 # nothing is); `make test SETUP=:` skips it.
 SETUP = scripts/setup
 
-.PHONY: test demo setup run bench fuzz fuzz-http reliability mutants vet fmt
+.PHONY: test demo setup deploy-check run bench fuzz fuzz-http reliability mutants vet fmt
 
 ## test: every test, with the Firestore and Pub/Sub emulators running.
 test: setup vet
@@ -21,6 +21,17 @@ demo:
 ## setup: install what make test (and so make demo) needs: scripts/setup test.
 setup:
 	$(SETUP) test
+
+## deploy-check: terraform/ planned by the real terraform and the real
+## hashicorp/google and archive providers (an offline mirror of
+## ../shared/terraform, or SPECSYNC_TF_PROVIDERS), for the root modules
+## teams write (examples/deploy as shipped, a registries file outside the
+## tree, views, domain-restricted mode, refused inputs); each plan read as
+## JSON and held against the code (terraform/*_test.go, -tags deploycheck).
+## The Pub/Sub emulator stands in for the topics a plan reads.
+deploy-check:
+	@tf="$$($(SETUP) terraform)" && \
+	  $(WITH_EMULATORS) env SPECSYNC_TERRAFORM="$$tf" $(GO) test -tags deploycheck $(TEST_FLAGS) ./terraform/
 
 ## bench: benchmarks (figures go into docs/BENCHMARKS.md).
 bench:
