@@ -15,6 +15,7 @@ import (
 
 	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/config"
+	"github.com/specsync/specsync/pkg/config/gcs"
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/feed"
 	"github.com/specsync/specsync/pkg/hooks"
@@ -64,11 +65,11 @@ func newBootstrap(ctx context.Context, env settings.Lookup) (http.Handler, error
 	if err != nil {
 		return nil, err
 	}
-	regs, err := reconcile.LoadRegistries(s.RegistriesFile)
+	log, st, err := open(ctx, s.Common)
 	if err != nil {
 		return nil, err
 	}
-	log, st, err := open(ctx, s.Common)
+	src, err := registries(ctx, s.RegistriesFile, log)
 	if err != nil {
 		return nil, err
 	}
@@ -76,18 +77,42 @@ func newBootstrap(ctx context.Context, env settings.Lookup) (http.Handler, error
 	if err != nil {
 		return nil, fmt.Errorf("connect to Pub/Sub project %s: %w", s.Project, err)
 	}
-	svc := &bootstrap.Service{
+	base := bootstrap.Service{
 		Operations:  bootstrap.NewOperations(st, s.Deadline, s.Retention),
 		Publisher:   queue.NewPublisher(ps, s.Topic),
-		Registries:  regs.Names(),
 		VerifyAdmin: verifyAdmin(s.Admin, log),
 		Logger:      log,
 	}
+	// The registries a bootstrap fans out to are the file's current ones:
+	// a Service (its clients shared) for each configuration.
+	services := config.Derive(src, func(c *config.Config) http.Handler {
+		svc := base
+		svc.Registries = c.Names()
+		return svc.Handler()
+	})
 	// The bootstrap takes no body: one whose Content-Length is over the
 	// broker's default limit is refused unread (413), as the catalog does.
 	// Every request is a server span; a bootstrap's is kept whatever the
 	// sampling ratio, and with it everything its messages start.
-	return telemetry.Handler("bootstrap", osb.LimitBody(osb.DefaultMaxBodyBytes, svc.Handler()), isBootstrap), nil
+	return telemetry.Handler("bootstrap", osb.LimitBody(osb.DefaultMaxBodyBytes, current(services)), isBootstrap), nil
+}
+
+// registries opens the registries file SPECSYNC_REGISTRIES names: a path,
+// read once, or a config bundle in Cloud Storage (gs://BUCKET/OBJECT),
+// read again when it changes (config.Source; a storage client is made
+// only for an object).
+func registries(ctx context.Context, location string, log *slog.Logger) (*config.Source, error) {
+	return config.LoadSource(ctx, location, config.SourceOptions{OpenObject: gcs.Open, Interval: registriesRefresh, Logger: log})
+}
+
+// registriesRefresh is how often an instance checks a config bundle for a
+// change (config.RefreshInterval); tests shorten it.
+var registriesRefresh = config.RefreshInterval
+
+// current serves each request with the handler for the configuration
+// current when it comes.
+func current(h *config.Derived[http.Handler]) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.Current(r.Context()).ServeHTTP(w, r) })
 }
 
 // newHooks builds the hooks handler from env: the registries' webhooks
@@ -101,13 +126,11 @@ func newHooks(ctx context.Context, env settings.Lookup) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The file itself, not only its registries: each registry's hook
-	// block.
-	cfg, err := config.Load(s.RegistriesFile)
-	if err != nil {
-		return nil, failure.Wrap(failure.Invalid, err)
-	}
 	log, err := setup(ctx, s.Runtime)
+	if err != nil {
+		return nil, err
+	}
+	src, err := registries(ctx, s.RegistriesFile, log)
 	if err != nil {
 		return nil, err
 	}
@@ -116,11 +139,14 @@ func newHooks(ctx context.Context, env settings.Lookup) (http.Handler, error) {
 		return nil, fmt.Errorf("connect to Pub/Sub project %s: %w", s.Project, err)
 	}
 	// Each webhook authenticates with its own registry's secret, not the
-	// admin token: a registry can notify, and nothing more.
-	webhooks := hooks.New(hooks.Config{Registries: hooks.FromConfig(cfg), Publisher: queue.NewPublisher(ps, s.Topic), Window: s.Window, Logger: log})
+	// admin token: a registry can notify, and nothing more. The hook
+	// blocks and selections are the file's current ones; the windows
+	// carry over a change.
+	base := hooks.New(hooks.Config{Publisher: queue.NewPublisher(ps, s.Topic), Window: s.Window, Logger: log})
+	webhooks := config.Derive(src, func(c *config.Config) http.Handler { return base.With(hooks.FromConfig(c)).Handler() })
 	// A webhook's body is held to the broker's default limit: one whose
 	// Content-Length is over it is refused unread (413).
-	return telemetry.Handler("hooks", osb.LimitBody(osb.DefaultMaxBodyBytes, webhooks.Handler()), nil), nil
+	return telemetry.Handler("hooks", osb.LimitBody(osb.DefaultMaxBodyBytes, current(webhooks)), nil), nil
 }
 
 // isBootstrap says a request starts a bootstrap (the scheduler's or an
@@ -130,11 +156,19 @@ func isBootstrap(r *http.Request) bool {
 }
 
 type reconcileApp struct {
+	// registries are the worker and routes of the registries file's
+	// current configuration.
+	registries *config.Derived[*configured]
+	log        *slog.Logger
+}
+
+// configured is what the reconcile function makes of a configuration.
+type configured struct {
+	// worker finds the registries a run reads in it.
 	worker *bootstrap.Worker
 	// routes are the registries an Artifact Registry notification may
 	// concern (those whose source is a registry.Selector).
 	routes []hooks.Registry
-	log    *slog.Logger
 }
 
 func newReconcile(ctx context.Context, env settings.Lookup) (*reconcileApp, error) {
@@ -142,11 +176,11 @@ func newReconcile(ctx context.Context, env settings.Lookup) (*reconcileApp, erro
 	if err != nil {
 		return nil, err
 	}
-	regs, err := reconcile.LoadRegistries(s.RegistriesFile)
+	log, st, err := open(ctx, s.Common)
 	if err != nil {
 		return nil, err
 	}
-	log, st, err := open(ctx, s.Common)
+	src, err := registries(ctx, s.RegistriesFile, log)
 	if err != nil {
 		return nil, err
 	}
@@ -159,23 +193,30 @@ func newReconcile(ctx context.Context, env settings.Lookup) (*reconcileApp, erro
 	if s.ChangesTopic != "" {
 		committer.Publisher = feed.NewPublisher(ps, s.ChangesTopic)
 	}
-	routes := make([]hooks.Registry, len(regs))
-	for i, r := range regs {
-		routes[i] = hooks.Registry{Name: r.Name, Source: r.Source}
-	}
-	return &reconcileApp{routes: routes, log: log, worker: &bootstrap.Worker{
+	base := bootstrap.Worker{
 		// The deadline only matters to Get's failing of stuck operations;
 		// the reconcile side uses the same retention as bootstrap.
 		Operations: bootstrap.NewOperations(st, 0, s.Retention),
 		Runner:     &reconcile.Runner{Store: st, Logger: log, LeaseTTL: s.LeaseTTL, Commits: commits},
-		Lookup:     regs.Lookup,
 		Commits:    commits,
 		Committer:  committer,
 		Logger:     log,
 		// Events coalesce: one run a cooldown at most per registry.
 		EventCooldown:  s.EventCooldown,
 		EventClockSkew: s.EventClockSkew,
-	}}, nil
+	}
+	// A run reads a registry as the file's current configuration has it:
+	// a Worker (its clients shared) and routes for each configuration.
+	return &reconcileApp{log: log, registries: config.Derive(src, func(c *config.Config) *configured {
+		regs := reconcile.FromConfig(c)
+		w := base
+		w.Lookup = regs.Lookup
+		routes := make([]hooks.Registry, len(regs))
+		for i, r := range regs {
+			routes[i] = hooks.Registry{Name: r.Name, Source: r.Source}
+		}
+		return &configured{worker: &w, routes: routes}
+	})}, nil
 }
 
 // handle dispatches one message on its body: a reconcile message or a
@@ -185,6 +226,7 @@ func newReconcile(ctx context.Context, env settings.Lookup) (*reconcileApp, erro
 func (a *reconcileApp) handle(ctx context.Context, e event.Event) (err error) {
 	ev, id, err := queue.FromEvent(e.Data())
 	ctx, span := messageSpan(ctx, ev, id)
+	cur := a.registries.Current(ctx)
 	defer func() {
 		endMessageSpan(span, err)
 		// A kept trace's spans leave before the function returns (the
@@ -195,7 +237,7 @@ func (a *reconcileApp) handle(ctx context.Context, e event.Event) (err error) {
 	}()
 	switch {
 	case ev.Artifact != nil:
-		return a.artifactEvent(ctx, *ev.Artifact, err, id, e.Time())
+		return a.artifactEvent(ctx, cur, *ev.Artifact, err, id, e.Time())
 	case err != nil && strings.HasSuffix(e.Source(), "/topics/"+queue.ArtifactRegistryTopic):
 		// Whatever else is published on the gcr topic is not ours.
 		a.log.DebugContext(ctx, "ignoring a message on the gcr topic that is not an Artifact Registry event", "message_id", id, "error", err)
@@ -204,9 +246,9 @@ func (a *reconcileApp) handle(ctx context.Context, e event.Event) (err error) {
 		a.log.ErrorContext(ctx, "dropping an undecodable event", "event_id", e.ID(), "message_id", id, "error", err)
 		return nil
 	case ev.Commit != nil:
-		return a.worker.HandleCommit(ctx, *ev.Commit)
+		return cur.worker.HandleCommit(ctx, *ev.Commit)
 	}
-	return a.worker.Handle(ctx, *ev.Reconcile)
+	return cur.worker.Handle(ctx, *ev.Reconcile)
 }
 
 // artifactEvent hands an Artifact Registry notification to the worker:
@@ -218,7 +260,7 @@ func (a *reconcileApp) handle(ctx context.Context, e event.Event) (err error) {
 // logged at debug level, never retried. A retryable failure of any run
 // (the store, a lease held) is returned, so Pub/Sub redelivers the
 // notification; the runs that succeeded run again, harmlessly.
-func (a *reconcileApp) artifactEvent(ctx context.Context, ae queue.ArtifactEvent, decodeErr error, id string, at time.Time) error {
+func (a *reconcileApp) artifactEvent(ctx context.Context, cur *configured, ae queue.ArtifactEvent, decodeErr error, id string, at time.Time) error {
 	log := a.log.With("message_id", id, "action", ae.Action, "tag", ae.Tag, "digest", ae.Digest)
 	if decodeErr != nil {
 		log.DebugContext(ctx, "ignoring an Artifact Registry message that is not one it sends", "error", decodeErr)
@@ -228,14 +270,14 @@ func (a *reconcileApp) artifactEvent(ctx context.Context, ae queue.ArtifactEvent
 	if at.IsZero() {
 		at = time.Now()
 	}
-	msgs := hooks.Route(c, a.routes, at)
+	msgs := hooks.Route(c, cur.routes, at)
 	if len(msgs) == 0 {
 		log.DebugContext(ctx, "ignoring an Artifact Registry event for nothing a registry selects")
 		return nil
 	}
 	var retry error
 	for _, m := range msgs {
-		if err := a.worker.Handle(ctx, m); err != nil {
+		if err := cur.worker.Handle(ctx, m); err != nil {
 			retry = errors.Join(retry, err)
 		}
 	}

@@ -66,11 +66,26 @@ type client struct {
 	bootstrap, catalog string
 	http               *http.Client
 	log                *slog.Logger
+	// identityToken is the operator's Google identity token
+	// (SPECSYNC_IDENTITY_TOKEN), for Cloud Run's IAM check of a function
+	// that only some identities may invoke (the bootstrap, in Google
+	// Cloud); empty, none is sent.
+	identityToken string
 }
+
+// IdentityTokenEnv holds a Google identity token (`gcloud auth
+// print-identity-token`) that every request carries in
+// X-Serverless-Authorization: what Cloud Run's IAM check reads when
+// Authorization carries the application's own credential (the admin
+// token, the broker's basic auth), which Cloud Run then passes on
+// untouched. Like every credential of the CLI it comes from the
+// environment only, never a flag.
+const IdentityTokenEnv = "SPECSYNC_IDENTITY_TOKEN"
 
 func (c *clientFlags) client(stderr io.Writer) *client {
 	base := strings.TrimRight(c.url, "/")
-	a := &client{bootstrap: base, catalog: base, http: &http.Client{Timeout: c.timeout}, log: logging.New(stderr, c.logLevel)}
+	a := &client{bootstrap: base, catalog: base, http: &http.Client{Timeout: c.timeout}, log: logging.New(stderr, c.logLevel),
+		identityToken: strings.TrimSpace(os.Getenv(IdentityTokenEnv))}
 	if c.bootstrapURL != "" {
 		a.bootstrap = strings.TrimRight(c.bootstrapURL, "/")
 	}
@@ -140,6 +155,9 @@ func (a *client) doWith(ctx context.Context, method, rawURL string, auth authKin
 		}
 		req.SetBasicAuth(user, pass)
 		req.Header.Set("X-Broker-API-Version", "2.17")
+	}
+	if a.identityToken != "" {
+		req.Header.Set("X-Serverless-Authorization", "Bearer "+a.identityToken)
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "specsync-cli")

@@ -63,7 +63,8 @@ Firestore) are specsync-local's: go run ./cmd/specsync-local help.
 
 Configuration: SPECSYNC_URL (or SPECSYNC_BOOTSTRAP_URL and
 SPECSYNC_CATALOG_URL), SPECSYNC_ADMIN_TOKEN (or SPECSYNC_ADMIN_TOKEN_FILE),
-SPECSYNC_BROKER_USERNAME and SPECSYNC_BROKER_PASSWORD.
+SPECSYNC_BROKER_USERNAME and SPECSYNC_BROKER_PASSWORD, and
+SPECSYNC_IDENTITY_TOKEN where Cloud Run IAM guards a function.
 Exit codes: 0 ok, 1 failed (bootstrap failed, config has errors, status
 --check found a failing registry), 2 usage, 3 credentials refused, 4 API
 error or unreachable, 5 timed out waiting.

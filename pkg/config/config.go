@@ -2,10 +2,16 @@
 // reconciles, how to reach them and how carefully to delete. Everything is
 // checked at load time; a config that loads builds every source.
 //
+// The functions read it through a Source (source.go): a file, or a config
+// bundle (bundle.go: the file and its dir sources' spec files, as
+// terraform writes them to Cloud Storage) that is read again when it
+// changes.
+//
 // It knows the file and the sources (pkg/registry), nothing of the store
-// or the cloud, so the operator CLI's `config check` runs it offline;
-// pkg/reconcile turns a loaded file into the registries a run reconciles
-// (reconcile.LoadRegistries, which classifies a bad file as invalid).
+// or the cloud (a bundle's object is read by pkg/config/gcs), so the
+// operator CLI's `config check` runs it offline; pkg/reconcile turns a
+// loaded file into the registries a run reconciles (reconcile.FromConfig;
+// reconcile.LoadRegistries, which classifies a bad file as invalid).
 package config
 
 import (
@@ -238,6 +244,31 @@ func (c *Config) Names() []string {
 // use them for hosts and URLs, and the *_env / *_file auth fields for
 // secrets, which are read only when a registry is fetched.
 func Parse(data []byte, source, baseDir string) (*Config, error) {
+	return parse(data, source, localDirs(baseDir))
+}
+
+// dirs opens the directory of a dir source's path: the files and the
+// name its refs start with (the directory on disk, the bundle's
+// directory). Its errors name dir.path.
+type dirs func(path string) (fsys fs.FS, root string, err error)
+
+// localDirs opens dir sources' paths on disk, relative to baseDir (the
+// registries file's directory).
+func localDirs(baseDir string) dirs {
+	return func(p string) (fs.FS, string, error) {
+		abs := p
+		if !filepath.IsAbs(abs) {
+			abs = filepath.Join(baseDir, abs)
+		}
+		if info, err := os.Stat(abs); err != nil || !info.IsDir() {
+			return nil, "", fmt.Errorf("dir.path %q is not a readable directory", p)
+		}
+		return os.DirFS(abs), abs, nil
+	}
+}
+
+// parse is Parse with dir sources read from dirs.
+func parse(data []byte, source string, dirs dirs) (*Config, error) {
 	fail := func(err error) (*Config, error) {
 		return nil, fmt.Errorf("registries file %s: %w", source, err)
 	}
@@ -275,7 +306,7 @@ func Parse(data []byte, source, baseDir string) (*Config, error) {
 			return fail(fmt.Errorf("%s: name %q is already used by registries[%d]", where, r.Name, j))
 		}
 		seen[r.Name] = i
-		src, err := build(r, baseDir)
+		src, err := build(r, dirs)
 		if err != nil {
 			return fail(fmt.Errorf("%s: %w", where, err))
 		}
@@ -363,7 +394,7 @@ func parseExpanded(data []byte) (*yaml3.Node, []unsetRef, error) {
 }
 
 // build checks one registry's own settings and builds its source.
-func build(r Registry, baseDir string) (registry.Source, error) {
+func build(r Registry, dirs dirs) (registry.Source, error) {
 	if r.MaxMarkShare != nil && (*r.MaxMarkShare <= 0 || *r.MaxMarkShare > 1) {
 		return nil, fmt.Errorf("max_mark_share %v must be in (0, 1]", *r.MaxMarkShare)
 	}
@@ -425,14 +456,10 @@ func build(r Registry, baseDir string) (registry.Source, error) {
 			}
 			fsys, root = sub, "embedded:examples"
 		case r.Dir.Path != "":
-			p := r.Dir.Path
-			if !filepath.IsAbs(p) {
-				p = filepath.Join(baseDir, p)
+			var derr error
+			if fsys, root, derr = dirs(r.Dir.Path); derr != nil {
+				return nil, derr
 			}
-			if info, serr := os.Stat(p); serr != nil || !info.IsDir() {
-				return nil, fmt.Errorf("dir.path %q is not a readable directory", r.Dir.Path)
-			}
-			fsys, root = os.DirFS(p), p
 		default:
 			return nil, errors.New("dir: set path or embedded")
 		}

@@ -1,5 +1,5 @@
 // Package hooks turns what upstream registries say about themselves into
-// reconcile messages: webhooks (POST /hooks/{registry} on the bootstrap
+// reconcile messages: webhooks (POST /hooks/{registry} on the hooks
 // function: a distribution registry's notification envelope, Harbor's
 // artifact events, GitHub's package events, a plain {"entries": [...]})
 // and Artifact Registry's Pub/Sub notifications (Route, used by the
@@ -79,14 +79,29 @@ func New(cfg Config) *Service {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Service{cfg: cfg, hooks: map[string]*hook{}}
-	for _, r := range cfg.Registries {
+	return &Service{cfg: cfg, hooks: hooksOf(cfg.Registries, cfg.Logger), coalescer: newCoalescer(cfg.Window, cfg.Publisher)}
+}
+
+// With returns the webhook endpoint for regs, sharing s's settings and
+// its coalescing (each registry's window and pending batch, by name):
+// what a changed registries file makes, so that a burst across the
+// change still makes one message a window, and a request waiting on a
+// window is answered by the same publish.
+func (s *Service) With(regs []Registry) *Service {
+	cfg := s.cfg
+	cfg.Registries = regs
+	return &Service{cfg: cfg, hooks: hooksOf(regs, cfg.Logger), coalescer: s.coalescer}
+}
+
+// hooksOf returns the registries that have a webhook, by name.
+func hooksOf(regs []Registry, log *slog.Logger) map[string]*hook {
+	out := map[string]*hook{}
+	for _, r := range regs {
 		if r.Hook != nil {
-			s.hooks[r.Name] = &hook{Registry: r, verifier: newVerifier(*r.Hook, cfg.Logger)}
+			out[r.Name] = &hook{Registry: r, verifier: newVerifier(*r.Hook, log)}
 		}
 	}
-	s.coalescer = newCoalescer(cfg.Window, cfg.Publisher)
-	return s
+	return out
 }
 
 // Handler routes POST /hooks/{registry}.

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,7 +48,12 @@ type hookEnv struct {
 	client *pubsub.Client
 	sub    string
 	logs   *syncBuffer
+	// svc serves the requests; serve replaces it.
+	svc *atomic.Pointer[hooks.Service]
 }
+
+// serve makes svc serve the requests from now on.
+func (e *hookEnv) serve(svc *hooks.Service) { e.svc.Store(svc) }
 
 type syncBuffer struct {
 	mu sync.Mutex
@@ -122,7 +128,11 @@ func newHookEnv(t *testing.T, registries string, window time.Duration, topicExis
 	t.Cleanup(pub.Stop)
 	svc := hooks.New(hooks.Config{Registries: hooks.FromConfig(cfg), Publisher: pub, Window: window,
 		Logger: slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	srv := httptest.NewServer(osb.LimitBody(osb.DefaultMaxBodyBytes, svc.Handler()))
+	e.svc = &atomic.Pointer[hooks.Service]{}
+	e.serve(svc)
+	srv := httptest.NewServer(osb.LimitBody(osb.DefaultMaxBodyBytes, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.svc.Load().Handler().ServeHTTP(w, r)
+	})))
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
 	t.Cleanup(func() {
@@ -544,5 +554,51 @@ func TestHookReplayedAndForged(t *testing.T) {
 		if m.Registry != "ghcr" || !slices.Equal(m.Entries, []string{"hello-world"}) {
 			t.Errorf("published %+v", m)
 		}
+	}
+}
+
+// A changed registries file makes a Service With its registries that
+// keeps the coalescing of the one before: a request after the change,
+// within the window a request before it opened, joins that window
+// instead of being published at once (the window is long, so that a
+// slow machine cannot close it before the request arrives); and the registries are the new
+// file's (a hook added is served, one removed is not).
+func TestHookWithKeepsTheWindowAcrossAChange(t *testing.T) {
+	const window = 2 * time.Second
+	e := newHookEnv(t, registriesYAML(t, ""), window, true)
+	before := e.svc.Load()
+	t.Setenv("SPECSYNC_TEST_LATER_HOOK", bearerSecret)
+	cfg, err := config.Parse([]byte(`registries:
+  - name: team
+    type: oci
+    oci: {host: registry.example.com, prefix: apps, tag: latest}
+    hook: {type: bearer, secret_env: SPECSYNC_TEST_TEAM_HOOK}
+  - name: later
+    type: http
+    http: {url: "https://specs.example.com/index.yaml"}
+    hook: {type: bearer, secret_env: SPECSYNC_TEST_LATER_HOOK}
+`), "test", ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := e.post("team", push("apps/redis", "latest"), bearer(bearerSecret)...).accepted(t); !h.Enqueued || h.Coalesced {
+		t.Fatalf("the first event: %+v, want it published at once", h)
+	}
+	opened := time.Now()
+	e.serve(before.With(hooks.FromConfig(cfg)))
+	// Joining the window, the request is answered when it closes, once
+	// the window's message is out; a window of its own would have
+	// published it at once.
+	if h := e.post("team", push("apps/postgres", "latest"), bearer(bearerSecret)...).accepted(t); !h.Enqueued || time.Since(opened) < window/2 {
+		t.Errorf("an event after the change, within the window: %+v after %s, want it to wait for the window (%s)", h, time.Since(opened), window)
+	}
+	if h := e.post("later", []byte(`{"entries": []}`), bearer(bearerSecret)...).accepted(t); !h.Enqueued || !h.WholeRegistry {
+		t.Errorf("the added hook: %+v", h)
+	}
+	e.post("index", []byte(`{"entries": []}`), bearer(bearerSecret)...).error(t, http.StatusNotFound, "NotFound", `no webhook for registry "index"`)
+	e.serve(before)
+	e.post("later", []byte(`{"entries": []}`), bearer(bearerSecret)...).error(t, http.StatusNotFound, "NotFound", `no webhook for registry "later"`)
+	if msgs := e.published(); len(msgs) != 3 {
+		t.Errorf("%d messages, want 3: team's at once, team's window, later's", len(msgs))
 	}
 }
