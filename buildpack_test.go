@@ -1,11 +1,13 @@
 package specsync_test
 
-// This test does what the Cloud Functions Go buildpack does with this
-// repository: generate a main package that imports the root package and
-// starts functions-framework-go, build it, run it once per FUNCTION_TARGET
-// and call it. If the root package stopped registering a function, or a
-// function could not cold-start from its documented environment, this
-// fails the way a deploy would.
+// This test does what the Cloud Run functions Go buildpack does with the
+// source terraform uploads: copy exactly the files terraform's
+// source_files.txt lists (and nothing else of the checkout), generate a
+// main package that imports the root package and starts
+// functions-framework-go, build it, run it once per FUNCTION_TARGET and
+// call it. If the list missed a file the build needs, the root package
+// stopped registering a function, or a function could not cold-start
+// from its documented environment, this fails the way a deploy would.
 
 import (
 	"bytes"
@@ -52,24 +54,51 @@ func TestBuildpackServesEveryFunction(t *testing.T) {
 			t.Fatalf("%s is not set: run through `make test`", v)
 		}
 	}
-	// The generated main must live inside this module to build against
-	// its go.mod, as the buildpack's does; a directory the test removes.
-	dir, err := os.MkdirTemp(".", "buildpack-main-")
+	// The uploaded source: the listed files alone, in a directory of
+	// their own, with the generated main beside them (inside the module,
+	// as the buildpack's is, so that it builds against its go.mod).
+	src := t.TempDir()
+	list, err := os.ReadFile("terraform/source_files.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	files := 0
+	for _, name := range strings.Split(string(list), "\n") {
+		if name = strings.TrimSpace(name); name == "" || strings.HasPrefix(name, "#") {
+			continue
+		}
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatalf("source_files.txt lists %s: %v", name, err)
+		}
+		if err := os.MkdirAll(filepath.Join(src, filepath.Dir(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(src, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files++
+	}
+	if files < 50 {
+		t.Fatalf("source_files.txt lists %d files; the root package alone imports more", files)
+	}
+	dir := filepath.Join(src, "buildpack-main")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(generatedMain), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(t.TempDir(), "server")
-	if out, err := exec.Command("go", "build", "-o", bin, "./"+dir).CombinedOutput(); err != nil {
-		t.Fatalf("build the generated main: %v\n%s", err, out)
+	build := exec.Command("go", "build", "-o", bin, "./buildpack-main")
+	build.Dir = src
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the uploaded source with the generated main: %v\n%s", err, out)
 	}
 
 	_, project := emulatortest.FirestoreProject(t)
 	registries := filepath.Join(t.TempDir(), "registries.yaml")
-	if err := os.WriteFile(registries, []byte("registries:\n- name: bundled\n  type: dir\n  dir: {embedded: true}\n"), 0o644); err != nil {
+	if err := os.WriteFile(registries, []byte("registries:\n- name: bundled\n  type: dir\n  dir: {embedded: true}\n  hook: {type: bearer, secret_env: BUILDPACK_HOOK_SECRET}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	env := []string{
@@ -78,6 +107,7 @@ func TestBuildpackServesEveryFunction(t *testing.T) {
 		"SPECSYNC_ADMIN_TOKEN=buildpack-admin-token",
 		"SPECSYNC_BROKER_USERNAME=u",
 		"SPECSYNC_BROKER_PASSWORD=p",
+		"BUILDPACK_HOOK_SECRET=buildpack-hook-secret",
 	}
 	cases := []struct {
 		target string
@@ -95,6 +125,10 @@ func TestBuildpackServesEveryFunction(t *testing.T) {
 			r.Header.Set("Authorization", "Bearer buildpack-admin-token")
 			return r
 		}, http.StatusBadRequest}, // no operation id: the handler answered
+		{"Hooks", func(base string) *http.Request {
+			r, _ := http.NewRequest("POST", base+"/hooks/bundled", strings.NewReader(`{"entries":[]}`))
+			return r
+		}, http.StatusUnauthorized}, // no secret: the registry's hook answered
 		{"Reconcile", func(base string) *http.Request {
 			// A Pub/Sub push body with a malformed message: acknowledged (2xx)
 			// after being decoded by the framework and the function.

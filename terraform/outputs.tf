@@ -9,7 +9,7 @@ output "bootstrap_url" {
 }
 
 output "hook_urls" {
-  description = "The webhook of each registry with a hook block, on the public hooks function: POST events there with the registry's hook secret (docs/webhooks.md)."
+  description = "The webhook of each registry with a hook block, on the public hooks function: POST events there with the registry's hook secret (docs/api.md#webhooks)."
   value       = { for h in local.registry_hooks : h.name => "${google_cloud_run_v2_service.function["hooks"].uri}/hooks/${h.name}" }
 }
 

@@ -328,7 +328,7 @@ variable "catalog_max_bytes" {
 
 variable "hook_window_seconds" {
   type        = number
-  description = "SPECSYNC_HOOK_WINDOW (hooks): a registry's first webhook event is published at once; the events that follow within this window are merged into one reconcile message when it closes (docs/webhooks.md). A request that joins a window waits for it, so keep it well under the senders' timeouts."
+  description = "SPECSYNC_HOOK_WINDOW (hooks): a registry's first webhook event is published at once; the events that follow within this window are merged into one reconcile message when it closes (docs/api.md#webhooks). A request that joins a window waits for it, so keep it well under the senders' timeouts."
   default     = 1
 
   validation {

@@ -53,6 +53,23 @@ variable "admin_token_sha256" {
   description = "SHA-256 of the admin token (docs/deploy.md#credentials)."
 }
 
+# First versions of secrets, for a single apply: the values come from the
+# environment (TF_VAR_secret_values) and reach Secret Manager through a
+# write-only argument, never the plan or the state (docs/deploy.md#secrets).
+variable "write_secrets" {
+  type        = set(string)
+  description = "Secrets to give a first version from secret_values; empty it again afterwards."
+  default     = []
+}
+
+variable "secret_values" {
+  type        = map(string)
+  description = "The values of write_secrets, from TF_VAR_secret_values."
+  default     = {}
+  sensitive   = true
+  ephemeral   = true
+}
+
 module "specsync" {
   # Teams pin a release of the module by its Git tag:
   #   source = "git::https://github.com/specsync/specsync.git//terraform?ref=v1.4.0"
@@ -69,6 +86,9 @@ module "specsync" {
   registries_file = "registries.yaml"
   # Values of the registries file's $${VAR}s (hosts, URLs; never secrets).
   registry_env = {}
+
+  write_secrets = var.write_secrets
+  secret_values = var.secret_values
 }
 
 # A project that already has a (default) Firestore database in native

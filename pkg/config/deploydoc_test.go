@@ -50,7 +50,7 @@ func TestDeployGuideRegistriesLoad(t *testing.T) {
 			types = append(types, r.Type+"/"+r.Describe().Auth)
 		}
 	}
-	if got, want := strings.Join(types, ","), "oci/google,dockerhub/basic,helm/basic"; got != want {
+	if got, want := strings.Join(types, ","), "oci/google,dockerhub/basic,helm/basic,helm/google"; got != want {
 		t.Errorf("the walkthrough's registries are %s, want %s", got, want)
 	}
 }
