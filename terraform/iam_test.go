@@ -6,6 +6,7 @@ package terraform_test
 
 import (
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -320,6 +321,41 @@ func leastPrivilege(t *testing.T, m *module) {
 	for member := range held {
 		if _, known := ours[member]; !known && member != agent && member != "allUsers" && !strings.HasPrefix(member, "group:") {
 			t.Errorf("grants to %s, which is not one of the module's identities", member)
+		}
+	}
+}
+
+// Where the organisation refuses allUsers (domain-restricted sharing),
+// public_access = "invoker_iam_disabled" makes the endpoints that
+// authenticate their callers themselves public with no allUsers binding at
+// all: Cloud Run's invoker check is off on those services and on no other.
+func TestPublicWithoutAllUsers(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		sc       scenario
+		disabled []string // services with the invoker check off
+		allUsers []string // services with an allUsers invoker
+	}{
+		{domain, []string{"bootstrap", "catalog", "hooks"}, nil}, // bootstrap_public = true there
+		{outside, nil, []string{"catalog", "hooks"}},
+		{shipped, nil, []string{"catalog"}},
+	} {
+		m := planOf(t, c.sc)
+		var disabled, allUsers []string
+		for _, svc := range m.ofType("google_cloud_run_v2_service") {
+			if isTrue(svc.Attrs["invoker_iam_disabled"]) {
+				disabled = append(disabled, svc.Key)
+			}
+		}
+		for _, b := range bindingsOf(t, m) {
+			if b.Member == "allUsers" || b.Member == "allAuthenticatedUsers" {
+				allUsers = append(allUsers, strings.TrimPrefix(strings.TrimPrefix(b.Scope, "run:"), "specsync-"))
+			}
+		}
+		sort.Strings(disabled)
+		sort.Strings(allUsers)
+		if strings.Join(disabled, ",") != strings.Join(c.disabled, ",") || strings.Join(allUsers, ",") != strings.Join(c.allUsers, ",") {
+			t.Errorf("%s: invoker check off on %v and allUsers on %v; want %v and %v", c.sc.name, disabled, allUsers, c.disabled, c.allUsers)
 		}
 	}
 }

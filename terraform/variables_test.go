@@ -7,7 +7,9 @@ package terraform_test
 // say what they should.
 
 import (
+	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -111,6 +113,52 @@ func TestOutputs(t *testing.T) {
 	for _, name := range []string{"broker_url", "bootstrap_url", "hook_urls", "function_urls", "secrets", "service_accounts", "gcr_subscriptions", "oidc_audiences", "dashboard_url"} {
 		if _, ok := m.outVals[name]; !ok {
 			t.Errorf("no output %s", name)
+		}
+	}
+}
+
+// The resources each root module plans, as docs/deploy.md's table of the
+// deploy check says them (a figure there that the plan does not bear out
+// fails here).
+func TestPlannedResources(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../docs/deploy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]scenario{
+		"| `examples/deploy/` as shipped":                 shipped,
+		"| a registries file outside the tree":            outside,
+		"| `examples/registries.reference.yaml`":          reference(t),
+		"| catalog views, events `off`":                   views,
+		"| `public_access = \"invoker_iam_disabled\"`":    domain,
+		"| `write_secrets` with the values in `TF_VAR_": writeSecrets,
+	}
+	for prefix, sc := range rows {
+		var line string
+		for _, l := range strings.Split(string(doc), "\n") {
+			if strings.HasPrefix(l, prefix) {
+				line = l
+			}
+		}
+		if line == "" {
+			t.Errorf("docs/deploy.md has no row %q", prefix)
+			continue
+		}
+		cells := strings.Split(strings.TrimSuffix(strings.TrimSpace(line), "|"), "|")
+		want := strings.TrimSpace(cells[len(cells)-1])
+		m := planOf(t, sc)
+		created := 0
+		for _, k := range m.order {
+			r := m.resources[k]
+			for _, i := range r.Instances {
+				if r.Mode == "resource" && len(i.Actions) == 1 && i.Actions[0] == "create" {
+					created++
+				}
+			}
+		}
+		if got := strconv.Itoa(created); got != want {
+			t.Errorf("%s plans %s resources; docs/deploy.md says %s", sc.name, got, want)
 		}
 	}
 }
