@@ -127,11 +127,11 @@ func TestPlannedResources(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows := map[string]scenario{
-		"| `examples/deploy/` as shipped":                 shipped,
-		"| a registries file outside the tree":            outside,
-		"| `examples/registries.reference.yaml`":          reference(t),
-		"| catalog views, events `off`":                   views,
-		"| `public_access = \"invoker_iam_disabled\"`":    domain,
+		"| `examples/deploy/` as shipped":               shipped,
+		"| a registries file outside the tree":          outside,
+		"| `examples/registries.reference.yaml`":        reference(t),
+		"| catalog views, events `off`":                 views,
+		"| `public_access = \"invoker_iam_disabled\"`":  domain,
 		"| `write_secrets` with the values in `TF_VAR_": writeSecrets,
 	}
 	for prefix, sc := range rows {
