@@ -23,8 +23,9 @@ setup:
 	$(SETUP) test
 
 ## deploy-check: terraform/ planned by the real terraform and the real
-## hashicorp/google and archive providers (an offline mirror of
-## ../shared/terraform, or SPECSYNC_TF_PROVIDERS), for the root modules
+## hashicorp/google and archive providers (an offline mirror of the
+## provider archives SPECSYNC_TF_PROVIDERS names, by default those of the
+## workplace's shared folder beside the checkout), for the root modules
 ## teams write (examples/deploy as shipped, a registries file outside the
 ## tree, views, domain-restricted mode, refused inputs); each plan read as
 ## JSON and held against the code (terraform/*_test.go, -tags deploycheck).

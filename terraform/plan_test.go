@@ -12,10 +12,11 @@ package terraform_test
 // attributes and nested blocks, the way the code's side is read in
 // gocode_test.go, and compare the two.
 //
-// Needs terraform (>= 1.11) on PATH (or SPECSYNC_TERRAFORM) and the
-// providers' directory (SPECSYNC_TF_PROVIDERS, default ../shared/terraform
-// beside the repository, or /work/shared/terraform): `scripts/setup
-// terraform` says what is missing. Without them the tests fail, never skip.
+// Needs terraform (>= 1.11) on PATH (or SPECSYNC_TERRAFORM, which `make
+// deploy-check` sets from `scripts/setup terraform`) and a directory of
+// provider archives with their `mirror` script (SPECSYNC_TF_PROVIDERS; by
+// default the workplace's shared folder beside the checkout has one, and
+// CI gets a copy of it there). Without them the tests fail, never skip.
 // Scenarios whose plan reads Pub/Sub topics read them from the Pub/Sub
 // emulator (PUBSUB_EMULATOR_HOST): run through `make deploy-check`.
 
@@ -69,15 +70,12 @@ func findTools() tools {
 	}
 	providers := os.Getenv("SPECSYNC_TF_PROVIDERS")
 	if providers == "" {
-		for _, d := range []string{"../../shared/terraform", "/work/shared/terraform"} {
-			if _, err := os.Stat(filepath.Join(d, "mirror")); err == nil {
-				providers, _ = filepath.Abs(d)
-				break
-			}
-		}
+		// The workplace's shared folder, beside the checkout.
+		repo, _ := filepath.Abs("..")
+		providers = filepath.Join(filepath.Dir(repo), "shared", "terraform")
 	}
-	if providers == "" {
-		return tools{err: fmt.Errorf("no offline providers: set SPECSYNC_TF_PROVIDERS to the directory with the mirror script and the provider archives (../shared/terraform beside the repository)")}
+	if _, err := os.Stat(filepath.Join(providers, "mirror")); err != nil {
+		return tools{err: fmt.Errorf("no offline providers at %s (%v): set SPECSYNC_TF_PROVIDERS to a directory with the provider archives and their mirror script", providers, err)}
 	}
 	// The mirror (the providers unpacked) and the plugin cache outlive the
 	// test run: unpacking them takes longer than a plan.

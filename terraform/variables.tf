@@ -37,7 +37,7 @@ variable "firestore_location" {
 
 variable "firestore_database" {
   type        = string
-  description = "Firestore database id. \"(default)\" is the one the free tier applies to; a project that already has a (default) database in Datastore mode, or one used by something else, needs another id (e.g. \"specsync\"): docs/deploy.md#first-apply."
+  description = "Firestore database id. \"(default)\" is the one the free tier applies to; a project that already has a (default) database in Datastore mode, or one used by something else, needs another id (e.g. \"specsync\"): docs/deploy.md#first-apply-what-may-already-exist."
   default     = "(default)"
 
   validation {
@@ -48,7 +48,7 @@ variable "firestore_database" {
 
 variable "create_firestore_database" {
   type        = bool
-  description = "Create the Firestore database (native mode, delete-protected, point-in-time recovery). false: use firestore_database as it exists (it must be in native mode), and only add the indexes and TTL policies; or import it instead to let this module manage it (docs/deploy.md#first-apply)."
+  description = "Create the Firestore database (native mode, delete-protected, point-in-time recovery). false: use firestore_database as it exists (it must be in native mode), and only add the indexes and TTL policies; or import it instead to let this module manage it (docs/deploy.md#first-apply-what-may-already-exist)."
   default     = true
 }
 

@@ -10,7 +10,7 @@ terraform {
   required_version = ">= 1.11"
 
   # Where the state lives: a Cloud Storage bucket of yours, with
-  # versioning on (create it once: docs/deploy.md#state).
+  # versioning on (create it once: docs/deploy.md#from-an-empty-project-to-a-broker).
   backend "gcs" {
     bucket = "REPLACE-with-your-terraform-state-bucket"
     prefix = "specsync"
@@ -45,12 +45,12 @@ variable "region" {
 
 variable "broker_password_sha256" {
   type        = string
-  description = "SHA-256 of the broker password (docs/deploy.md#credentials)."
+  description = "SHA-256 of the broker password (docs/deploy.md#from-an-empty-project-to-a-broker)."
 }
 
 variable "admin_token_sha256" {
   type        = string
-  description = "SHA-256 of the admin token (docs/deploy.md#credentials)."
+  description = "SHA-256 of the admin token (docs/deploy.md#from-an-empty-project-to-a-broker)."
 }
 
 # First versions of secrets, for a single apply: the values come from the
