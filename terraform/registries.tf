@@ -130,7 +130,7 @@ resource "terraform_data" "registries_file" {
     }
     precondition {
       condition     = length(setsubtract(local.registry_env_refs, keys(var.registry_env))) == 0
-      error_message = "The registries file references environment variables that registry_env does not set: ${join(", ", sort(setsubtract(local.registry_env_refs, keys(var.registry_env))))}."
+      error_message = "The registries file references environment variables that registry_env does not set: ${join(", ", sort(setsubtract(local.registry_env_refs, keys(var.registry_env))))}. Give each a value in registry_env (hosts and URLs; a secret is named with *_env or *_file instead)."
     }
     precondition {
       condition     = length(setsubtract(var.write_secrets, keys(local.credential_secrets))) == 0
@@ -148,7 +148,7 @@ resource "terraform_data" "registries_file" {
     }
     precondition {
       condition     = alltrue([for e in setunion(local.registry_secret_envs, local.hook_secret_envs, local.registry_env_refs) : !can(regex("^(SPECSYNC_|GOOGLE_|FIRESTORE_|FUNCTION_|K_|X_GOOGLE_|CLOUD_RUN_)|^(LOG_LEVEL|PORT)$", e))])
-      error_message = "The registries file names an environment variable that is a setting of the functions or reserved by the platform (SPECSYNC_*, GOOGLE_*, FIRESTORE_*, FUNCTION_*, K_*, X_GOOGLE_*, CLOUD_RUN_*, LOG_LEVEL, PORT)."
+      error_message = "The registries file names an environment variable that is a setting of the functions or reserved by the platform (SPECSYNC_*, GOOGLE_*, FIRESTORE_*, FUNCTION_*, K_*, X_GOOGLE_*, CLOUD_RUN_*, LOG_LEVEL, PORT): rename it in the file (and in registry_env)."
     }
     precondition {
       # A secret volume mounts a whole directory: each credential file needs
