@@ -44,7 +44,7 @@ func gcrProject(topic string) (string, bool) {
 	return mt[1], true
 }
 
-func TestArtifactRegistryEvents(t *testing.T) {
+func TestArtifactRegistryEventSubscriptions(t *testing.T) {
 	t.Parallel()
 	f := parseTF(t, ".")
 
