@@ -34,7 +34,7 @@ import (
 // on that one document, reports that arrived together aborted each other:
 // on the emulator of 100 at once only 1 landed within 3 minutes (of 50,
 // 2; 25 took 26 s), so a bootstrap of 50 or more registries whose runs
-// finished together never finished (docs/design.md, "The operation
+// finished together never finished (docs/feed.md, "The operation
 // document is the bootstrap's hot document").
 func TestHundredReportsAtOnceNeverContendOnTheOperation(t *testing.T) {
 	const registries = 100

@@ -1,7 +1,8 @@
 // Package reconcile brings one registry's specs into the store in the five
-// steps of docs/design.md ("The reconcile: five steps"): fetch the registry; read what the store
-// holds for it; delete what was marked earlier and nothing references;
-// upsert what is offered; mark what is no longer offered.
+// steps of docs/reconcile.md#the-reconcile-five-steps: fetch the registry;
+// read what the store holds for it; delete what was marked earlier and
+// nothing references; upsert what is offered; mark what is no longer
+// offered.
 //
 // Deciding what to do is pure (Plan); doing it is the Runner's job, where
 // every step that touches a spec is its own transaction that re-checks its
