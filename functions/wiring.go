@@ -28,6 +28,7 @@ import (
 	"github.com/specsync/specsync/pkg/settings"
 	"github.com/specsync/specsync/pkg/store"
 	"github.com/specsync/specsync/pkg/telemetry"
+	"github.com/specsync/specsync/pkg/worker"
 )
 
 // The constructors below are what a cold start does; the local stack and
@@ -165,7 +166,7 @@ type reconcileApp struct {
 // configured is what the reconcile function makes of a configuration.
 type configured struct {
 	// worker finds the registries a run reads in it.
-	worker *bootstrap.Worker
+	worker *worker.Worker
 	// routes are the registries an Artifact Registry notification may
 	// concern (those whose source is a registry.Selector).
 	routes []hooks.Registry
@@ -193,7 +194,7 @@ func newReconcile(ctx context.Context, env settings.Lookup) (*reconcileApp, erro
 	if s.ChangesTopic != "" {
 		committer.Publisher = feed.NewPublisher(ps, s.ChangesTopic)
 	}
-	base := bootstrap.Worker{
+	base := worker.Worker{
 		// The deadline only matters to Get's failing of stuck operations;
 		// the reconcile side uses the same retention as bootstrap.
 		Operations: bootstrap.NewOperations(st, 0, s.Retention),
