@@ -2,12 +2,10 @@ package functions
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
-	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -28,6 +26,7 @@ import (
 	"github.com/specsync/specsync/pkg/settings"
 	"github.com/specsync/specsync/pkg/store"
 	"github.com/specsync/specsync/pkg/telemetry"
+	"github.com/specsync/specsync/pkg/worker"
 )
 
 // The constructors below are what a cold start does; the local stack and
@@ -165,7 +164,7 @@ type reconcileApp struct {
 // configured is what the reconcile function makes of a configuration.
 type configured struct {
 	// worker finds the registries a run reads in it.
-	worker *bootstrap.Worker
+	worker *worker.Worker
 	// routes are the registries an Artifact Registry notification may
 	// concern (those whose source is a registry.Selector).
 	routes []hooks.Registry
@@ -193,7 +192,7 @@ func newReconcile(ctx context.Context, env settings.Lookup) (*reconcileApp, erro
 	if s.ChangesTopic != "" {
 		committer.Publisher = feed.NewPublisher(ps, s.ChangesTopic)
 	}
-	base := bootstrap.Worker{
+	base := worker.Worker{
 		// The deadline only matters to Get's failing of stuck operations;
 		// the reconcile side uses the same retention as bootstrap.
 		Operations: bootstrap.NewOperations(st, 0, s.Retention),
@@ -221,7 +220,8 @@ func newReconcile(ctx context.Context, env settings.Lookup) (*reconcileApp, erro
 
 // handle dispatches one message on its body: a reconcile message or a
 // commit request to the worker, an Artifact Registry notification to
-// artifactEvent. Returning an error makes Pub/Sub redeliver; nil
+// hooks.Artifact (which runs it through the worker for every registry it
+// concerns). Returning an error makes Pub/Sub redeliver; nil
 // acknowledges.
 func (a *reconcileApp) handle(ctx context.Context, e event.Event) (err error) {
 	ev, id, err := queue.FromEvent(e.Data())
@@ -237,7 +237,7 @@ func (a *reconcileApp) handle(ctx context.Context, e event.Event) (err error) {
 	}()
 	switch {
 	case ev.Artifact != nil:
-		return a.artifactEvent(ctx, cur, *ev.Artifact, err, id, e.Time())
+		return hooks.Artifact(ctx, a.log.With("message_id", id), *ev.Artifact, err, cur.routes, e.Time(), cur.worker.Handle)
 	case err != nil && strings.HasSuffix(e.Source(), "/topics/"+queue.ArtifactRegistryTopic):
 		// Whatever else is published on the gcr topic is not ours.
 		a.log.DebugContext(ctx, "ignoring a message on the gcr topic that is not an Artifact Registry event", "message_id", id, "error", err)
@@ -249,44 +249,6 @@ func (a *reconcileApp) handle(ctx context.Context, e event.Event) (err error) {
 		return cur.worker.HandleCommit(ctx, *ev.Commit)
 	}
 	return cur.worker.Handle(ctx, *ev.Reconcile)
-}
-
-// artifactEvent hands an Artifact Registry notification to the worker:
-// one event message for every registry that selects what it names (its
-// EventAt the publish time, which a redelivery keeps). The gcr topic
-// carries every push of the project, most of them none of specsync's
-// business (another repository, another tag, a push by digest alone), and
-// anything unreadable on it is nobody's: those are acknowledged and
-// logged at debug level, never retried. A retryable failure of any run
-// (the store, a lease held) is returned, so Pub/Sub redelivers the
-// notification; the runs that succeeded run again, harmlessly.
-func (a *reconcileApp) artifactEvent(ctx context.Context, cur *configured, ae queue.ArtifactEvent, decodeErr error, id string, at time.Time) error {
-	log := a.log.With("message_id", id, "action", ae.Action, "tag", ae.Tag, "digest", ae.Digest)
-	if decodeErr != nil {
-		log.DebugContext(ctx, "ignoring an Artifact Registry message that is not one it sends", "error", decodeErr)
-		return nil
-	}
-	c, _ := ae.Change() // checked by the decode
-	if at.IsZero() {
-		at = time.Now()
-	}
-	msgs := hooks.Route(c, cur.routes, at)
-	if len(msgs) == 0 {
-		log.DebugContext(ctx, "ignoring an Artifact Registry event for nothing a registry selects")
-		return nil
-	}
-	var retry error
-	for _, m := range msgs {
-		if err := cur.worker.Handle(ctx, m); err != nil {
-			retry = errors.Join(retry, err)
-		}
-	}
-	if retry != nil {
-		log.WarnContext(ctx, "an Artifact Registry event's run will be retried", "error", retry)
-		return retry
-	}
-	log.InfoContext(ctx, "Artifact Registry event handled", "registries", len(msgs))
-	return nil
 }
 
 func newCatalog(ctx context.Context, env settings.Lookup) (http.Handler, error) {

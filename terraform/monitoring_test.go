@@ -5,7 +5,7 @@ package terraform_test
 // The metrics read what the code logs: every log-based metric's filter,
 // labels and value are evaluated against the contract lines of
 // pkg/logging (which the code logs with those constants, and which
-// pkg/bootstrap's TestContractLinesOfARealBootstrap captures from real
+// pkg/worker's TestContractLinesOfARealBootstrap captures from real
 // runs), the dashboard and the alerts read only metrics and labels that
 // exist, and the results they single out are the code's.
 

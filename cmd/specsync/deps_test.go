@@ -28,6 +28,7 @@ var notInTheOperatorBinary = []string{
 	"github.com/specsync/specsync/pkg/queue",
 	"github.com/specsync/specsync/pkg/reconcile",
 	"github.com/specsync/specsync/pkg/store",
+	"github.com/specsync/specsync/pkg/worker",
 	"github.com/GoogleCloudPlatform/functions-framework-go",
 	"github.com/cloudevents/sdk-go",
 	"cloud.google.com/go/firestore",

@@ -22,7 +22,7 @@ import (
 	"github.com/specsync/specsync/emulator/emulatortest"
 	"github.com/specsync/specsync/emulator/stack"
 	"github.com/specsync/specsync/pkg/api"
-	"github.com/specsync/specsync/pkg/bootstrap"
+	"github.com/specsync/specsync/pkg/worker"
 )
 
 // benchSizes are the registries the push benchmark reconciles into one
@@ -105,7 +105,7 @@ func BenchmarkPushToWatcher(b *testing.B) {
 				// A push to a quiet registry: the last event's run started
 				// more than the event cooldown ago (a push inside it waits
 				// for Pub/Sub's redelivery: the storm guard).
-				time.Sleep(bootstrap.DefaultEventCooldown + 200*time.Millisecond)
+				time.Sleep(worker.DefaultEventCooldown + 200*time.Millisecond)
 				rev := c.revision(b)
 				etag := c.catalogETag(b)
 				s.OCI.ResetRequests()

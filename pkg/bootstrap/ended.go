@@ -9,14 +9,15 @@ import (
 	"github.com/specsync/specsync/pkg/logging"
 )
 
-// logEnded logs the line that says a bootstrap operation ended
+// LogEnded logs the line that says a bootstrap operation ended
 // (logging.EventBootstrapOperation), with the same fields every time, so
 // the log-based metrics of terraform/monitoring.tf count operations by
 // result and an alert fires on a failed one (docs/operations.md). op is
 // the operation as it ended. A redelivered commit request, or two readers
 // failing an overdue operation at once, may log it twice: the line is at
-// least once, as the messages are.
-func logEnded(log *slog.Logger, op *api.Operation, now time.Time) {
+// least once, as the messages are. pkg/worker logs it for an operation
+// its commit (or a dry run's last report) finishes.
+func LogEnded(log *slog.Logger, op *api.Operation, now time.Time) {
 	level := slog.LevelInfo
 	if op.State != api.Succeeded {
 		level = slog.LevelError

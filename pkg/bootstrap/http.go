@@ -109,7 +109,7 @@ func (s *Service) start(w http.ResponseWriter, r *http.Request) {
 			} else {
 				ended := *op
 				ended.State, ended.Description = api.Failed, desc
-				logEnded(logging.WithContext(s.logger(), r.Context()), &ended, s.Operations.now())
+				LogEnded(logging.WithContext(s.logger(), r.Context()), &ended, s.Operations.now())
 			}
 			osb.WriteError(w, http.StatusServiceUnavailable, "PublishFailed", "bootstrap %s failed: %s", op.ID, desc)
 			return

@@ -6,7 +6,9 @@
 // progress, an operation fails at its deadline, a registry's first report
 // counts, the last one makes it wait for its commit, and the commit
 // finishes it. The rules are pure functions of an operation (rules.go),
-// which the store runs inside its transactions.
+// which the store runs inside its transactions. This package starts
+// operations (POST /bootstrap, http.go); pkg/worker, which does the
+// reconcile messages and commit requests, reports and finishes them.
 package bootstrap
 
 import (
@@ -121,7 +123,7 @@ func (o *Operations) startTx(ctx context.Context, registries []string, dryRun bo
 		return res.Join, false, nil
 	}
 	if res.Supersede != nil {
-		logEnded(o.logger(), res.Supersede, res.Supersede.UpdatedAt) // failed: past its deadline
+		LogEnded(o.logger(), res.Supersede, res.Supersede.UpdatedAt) // failed: past its deadline
 	}
 	return res.Create, true, nil
 }
@@ -178,7 +180,7 @@ func (o *Operations) Get(ctx context.Context, id string) (*api.Operation, error)
 			return nil, err
 		}
 		op.State, op.Description = api.Failed, desc
-		logEnded(o.logger(), op, now)
+		LogEnded(o.logger(), op, now)
 	}
 	return op, nil
 }

@@ -2,10 +2,11 @@
 // reconcile messages: webhooks (POST /hooks/{registry} on the hooks
 // function: a distribution registry's notification envelope, Harbor's
 // artifact events, GitHub's package events, a plain {"entries": [...]})
-// and Artifact Registry's Pub/Sub notifications (Route, used by the
-// reconcile function). An event is a hint, never the truth: it names
-// what to reconcile, and the run reads upstream's current state, so a
-// replayed, duplicated or late event changes nothing a run would not.
+// and Artifact Registry's Pub/Sub notifications (Artifact, which the
+// reconcile function calls with its worker, and Route). An event is a
+// hint, never the truth: it names what to reconcile, and the run reads
+// upstream's current state, so a replayed, duplicated or late event
+// changes nothing a run would not.
 //
 // A webhook is authenticated per registry (the hook block of the
 // registries file: a bearer secret or an HMAC-SHA256 signature), mapped

@@ -1,4 +1,4 @@
-package bootstrap_test
+package worker_test
 
 // Pub/Sub and concurrency rows of the fault matrix (docs/RELIABILITY.md),
 // through the real Pub/Sub and Firestore emulators: duplicate and
@@ -32,6 +32,7 @@ import (
 	"github.com/specsync/specsync/pkg/reconcile"
 	"github.com/specsync/specsync/pkg/registry"
 	"github.com/specsync/specsync/pkg/store"
+	"github.com/specsync/specsync/pkg/worker"
 )
 
 var rigRegistries = []string{"alpha", "beta", "gamma"}
@@ -46,7 +47,7 @@ type rig struct {
 	client *firestore.Client
 	st     *store.Store
 	ops    *bootstrap.Operations
-	worker *bootstrap.Worker
+	worker *worker.Worker
 	ps     *pubsub.Client
 	topic  string
 	sub    string
@@ -104,7 +105,7 @@ func newRig(t *testing.T) *rig {
 	commitPub := queue.NewCommitPublisher(ps, commitTopic)
 	t.Cleanup(commitPub.Stop)
 	commits := countingCommits{pub: commitPub, sent: &r.commitsSent}
-	r.worker = &bootstrap.Worker{
+	r.worker = &worker.Worker{
 		Operations: ops,
 		Runner:     &reconcile.Runner{Store: st, Logger: quiet, LeaseTTL: time.Minute, Commits: commits},
 		Lookup:     func(n string) (reconcile.Registry, bool) { reg, ok := regs[n]; return reg, ok },
@@ -432,61 +433,4 @@ func (c *countingPublisher) Publish(_ context.Context, m []queue.Message) error 
 	defer c.mu.Unlock()
 	c.msgs = append(c.msgs, m...)
 	return nil
-}
-
-// One at a time: ten bootstraps at once through HTTP are one operation,
-// published once.
-func TestTenConcurrentBootstrapsOneOperation(t *testing.T) {
-	t.Parallel()
-	client := checked(t)
-	ops := bootstrap.NewOperations(store.New(client), 10*time.Minute, time.Hour)
-	pub := &countingPublisher{}
-	svc := &bootstrap.Service{Operations: ops, Publisher: pub, Registries: rigRegistries,
-		VerifyAdmin: func(*http.Request, string) bool { return true }, Logger: quiet}
-	srv := httptest.NewServer(svc.Handler())
-	defer srv.Close()
-	const n = 10
-	ids := make([]string, n)
-	coalesced := make([]bool, n)
-	codes := make([]int, n)
-	var wg sync.WaitGroup
-	gate := make(chan struct{})
-	for i := range n {
-		wg.Go(func() {
-			<-gate
-			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/bootstrap", nil)
-			req.Header.Set("Authorization", "Bearer admin")
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer resp.Body.Close()
-			codes[i] = resp.StatusCode
-			var out api.BootstrapAccepted
-			_ = json.NewDecoder(resp.Body).Decode(&out)
-			ids[i], coalesced[i] = out.Operation, out.Coalesced
-		})
-	}
-	close(gate)
-	wg.Wait()
-	started := 0
-	for i := range n {
-		if codes[i] != http.StatusAccepted {
-			t.Fatalf("request %d: %d", i, codes[i])
-		}
-		if ids[i] != ids[0] {
-			t.Fatalf("two operations: %s and %s", ids[0], ids[i])
-		}
-		if !coalesced[i] {
-			started++
-		}
-	}
-	if started != 1 || len(pub.msgs) != len(rigRegistries) {
-		t.Fatalf("%d requests started an operation, %d messages published; want 1 and %d", started, len(pub.msgs), len(rigRegistries))
-	}
-	st := invariant.Require(t, client, invariant.Options{Settled: true, Feed: true})
-	if len(st.Operations) != 1 {
-		t.Fatalf("%d operations stored, want 1", len(st.Operations))
-	}
 }

@@ -1,4 +1,4 @@
-package bootstrap_test
+package worker_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/specsync/specsync/pkg/reconcile"
 	"github.com/specsync/specsync/pkg/registry"
 	"github.com/specsync/specsync/pkg/store"
+	"github.com/specsync/specsync/pkg/worker"
 )
 
 func specFile(name string) *fstest.MapFile {
@@ -66,7 +67,7 @@ func TestDryRunWritesOnlyTheOperation(t *testing.T) {
 	before := snapshot(t, client)
 	ops := bootstrap.NewOperations(store.New(client), 10*time.Minute, time.Hour)
 	commits := &queuedCommits{}
-	w := &bootstrap.Worker{Operations: ops, Runner: runner, Logger: quiet, Commits: commits,
+	w := &worker.Worker{Operations: ops, Runner: runner, Logger: quiet, Commits: commits,
 		Committer: &reconcile.Committer{Store: st, Logger: quiet},
 		Lookup:    func(n string) (reconcile.Registry, bool) { return reg, n == "local" }}
 	op, _, err := ops.Start(ctx, []string{"local"}, true)

@@ -1,4 +1,4 @@
-package bootstrap_test
+package worker_test
 
 import (
 	"context"
@@ -28,6 +28,7 @@ import (
 	"github.com/specsync/specsync/pkg/reconcile"
 	"github.com/specsync/specsync/pkg/registry"
 	"github.com/specsync/specsync/pkg/store"
+	"github.com/specsync/specsync/pkg/worker"
 )
 
 // upstream is an in-process OCI registry (go-containerregistry's) behind
@@ -110,7 +111,7 @@ type eventWorld struct {
 	st     *store.Store
 	up     *upstream
 	reg    reconcile.Registry
-	w      *bootstrap.Worker
+	w      *worker.Worker
 	// fetches counts the fetches of the registry upstream (whole or of
 	// named entries): what each run costs there.
 	fetches atomic.Int64
@@ -232,7 +233,7 @@ func TestWorkerRunsAnEventsEntries(t *testing.T) {
 	if err := w.Handle(ctx, m); err != nil {
 		t.Fatalf("event: %v", err)
 	}
-	worker := ops.Snapshot()
+	workerCost := ops.Snapshot()
 	reqs := w.Commits.(*queuedCommits).take()
 	if len(reqs) != 1 || reqs[0].Report != nil {
 		t.Fatalf("commit requests %+v, want the run's own", reqs)
@@ -255,18 +256,18 @@ func TestWorkerRunsAnEventsEntries(t *testing.T) {
 	// (1 query, one change), meta/catalog (1), the change and meta/catalog
 	// written (2).
 	run := st.LastTargeted.Ops
-	total := store.Counts{Reads: worker.Reads + run.Reads + commit.Ops.Reads, Writes: worker.Writes + run.Writes + commit.Ops.Writes}
-	if worker != (store.Counts{Reads: 1}) || run != (store.Counts{Reads: 5, Writes: 5}) || commit.Ops != (store.Counts{Reads: 2, Writes: 2}) {
-		t.Errorf("one event cost: the worker %+v, the run %+v, the commit %+v", worker, run, commit.Ops)
+	total := store.Counts{Reads: workerCost.Reads + run.Reads + commit.Ops.Reads, Writes: workerCost.Writes + run.Writes + commit.Ops.Writes}
+	if workerCost != (store.Counts{Reads: 1}) || run != (store.Counts{Reads: 5, Writes: 5}) || commit.Ops != (store.Counts{Reads: 2, Writes: 2}) {
+		t.Errorf("one event cost: the worker %+v, the run %+v, the commit %+v", workerCost, run, commit.Ops)
 	}
-	t.Logf("one event of one changed entry costs %+v in Firestore, all told (worker %+v, run %+v, commit %+v)", total, worker, run, commit.Ops)
+	t.Logf("one event of one changed entry costs %+v in Firestore, all told (worker %+v, run %+v, commit %+v)", total, workerCost, run, commit.Ops)
 
 	fetches := e.fetches.Load()
 	if err := w.Handle(ctx, m); err != nil {
 		t.Fatalf("the replayed event: %v", err)
 	}
-	if got := ops.Snapshot(); got != (store.Counts{Reads: worker.Reads + 1}) || e.fetches.Load() != fetches {
-		t.Errorf("the replayed event cost %+v and %d fetches, want the status read alone", store.Counts{Reads: got.Reads - worker.Reads, Writes: got.Writes}, e.fetches.Load()-fetches)
+	if got := ops.Snapshot(); got != (store.Counts{Reads: workerCost.Reads + 1}) || e.fetches.Load() != fetches {
+		t.Errorf("the replayed event cost %+v and %d fetches, want the status read alone", store.Counts{Reads: got.Reads - workerCost.Reads, Writes: got.Writes}, e.fetches.Load()-fetches)
 	}
 }
 
@@ -286,7 +287,7 @@ func TestWorkerEventBusyAndCooldown(t *testing.T) {
 	if !failure.Is(err, failure.Precondition) || !failure.Retryable(err) {
 		t.Fatalf("an event right after a run: %v, want a retryable precondition", err)
 	}
-	now = now.Add(bootstrap.DefaultEventCooldown + time.Millisecond)
+	now = now.Add(worker.DefaultEventCooldown + time.Millisecond)
 
 	// Another run holds the lease, and started before the event.
 	if _, err := e.st.TakeLease(ctx, "team", store.Lease{Holder: "other", StartedAt: time.Now().Add(-time.Minute)}, time.Hour); err != nil {
@@ -578,7 +579,7 @@ func TestWorkerEventWaitsOutTheCooldown(t *testing.T) {
 	if err := e.event("a"); err != nil {
 		t.Fatalf("an event inside the cooldown: %v, want it run after the cooldown", err)
 	}
-	if len(waited) != 1 || waited[0] <= 0 || waited[0] > bootstrap.DefaultEventCooldown {
+	if len(waited) != 1 || waited[0] <= 0 || waited[0] > worker.DefaultEventCooldown {
 		t.Errorf("waited %v, want once, at most the cooldown", waited)
 	}
 	if e.specs()["a"].Generation != 2 {

@@ -1,4 +1,4 @@
-package bootstrap_test
+package worker_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/specsync/specsync/pkg/queue"
 	"github.com/specsync/specsync/pkg/reconcile"
 	"github.com/specsync/specsync/pkg/store"
+	"github.com/specsync/specsync/pkg/worker"
 )
 
 // The operation document is the bootstrap's hot document, and the
@@ -52,7 +53,7 @@ func TestHundredReportsAtOnceNeverContendOnTheOperation(t *testing.T) {
 	watch := emulatortest.NewTxWatch(store.OperationsCollection + "/" + op.ID)
 	opsClient := emulatortest.FirestoreVia(t, project, "", watch.Unary, grpc.WithStreamInterceptor(watch.Stream))
 	st := store.New(client)
-	w := &bootstrap.Worker{
+	w := &worker.Worker{
 		Operations: bootstrap.NewOperations(store.New(opsClient), 10*time.Minute, time.Hour),
 		Lookup:     func(n string) (reconcile.Registry, bool) { r, ok := regs[n]; return r, ok },
 		Committer:  &reconcile.Committer{Store: st, Logger: quiet},

@@ -1,12 +1,9 @@
-package bootstrap_test
+package worker_test
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"strings"
 	"sync"
@@ -28,18 +25,19 @@ import (
 	"github.com/specsync/specsync/pkg/reconcile"
 	"github.com/specsync/specsync/pkg/registry"
 	"github.com/specsync/specsync/pkg/store"
+	"github.com/specsync/specsync/pkg/worker"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func worker(t *testing.T) (*bootstrap.Worker, *bootstrap.Operations, *store.Store) {
+func testWorker(t *testing.T) (*worker.Worker, *bootstrap.Operations, *store.Store) {
 	t.Helper()
 	return workerOn(t, checked(t), nil)
 }
 
 // workerOn is worker on client; opsClient, when set, is the client its
 // operations go through (the reconcile itself still uses client).
-func workerOn(t *testing.T, client, opsClient *firestore.Client) (*bootstrap.Worker, *bootstrap.Operations, *store.Store) {
+func workerOn(t *testing.T, client, opsClient *firestore.Client) (*worker.Worker, *bootstrap.Operations, *store.Store) {
 	t.Helper()
 	if opsClient == nil {
 		opsClient = client
@@ -58,9 +56,9 @@ func workerOn(t *testing.T, client, opsClient *firestore.Client) (*bootstrap.Wor
 
 // newWorker is a worker on st and ops for regs (with leases, as
 // deployed), its commit requests queued in process (deliverCommits).
-func newWorker(st *store.Store, ops *bootstrap.Operations, regs map[string]reconcile.Registry) *bootstrap.Worker {
+func newWorker(st *store.Store, ops *bootstrap.Operations, regs map[string]reconcile.Registry) *worker.Worker {
 	commits := &queuedCommits{}
-	return &bootstrap.Worker{
+	return &worker.Worker{
 		Operations: ops,
 		Runner:     &reconcile.Runner{Store: st, Logger: quiet, LeaseTTL: time.Minute, Commits: commits},
 		Lookup:     func(n string) (reconcile.Registry, bool) { r, ok := regs[n]; return r, ok },
@@ -115,7 +113,7 @@ func (q *queuedCommits) take() []queue.CommitRequest {
 
 // deliverCommits delivers every queued commit request (and those their
 // handling queues) and returns them.
-func deliverCommits(t *testing.T, w *bootstrap.Worker) []queue.CommitRequest {
+func deliverCommits(t *testing.T, w *worker.Worker) []queue.CommitRequest {
 	t.Helper()
 	var all []queue.CommitRequest
 	for {
@@ -136,7 +134,7 @@ func deliverCommits(t *testing.T, w *bootstrap.Worker) []queue.CommitRequest {
 // counts once and the second delivery does not even reconcile.
 func TestWorkerRedeliveryCountsOnce(t *testing.T) {
 	ctx := context.Background()
-	w, ops, st := worker(t)
+	w, ops, st := testWorker(t)
 	op, _, err := ops.Start(ctx, []string{"local"}, false)
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +174,7 @@ func TestWorkerRedeliveryCountsOnce(t *testing.T) {
 // once, by the first delivery of the last report.
 func TestWorkerReportsRedeliveredOrRunTwiceCountOnce(t *testing.T) {
 	ctx := context.Background()
-	w, ops, st := worker(t)
+	w, ops, st := testWorker(t)
 	op, _, err := ops.Start(ctx, []string{"local"}, false)
 	if err != nil {
 		t.Fatal(err)
@@ -362,7 +360,7 @@ func TestWorkerRetriesAFailedReport(t *testing.T) {
 // Permanent problems are recorded and acknowledged (nil), never retried.
 func TestWorkerPermanentFailuresAreAcknowledged(t *testing.T) {
 	ctx := context.Background()
-	w, ops, _ := worker(t)
+	w, ops, _ := testWorker(t)
 	op, _, err := ops.Start(ctx, []string{"local", "gone"}, false)
 	if err != nil {
 		t.Fatal(err)
@@ -410,7 +408,7 @@ func TestWorkerPermanentFailuresAreAcknowledged(t *testing.T) {
 // retried through Pub/Sub (an error), not waited for.
 func TestWorkerBusyLeaseIsRetried(t *testing.T) {
 	ctx := context.Background()
-	w, ops, st := worker(t)
+	w, ops, st := testWorker(t)
 	op, _, _ := ops.Start(ctx, []string{"local"}, false)
 	if err := st.AcquireLease(ctx, "local", "someone-else", time.Minute); err != nil {
 		t.Fatal(err)
@@ -458,66 +456,6 @@ func TestLeaseExpires(t *testing.T) {
 	time.Sleep(5 * time.Millisecond) // let the 1ms lease lapse; not a timing assertion
 	if err := st.AcquireLease(ctx, "r2", "b", time.Minute); err != nil {
 		t.Fatalf("an expired lease must be taken over: %v", err)
-	}
-}
-
-type failingPublisher struct{ err error }
-
-func (f failingPublisher) Publish(context.Context, []queue.Message) error { return f.err }
-
-type recordingPublisher struct{ msgs []queue.Message }
-
-func (r *recordingPublisher) Publish(_ context.Context, m []queue.Message) error {
-	r.msgs = append(r.msgs, m...)
-	return nil
-}
-
-func TestStartPublishesOneMessagePerRegistry(t *testing.T) {
-	ops, _, _ := newOps(t)
-	pub := &recordingPublisher{}
-	svc := &bootstrap.Service{Operations: ops, Publisher: pub, Registries: []string{"b", "a"}, VerifyAdmin: func(*http.Request, string) bool { return true }, Logger: quiet}
-	srv := httptest.NewServer(svc.Handler())
-	defer srv.Close()
-	req, _ := http.NewRequest("POST", srv.URL+"/bootstrap", nil)
-	req.Header.Set("Authorization", "Bearer x")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted || len(pub.msgs) != 2 || pub.msgs[0].Registry != "a" {
-		t.Fatalf("status %d, messages %+v", resp.StatusCode, pub.msgs)
-	}
-	for _, m := range pub.msgs {
-		body, _ := m.Encode()
-		if strings.Contains(string(body), "password") || len(body) > 200 {
-			t.Fatalf("message carries more than identity: %s", body)
-		}
-	}
-}
-
-// A publish failure fails the operation and tells the caller with a 503.
-func TestStartPublishFailure(t *testing.T) {
-	ctx := context.Background()
-	ops, _, _ := newOps(t)
-	svc := &bootstrap.Service{Operations: ops, Publisher: failingPublisher{errors.New("topic not found")}, Registries: []string{"a"},
-		VerifyAdmin: func(*http.Request, string) bool { return true }, Logger: quiet}
-	srv := httptest.NewServer(svc.Handler())
-	defer srv.Close()
-	req, _ := http.NewRequest("POST", srv.URL+"/bootstrap", nil)
-	req.Header.Set("Authorization", "Bearer x")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "topic not found") {
-		t.Fatalf("publish failure: %d %s", resp.StatusCode, body)
-	}
-	// The failed operation does not block the next bootstrap.
-	if _, started, err := ops.Start(ctx, []string{"a"}, false); err != nil || !started {
-		t.Fatalf("a failed publish left the operation in progress: started=%v %v", started, err)
 	}
 }
 
@@ -672,7 +610,7 @@ func TestWorkerOperationWaitsForItsCommit(t *testing.T) {
 // report goes anywhere; an event for a registry the deployment does not
 // configure is acknowledged.
 func TestWorkerRunsAnEventsRegistry(t *testing.T) {
-	w, _, st := worker(t)
+	w, _, st := testWorker(t)
 	ctx := context.Background()
 	if err := w.Handle(ctx, queue.Message{Registry: "local", EventAt: time.Now()}); err != nil {
 		t.Fatalf("event: %v", err)

@@ -1,4 +1,11 @@
-package bootstrap
+// Package worker takes the queue's messages, the reconcile function's,
+// and does them. A reconcile message of a bootstrap runs its registry and
+// reports the result on the commit topic; a registry event's message runs
+// the entries it names, coalesced with the registry's other runs
+// (events.go); a commit request, and the report it may carry, is recorded
+// in its bootstrap operation (pkg/bootstrap's Operations) and committed.
+// pkg/bootstrap starts the operations; this package finishes them.
+package worker
 
 import (
 	"cmp"
@@ -8,6 +15,7 @@ import (
 	"time"
 
 	"github.com/specsync/specsync/pkg/api"
+	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/logging"
 	"github.com/specsync/specsync/pkg/queue"
@@ -22,7 +30,7 @@ import (
 // The commit topic's ordered subscription hands the reports over one at a
 // time, so they never contend on the operation's one document.
 type Worker struct {
-	Operations *Operations
+	Operations *bootstrap.Operations
 	Runner     *reconcile.Runner
 	// Lookup finds a configured registry by name.
 	Lookup func(name string) (reconcile.Registry, bool)
@@ -289,7 +297,7 @@ func (w *Worker) HandleCommit(ctx context.Context, req queue.CommitRequest) erro
 		log.InfoContext(ctx, "report recorded", "result", req.Report.Result, "run", req.Report.RunID, "operation_state", op.State, "operation_description", op.Description)
 		if !op.AwaitsCommit() {
 			if op.State != api.InProgress && op.DryRun {
-				logEnded(logging.WithContext(log, ctx), op, w.now()) // a dry run ends with its last report
+				bootstrap.LogEnded(logging.WithContext(log, ctx), op, w.now()) // a dry run ends with its last report
 			}
 			return nil
 		}
@@ -318,6 +326,6 @@ func (w *Worker) HandleCommit(ctx context.Context, req queue.CommitRequest) erro
 	case err != nil:
 		return err
 	}
-	logEnded(logging.WithContext(log.With(logging.FieldChanges, res.Changes), ctx), op, w.now())
+	bootstrap.LogEnded(logging.WithContext(log.With(logging.FieldChanges, res.Changes), ctx), op, w.now())
 	return nil
 }

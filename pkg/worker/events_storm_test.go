@@ -1,13 +1,13 @@
 //go:build reliability
 
-package bootstrap_test
+package worker_test
 
 import (
 	"testing"
 	"time"
 
-	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/loadstat"
+	"github.com/specsync/specsync/pkg/worker"
 )
 
 // The event storm of the reliability rows: 1,000 events for one registry
@@ -20,11 +20,11 @@ import (
 // Run by `make reliability`.
 func TestWorkerEventStormThousand(t *testing.T) {
 	const events, span = 1000, 10 * time.Second
-	r := eventStorm(t, events, span, bootstrap.DefaultEventCooldown, bootstrap.DefaultEventClockSkew)
+	r := eventStorm(t, events, span, worker.DefaultEventCooldown, worker.DefaultEventClockSkew)
 	t.Log(loadstat.Figure("event_storm.runs", float64(r.fetches), "runs"))
 	t.Log(loadstat.Figure("event_storm.deliveries", float64(r.deliveries), "deliveries"))
 	t.Logf("%d events, %d deliveries, %d runs (fetches upstream)", r.events, r.deliveries, r.fetches)
-	if limit := int64(span/bootstrap.DefaultEventCooldown) + 5 + 10; r.fetches > limit {
+	if limit := int64(span/worker.DefaultEventCooldown) + 5 + 10; r.fetches > limit {
 		t.Fatalf("%d runs for %d events, more than %d", r.fetches, r.events, limit)
 	}
 }

@@ -1,4 +1,4 @@
-package bootstrap_test
+package worker_test
 
 import (
 	"bytes"
@@ -103,7 +103,7 @@ func TestContractLinesOfARealBootstrap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, ops, st := worker(t)
+	w, ops, st := testWorker(t)
 	out := &syncBuffer{}
 	log := logging.New(out, "info")
 	local, _ := w.Lookup("local")

@@ -1,4 +1,4 @@
-package bootstrap_test
+package worker_test
 
 import (
 	"io"
@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/specsync/specsync/emulator/emulatortest"
-	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/queue"
+	"github.com/specsync/specsync/pkg/worker"
 )
 
 // orderedPush is the commit topic of a test and its ordered push
@@ -26,7 +26,7 @@ type orderedPush struct {
 	inFlight                                     atomic.Int64
 }
 
-func newOrderedPush(t *testing.T, w *bootstrap.Worker) *orderedPush {
+func newOrderedPush(t *testing.T, w *worker.Worker) *orderedPush {
 	t.Helper()
 	p := &orderedPush{}
 	ps, psProject := emulatortest.PubSub(t)

@@ -1,4 +1,4 @@
-package bootstrap_test
+package worker_test
 
 import (
 	"context"
@@ -11,10 +11,10 @@ import (
 
 	"github.com/specsync/specsync/emulator/emulatortest"
 	"github.com/specsync/specsync/pkg/api"
-	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/reconcile"
 	"github.com/specsync/specsync/pkg/store"
+	"github.com/specsync/specsync/pkg/worker"
 )
 
 // One committer: 100 registries of 100 specs each reconciled at once, as
@@ -47,7 +47,7 @@ func TestHundredRegistriesAtOnceNeverContendOnTheCatalog(t *testing.T) {
 
 	// The commit topic and its ordered push subscription, pushing to the
 	// committer the way the reconcile function receives it.
-	w := &bootstrap.Worker{Committer: &reconcile.Committer{Store: store.New(commitClient), Logger: quiet}, Logger: quiet}
+	w := &worker.Worker{Committer: &reconcile.Committer{Store: store.New(commitClient), Logger: quiet}, Logger: quiet}
 	push := newOrderedPush(t, w)
 	runner := &reconcile.Runner{Store: store.New(runsClient), Logger: quiet, LeaseTTL: time.Minute, Commits: push.Commits}
 
