@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/specsync/specsync/pkg/api"
+	"github.com/specsync/specsync/pkg/web"
 )
 
 // Change feed limits.
@@ -34,18 +35,18 @@ func (b *Broker) getChanges(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	for k := range q {
 		if k != "since" && k != "wait" && k != "limit" && k != "epoch" {
-			WriteError(w, http.StatusBadRequest, "BadRequest", "unknown query parameter %q (since, epoch, wait and limit are known)", k)
+			web.WriteError(w, http.StatusBadRequest, "BadRequest", "unknown query parameter %q (since, epoch, wait and limit are known)", k)
 			return
 		}
 	}
 	epoch := q.Get("epoch")
 	if len(epoch) > maxEpochLen {
-		WriteError(w, http.StatusBadRequest, "BadRequest", "epoch must be the %s header of /v2/catalog (at most %d characters)", api.EpochHeader, maxEpochLen)
+		web.WriteError(w, http.StatusBadRequest, "BadRequest", "epoch must be the %s header of /v2/catalog (at most %d characters)", api.EpochHeader, maxEpochLen)
 		return
 	}
 	since, err := strconv.ParseInt(q.Get("since"), 10, 64)
 	if err != nil || since < 0 {
-		WriteError(w, http.StatusBadRequest, "BadRequest", "since must be a catalog revision (an integer >= 0, from the %s header of /v2/catalog), not %q", api.RevisionHeader, q.Get("since"))
+		web.WriteError(w, http.StatusBadRequest, "BadRequest", "since must be a catalog revision (an integer >= 0, from the %s header of /v2/catalog), not %q", api.RevisionHeader, q.Get("since"))
 		return
 	}
 	maxWait := b.cfg.MaxWait
@@ -56,7 +57,7 @@ func (b *Broker) getChanges(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("wait"); v != "" {
 		wait, err = time.ParseDuration(v)
 		if err != nil || wait < 0 || wait > maxWait {
-			WriteError(w, http.StatusBadRequest, "BadRequest", "wait must be a duration from 0s to %s, such as 30s, not %q", maxWait, v)
+			web.WriteError(w, http.StatusBadRequest, "BadRequest", "wait must be a duration from 0s to %s, such as 30s, not %q", maxWait, v)
 			return
 		}
 	}
@@ -64,7 +65,7 @@ func (b *Broker) getChanges(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("limit"); v != "" {
 		limit, err = strconv.Atoi(v)
 		if err != nil || limit < 1 || limit > maxChangeLimit {
-			WriteError(w, http.StatusBadRequest, "BadRequest", "limit must be an integer from 1 to %d, not %q", maxChangeLimit, v)
+			web.WriteError(w, http.StatusBadRequest, "BadRequest", "limit must be an integer from 1 to %d, not %q", maxChangeLimit, v)
 			return
 		}
 	}
@@ -90,7 +91,7 @@ func (b *Broker) getChanges(w http.ResponseWriter, r *http.Request) {
 		// once per refresh window however many watchers wait on it.
 		cat, _, err := b.Cache.Get(ctx)
 		if err != nil {
-			WriteFailure(w, err)
+			web.WriteFailure(w, err)
 			return
 		}
 		// known is the store's epoch as the freshest read says.
@@ -119,7 +120,7 @@ func (b *Broker) getChanges(w http.ResponseWriter, r *http.Request) {
 			// Firestore before calling the watcher's revision bogus.
 			meta, _, err := b.store.CatalogMetaAt(ctx)
 			if err != nil {
-				WriteFailure(w, err)
+				web.WriteFailure(w, err)
 				return
 			}
 			cur, known = meta.Revision, meta.Epoch
@@ -135,7 +136,7 @@ func (b *Broker) getChanges(w http.ResponseWriter, r *http.Request) {
 		if since < cur {
 			cs, err := b.store.ChangesAfter(ctx, since, limit)
 			if err != nil {
-				WriteFailure(w, err)
+				web.WriteFailure(w, err)
 				return
 			}
 			if epoch != "" {
@@ -172,7 +173,7 @@ func (b *Broker) getChanges(w http.ResponseWriter, r *http.Request) {
 			}
 			w.Header().Set(api.RevisionHeader, strconv.FormatInt(out.Revision, 10))
 			setEpoch(w, known)
-			WriteJSON(w, http.StatusOK, out)
+			web.WriteJSON(w, http.StatusOK, out)
 			return
 		}
 		left := time.Until(deadline)
@@ -191,7 +192,7 @@ func (b *Broker) getChanges(w http.ResponseWriter, r *http.Request) {
 			}
 			w.Header().Set(api.RevisionHeader, strconv.FormatInt(cur, 10))
 			setEpoch(w, known)
-			WriteJSON(w, http.StatusOK, api.ChangePage{Changes: []api.Change{}, Next: since, Revision: cur, Epoch: known})
+			web.WriteJSON(w, http.StatusOK, api.ChangePage{Changes: []api.Change{}, Next: since, Revision: cur, Epoch: known})
 			return
 		}
 		if !joined {
@@ -220,7 +221,7 @@ const maxEpochLen = 64
 func (b *Broker) gone(w http.ResponseWriter, rev int64, epoch string, format string, args ...any) {
 	w.Header().Set(api.RevisionHeader, strconv.FormatInt(rev, 10))
 	setEpoch(w, epoch)
-	WriteJSON(w, http.StatusGone, api.Gone{Error: "Gone", Description: fmt.Sprintf(format, args...), Revision: rev, Epoch: epoch})
+	web.WriteJSON(w, http.StatusGone, api.Gone{Error: "Gone", Description: fmt.Sprintf(format, args...), Revision: rev, Epoch: epoch})
 }
 
 // confirmEpoch reads the revision and epoch afresh (GetFresh: one read,
@@ -230,7 +231,7 @@ func (b *Broker) gone(w http.ResponseWriter, rev int64, epoch string, format str
 func (b *Broker) confirmEpoch(w http.ResponseWriter, r *http.Request, epoch string) (*Rendered, bool) {
 	fresh, _, err := b.Cache.GetFresh(r.Context())
 	if err != nil {
-		WriteFailure(w, err)
+		web.WriteFailure(w, err)
 		return nil, false
 	}
 	if fresh.Epoch != epoch {
