@@ -124,7 +124,7 @@ var mutants = []mutant{
 	{"feed: the gap check reduced to \"no changes\"",
 		"watchers get the real changes, one revision at a time",
 		"pkg/osb/changes.go",
-		"if len(cs) == 0 || cs[0].Revision != since+1 {",
+		"if len(cs) == 0 || cs[0].Revision != q.since+1 {",
 		"if len(cs) == 0 {",
 		[]string{"./pkg/osb"}, `^(TestFeedGoneWhenThePrefixIsPruned|FuzzChangeFeed)$`},
 	{"edge: . and .. pass the id check",
