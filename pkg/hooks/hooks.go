@@ -176,20 +176,13 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request) {
 	case req.whole:
 		ans.Description = fmt.Sprintf("the whole registry enqueued: %s", tally)
 	default:
-		ans.Description = fmt.Sprintf("%s enqueued: %s", plural(len(req.entries), "entry", "entries"), tally)
+		ans.Description = fmt.Sprintf("%s enqueued: %s", api.Count(len(req.entries), "entry", "entries"), tally)
 	}
 	if res.coalesced {
 		ans.Description += "; published with other requests' events at the end of the registry's window"
 	}
 	log.InfoContext(r.Context(), "webhook enqueued", "kind", kind, "events", len(events), "entries", len(ans.Entries), "whole_registry", req.whole, "coalesced", res.coalesced)
 	web.WriteJSON(w, http.StatusAccepted, ans)
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
 }
 
 // tally counts what a request's events came to, for its answer.
@@ -202,13 +195,13 @@ type tally struct {
 func (t tally) String() string {
 	var parts []string
 	if t.selected > 0 {
-		parts = append(parts, plural(t.selected, "event", "events")+" for entries of the registry")
+		parts = append(parts, api.Count(t.selected, "event", "events")+" for entries of the registry")
 	}
 	if t.whole {
 		parts = append(parts, "the whole registry (its source names no entries from an event, or the payload asked for all of it)")
 	}
 	if t.unselected > 0 {
-		parts = append(parts, plural(t.unselected, "event", "events")+" for nothing the registry selects (its host, prefix, repositories, allow, deny and tag decide)")
+		parts = append(parts, api.Count(t.unselected, "event", "events")+" for nothing the registry selects (its host, prefix, repositories, allow, deny and tag decide)")
 	}
 	for _, why := range slices.Sorted(maps.Keys(t.skipped)) {
 		parts = append(parts, fmt.Sprintf("%d ignored (%s)", t.skipped[why], why))
