@@ -19,7 +19,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/specsync/specsync/pkg/logging"
-	"github.com/specsync/specsync/pkg/osb"
+	"github.com/specsync/specsync/pkg/web"
 )
 
 // LogOutput is where the functions' JSON log lines go: stderr as the
@@ -67,7 +67,7 @@ func logger() *slog.Logger { return slog.Default() }
 // values).
 func coldStartFailed(w http.ResponseWriter, err error) {
 	logger().Error("cold start failed", "error", err)
-	osb.WriteError(w, http.StatusServiceUnavailable, "ColdStartFailed", "the function is misconfigured: %s", err)
+	web.WriteError(w, http.StatusServiceUnavailable, "ColdStartFailed", "the function is misconfigured: %s", err)
 }
 
 // Bootstrap serves POST /bootstrap and GET /bootstrap/last_operation.

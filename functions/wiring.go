@@ -26,6 +26,7 @@ import (
 	"github.com/specsync/specsync/pkg/settings"
 	"github.com/specsync/specsync/pkg/store"
 	"github.com/specsync/specsync/pkg/telemetry"
+	"github.com/specsync/specsync/pkg/web"
 	"github.com/specsync/specsync/pkg/worker"
 )
 
@@ -93,7 +94,7 @@ func newBootstrap(ctx context.Context, env settings.Lookup) (http.Handler, error
 	// broker's default limit is refused unread (413), as the catalog does.
 	// Every request is a server span; a bootstrap's is kept whatever the
 	// sampling ratio, and with it everything its messages start.
-	return telemetry.Handler("bootstrap", osb.LimitBody(osb.DefaultMaxBodyBytes, current(services)), isBootstrap), nil
+	return telemetry.Handler("bootstrap", web.LimitBody(web.DefaultMaxBodyBytes, current(services)), isBootstrap), nil
 }
 
 // registries opens the registries file SPECSYNC_REGISTRIES names: a path,
@@ -145,7 +146,7 @@ func newHooks(ctx context.Context, env settings.Lookup) (http.Handler, error) {
 	webhooks := config.Derive(src, func(c *config.Config) http.Handler { return base.With(hooks.FromConfig(c)).Handler() })
 	// A webhook's body is held to the broker's default limit: one whose
 	// Content-Length is over it is refused unread (413).
-	return telemetry.Handler("hooks", osb.LimitBody(osb.DefaultMaxBodyBytes, current(webhooks)), nil), nil
+	return telemetry.Handler("hooks", web.LimitBody(web.DefaultMaxBodyBytes, current(webhooks)), nil), nil
 }
 
 // isBootstrap says a request starts a bootstrap (the scheduler's or an
@@ -311,14 +312,14 @@ func brokerViews(value string, env settings.Lookup, log *slog.Logger) ([]osb.Vie
 func match(c settings.Credential, minLen int, log *slog.Logger) func(string) bool {
 	switch {
 	case c.Value != "":
-		return osb.MatchPlain(c.Value)
+		return web.MatchPlain(c.Value)
 	case len(c.SHA256) > 0:
-		return osb.MatchSHA256(c.SHA256...)
+		return web.MatchSHA256(c.SHA256...)
 	case c.File != "":
 		// Read on use, not at cold start: a volume whose secret has no
 		// version yet must not fail the instance for good (the scheduler's
 		// OIDC token works meanwhile), and a rotated version is picked up.
-		return osb.MatchFile(c.File, minLen, osb.FileCredentialRefresh, log)
+		return web.MatchFile(c.File, minLen, web.FileCredentialRefresh, log)
 	}
 	return func(string) bool { return false }
 }

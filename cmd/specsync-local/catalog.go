@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/store"
 )
 
@@ -35,7 +36,7 @@ func printCatalog(ctx context.Context, st *store.Store, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "catalog revision %d: %s\n", rev, count(len(recs), "service", "services"))
+	fmt.Fprintf(w, "catalog revision %d: %s\n", rev, api.Count(len(recs), "service", "services"))
 	for _, r := range recs {
 		s, err := r.Spec()
 		if err != nil {

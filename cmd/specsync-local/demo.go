@@ -204,7 +204,7 @@ func (c *demoClient) bootstrap(ctx context.Context) error {
 				r := op.Registries[n]
 				fmt.Fprintf(c.out, "   registry %s: %s; created %d, updated %d, unchanged %d, marked %d, deleted %d, entry errors %d; firestore %s, %s\n",
 					n, r.Result, r.Counts.Created, r.Counts.Updated, r.Counts.Unchanged, r.Counts.Marked, r.Counts.Deleted, r.Counts.EntryErrors,
-					count(int(r.Firestore.Reads), "read", "reads"), count(int(r.Firestore.Writes), "write", "writes"))
+					api.Count(int(r.Firestore.Reads), "read", "reads"), api.Count(int(r.Firestore.Writes), "write", "writes"))
 				if r.Error != "" {
 					fmt.Fprintf(c.out, "     error: %s\n", r.Error)
 				}
@@ -233,7 +233,7 @@ func (c *demoClient) catalog(ctx context.Context) (string, error) {
 	if err := json.Unmarshal(body, &cat); err != nil {
 		return "", err
 	}
-	fmt.Fprintf(c.out, "   200 OK, ETag %s, %s, %s\n", resp.Header.Get("ETag"), count(len(cat.Services), "service", "services"), count(len(body), "byte", "bytes"))
+	fmt.Fprintf(c.out, "   200 OK, ETag %s, %s, %s\n", resp.Header.Get("ETag"), api.Count(len(cat.Services), "service", "services"), api.Count(len(body), "byte", "bytes"))
 	for _, svc := range cat.Services {
 		plans := make([]string, len(svc.Plans))
 		for i, p := range svc.Plans {

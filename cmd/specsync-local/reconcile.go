@@ -69,9 +69,9 @@ func reconcileAll(ctx context.Context, runner *reconcile.Runner, committer *reco
 	if err != nil {
 		return fmt.Errorf("the runs' changes are written but not committed (the next commit numbers them): %w", err)
 	}
-	fmt.Fprintf(stdout, "catalog: %s committed, revision %d (firestore: %s, %s)\n", count(c.Changes, "change", "changes"), c.Revision, count(int(c.Ops.Reads), "read", "reads"), count(int(c.Ops.Writes), "write", "writes"))
+	fmt.Fprintf(stdout, "catalog: %s committed, revision %d (firestore: %s, %s)\n", api.Count(c.Changes, "change", "changes"), c.Revision, api.Count(int(c.Ops.Reads), "read", "reads"), api.Count(int(c.Ops.Writes), "write", "writes"))
 	if len(failed) > 0 {
-		return fmt.Errorf("%d of %s did not reconcile: %s", len(failed), count(len(regs), "registry", "registries"), strings.Join(failed, "; "))
+		return fmt.Errorf("%d of %s did not reconcile: %s", len(failed), api.Count(len(regs), "registry", "registries"), strings.Join(failed, "; "))
 	}
 	return nil
 }
@@ -83,7 +83,7 @@ func printRun(w io.Writer, name string, run store.Run) {
 		fmt.Fprintf(w, "  specs: %d created, %d updated, %d unchanged, %d unmarked, %d repaired, %d marked, %d deleted, %d kept (referenced), %d entry errors, %d conflicts\n",
 			c.Created, c.Updated, c.Unchanged, c.Unmarked, c.Repaired, c.Marked, c.Deleted, c.Kept, c.EntryErrors, c.Conflicts)
 	}
-	fmt.Fprintf(w, "  firestore: %s, %s, %s\n", count(int(run.Ops.Reads), "read", "reads"), count(int(run.Ops.Writes), "write", "writes"), count(int(run.Ops.Deletes), "delete", "deletes"))
+	fmt.Fprintf(w, "  firestore: %s, %s, %s\n", api.Count(int(run.Ops.Reads), "read", "reads"), api.Count(int(run.Ops.Writes), "write", "writes"), api.Count(int(run.Ops.Deletes), "delete", "deletes"))
 	if run.Error != "" {
 		fmt.Fprintf(w, "  error: %s\n", run.Error)
 	}
@@ -94,7 +94,7 @@ func printRun(w io.Writer, name string, run store.Run) {
 		fmt.Fprintf(w, "  entry %s: %s\n", e.Entry, e.Message)
 	}
 	if run.ErrorsTotal > len(run.Errors) {
-		fmt.Fprintf(w, "  ... and %s\n", count(run.ErrorsTotal-len(run.Errors), "more entry error", "more entry errors"))
+		fmt.Fprintf(w, "  ... and %s\n", api.Count(run.ErrorsTotal-len(run.Errors), "more entry error", "more entry errors"))
 	}
 	for _, k := range run.Kept {
 		fmt.Fprintf(w, "  kept %s (%s): marked for deletion, %s\n", k.Name, k.SpecID, stillUse(k.Instances))

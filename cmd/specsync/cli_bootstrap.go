@@ -153,7 +153,7 @@ func follow(ctx context.Context, a *client, id string, poll time.Duration, quiet
 					fmt.Fprint(stdout, progressBar(done, total, op.Pending))
 				}
 			case done != lastDone:
-				fmt.Fprintf(stdout, "progress: %d/%s reported\n", done, count(total, "registry", "registries"))
+				fmt.Fprintf(stdout, "progress: %d/%s reported\n", done, api.Count(total, "registry", "registries"))
 			}
 			lastDone = done
 			if op.Committing != nil && !committing {
@@ -267,7 +267,7 @@ func progressBar(done, total int, pending []string) string {
 			p = p[:57] + "..."
 		}
 	}
-	return fmt.Sprintf("[%s%s] %d/%s%s", strings.Repeat("#", filled), strings.Repeat("-", width-filled), done, count(total, "registry", "registries"), p)
+	return fmt.Sprintf("[%s%s] %d/%s%s", strings.Repeat("#", filled), strings.Repeat("-", width-filled), done, api.Count(total, "registry", "registries"), p)
 }
 
 func resultLine(name string, r api.RegistryResult) string {
@@ -346,7 +346,7 @@ func printDryRunDiff(w io.Writer, op *api.LastOperation) {
 		any := len(r.Planned) > 0 || len(r.EntryErrors) > 0
 		for _, l := range lines {
 			if l.n > 0 {
-				fmt.Fprintf(w, "%s %s\n", l.sign, count(l.n, l.one, l.many))
+				fmt.Fprintf(w, "%s %s\n", l.sign, api.Count(l.n, l.one, l.many))
 				any = true
 			}
 		}
@@ -354,7 +354,7 @@ func printDryRunDiff(w io.Writer, op *api.LastOperation) {
 			fmt.Fprintf(w, "! %s\n", r.Error)
 		}
 		if !any {
-			fmt.Fprintf(w, "  no change (%s unchanged)\n", count(c.Unchanged, "spec", "specs"))
+			fmt.Fprintf(w, "  no change (%s unchanged)\n", api.Count(c.Unchanged, "spec", "specs"))
 		}
 	}
 }

@@ -92,7 +92,7 @@ func cmdChanges(ctx context.Context, args []string, stdout, stderr io.Writer) er
 				return err
 			}
 		}
-		fmt.Fprintf(stdout, "%s; catalog at revision %d; next: specsync changes --since %d\n", count(len(page.Changes), "change", "changes"), page.Revision, page.Next)
+		fmt.Fprintf(stdout, "%s; catalog at revision %d; next: specsync changes --since %d\n", api.Count(len(page.Changes), "change", "changes"), page.Revision, page.Next)
 		return nil
 	}
 	err := w.follow(ctx, *since, *wait, *limit)
@@ -142,7 +142,7 @@ func (w *watcher) relist(ctx context.Context, reason string) (int64, error) {
 	if w.json {
 		_ = json.NewEncoder(w.out).Encode(map[string]any{"resync": true, "reason": reason, "revision": rev, "epoch": w.epoch, "services": len(cat.Services)})
 	} else {
-		fmt.Fprintf(w.out, "# listed the catalog (%s): revision %d, %s\n", reason, rev, count(len(cat.Services), "service", "services"))
+		fmt.Fprintf(w.out, "# listed the catalog (%s): revision %d, %s\n", reason, rev, api.Count(len(cat.Services), "service", "services"))
 	}
 	return rev, nil
 }
@@ -234,7 +234,7 @@ func (w *watcher) apply(raw json.RawMessage, track bool) error {
 		line += "  held back: " + strings.Join(c.HeldBack.Blockers, "; ")
 	}
 	if track {
-		line += fmt.Sprintf("  (%s)", count(len(w.services), "service", "services"))
+		line += fmt.Sprintf("  (%s)", api.Count(len(w.services), "service", "services"))
 	}
 	_, err := fmt.Fprintln(w.out, line)
 	return err

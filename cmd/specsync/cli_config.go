@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/config"
 )
 
@@ -51,11 +52,11 @@ func cmdConfig(_ context.Context, args []string, stdout, _ io.Writer) error {
 			}
 		}
 		if res.OK() {
-			fmt.Fprintf(stdout, "%s: ok, %s (%v)\n", file, count(len(res.Registries), "registry", "registries"), res.Registries)
+			fmt.Fprintf(stdout, "%s: ok, %s (%v)\n", file, api.Count(len(res.Registries), "registry", "registries"), res.Registries)
 		}
 	}
 	if !res.OK() {
-		return withExit(ExitFailed, "%s: %s", file, count(len(res.Problems), "problem", "problems"))
+		return withExit(ExitFailed, "%s: %s", file, api.Count(len(res.Problems), "problem", "problems"))
 	}
 	return nil
 }

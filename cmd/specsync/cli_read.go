@@ -82,7 +82,7 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			}
 		}
 		if len(bad) > 0 {
-			return withExit(ExitFailed, "%s not healthy: %s", count(len(bad), "registry", "registries"), strings.Join(bad, ", "))
+			return withExit(ExitFailed, "%s not healthy: %s", api.Count(len(bad), "registry", "registries"), strings.Join(bad, ", "))
 		}
 	}
 	return nil
@@ -119,7 +119,7 @@ func printStatus(w io.Writer, regs []api.RegistryStatus, marked []api.SpecView) 
 			lines = append(lines, fmt.Sprintf("entry %s: %s", e.Entry, e.Message))
 		}
 		if l.ErrorsTotal > len(l.Errors) {
-			lines = append(lines, fmt.Sprintf("... and %s", count(l.ErrorsTotal-len(l.Errors), "more entry error", "more entry errors")))
+			lines = append(lines, fmt.Sprintf("... and %s", api.Count(l.ErrorsTotal-len(l.Errors), "more entry error", "more entry errors")))
 		}
 		for _, h := range l.HeldBack {
 			lines = append(lines, fmt.Sprintf("held back: %s (%s) version %s: %s", h.Name, h.SpecID, h.Digest, strings.Join(h.Blockers, "; ")))
@@ -193,7 +193,7 @@ func cmdCatalog(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *view != "" {
 		fmt.Fprintf(stdout, "view %s: ", *view)
 	}
-	fmt.Fprintf(stdout, "catalog revision %s, %s (ETag %s)\n", orDash(rev), count(len(cat.Services), "service", "services"), orDash(ans.header.Get("ETag")))
+	fmt.Fprintf(stdout, "catalog revision %s, %s (ETag %s)\n", orDash(rev), api.Count(len(cat.Services), "service", "services"), orDash(ans.header.Get("ETag")))
 	tw := table(stdout)
 	fmt.Fprintln(tw, "SERVICE\tID\tBINDABLE\tPLANS\tTAGS")
 	for _, s := range cat.Services {
@@ -278,7 +278,7 @@ func cmdSpecs(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, count(len(body.Specs), "spec", "specs"))
+	fmt.Fprintln(stdout, api.Count(len(body.Specs), "spec", "specs"))
 	return nil
 }
 
@@ -323,7 +323,7 @@ func cmdInstances(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, count(len(body.Instances), "instance", "instances"))
+	fmt.Fprintln(stdout, api.Count(len(body.Instances), "instance", "instances"))
 	return nil
 }
 

@@ -33,8 +33,8 @@ import (
 	"github.com/specsync/specsync/functions"
 	"github.com/specsync/specsync/pkg/config"
 	"github.com/specsync/specsync/pkg/hooks"
-	"github.com/specsync/specsync/pkg/osb"
 	"github.com/specsync/specsync/pkg/store"
+	"github.com/specsync/specsync/pkg/web"
 )
 
 // Defaults of a local stack; the credentials are for a laptop only.
@@ -158,9 +158,9 @@ func headerLimit(limit int, next http.Handler) http.Handler {
 			}
 		}
 		if n > limit {
-			osb.EchoRequestIdentity(w, r)
+			web.EchoRequestIdentity(w, r)
 			w.Header().Set("Connection", "close")
-			osb.WriteError(w, http.StatusRequestHeaderFieldsTooLarge, "RequestHeaderFieldsTooLarge", "the request line and headers are %d bytes; at most %d are allowed", n, limit)
+			web.WriteError(w, http.StatusRequestHeaderFieldsTooLarge, "RequestHeaderFieldsTooLarge", "the request line and headers are %d bytes; at most %d are allowed", n, limit)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -324,7 +324,7 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	mux.HandleFunc("/registries", functions.Catalog)
 	mux.HandleFunc("/admin/", functions.Catalog) // operator endpoints and status page
 	mux.HandleFunc("/status", functions.Catalog)
-	mux.HandleFunc("/", osb.NotFound)
+	mux.HandleFunc("/", web.NotFound)
 	s.server = newServer(mux, opts.Timeouts, log)
 	go func() { s.errc <- s.server.Serve(ln) }()
 

@@ -99,3 +99,11 @@ func TestAge(t *testing.T) {
 		t.Errorf("Age(zero) = %q", got)
 	}
 }
+
+func TestCount(t *testing.T) {
+	for n, want := range map[int]string{0: "0 registries", 1: "1 registry", 2: "2 registries"} {
+		if got := Count(n, "registry", "registries"); got != want {
+			t.Errorf("Count(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

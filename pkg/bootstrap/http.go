@@ -16,8 +16,8 @@ import (
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/logging"
-	"github.com/specsync/specsync/pkg/osb"
 	"github.com/specsync/specsync/pkg/queue"
+	"github.com/specsync/specsync/pkg/web"
 )
 
 // Publisher sends reconcile messages (queue.Publisher in production).
@@ -41,10 +41,10 @@ type Service struct {
 // Handler routes POST /bootstrap and GET /bootstrap/last_operation.
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
-	admin := func(h http.Handler) http.Handler { return osb.AdminAuth(s.VerifyAdmin, h) }
-	mux.Handle("/bootstrap", admin(osb.Methods(map[string]http.HandlerFunc{http.MethodPost: s.start})))
-	mux.Handle("/bootstrap/last_operation", admin(osb.Methods(map[string]http.HandlerFunc{http.MethodGet: s.lastOperation})))
-	mux.HandleFunc("/", osb.NotFound)
+	admin := func(h http.Handler) http.Handler { return web.AdminAuth(s.VerifyAdmin, h) }
+	mux.Handle("/bootstrap", admin(web.Methods(map[string]http.HandlerFunc{http.MethodPost: s.start})))
+	mux.Handle("/bootstrap/last_operation", admin(web.Methods(map[string]http.HandlerFunc{http.MethodGet: s.lastOperation})))
+	mux.HandleFunc("/", web.NotFound)
 	return mux
 }
 
@@ -65,14 +65,14 @@ func (s *Service) logger() *slog.Logger {
 
 func (s *Service) start(w http.ResponseWriter, r *http.Request) {
 	dryRun := false
-	for k, v := range r.URL.Query() { // each given once (osb.Methods)
+	for k, v := range r.URL.Query() { // each given once (web.Methods)
 		if k != "dry_run" {
-			osb.WriteError(w, http.StatusBadRequest, "BadRequest", "unknown query parameter %q (only dry_run is known)", k)
+			web.WriteError(w, http.StatusBadRequest, "BadRequest", "unknown query parameter %q (only dry_run is known)", k)
 			return
 		}
 		b, err := strconv.ParseBool(v[0])
 		if err != nil {
-			osb.WriteError(w, http.StatusBadRequest, "BadRequest", "dry_run=%q is not true or false", v[0])
+			web.WriteError(w, http.StatusBadRequest, "BadRequest", "dry_run=%q is not true or false", v[0])
 			return
 		}
 		dryRun = b
@@ -81,16 +81,16 @@ func (s *Service) start(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		// A body that did not arrive (the read deadline) or broke off is
 		// not an empty one: nothing starts.
-		osb.ReadBodyError(w, err, osb.DefaultMaxBodyBytes)
+		web.ReadBodyError(w, err, web.DefaultMaxBodyBytes)
 		return
 	}
 	if has {
-		osb.WriteError(w, http.StatusBadRequest, "BadRequest", "POST /bootstrap takes no body")
+		web.WriteError(w, http.StatusBadRequest, "BadRequest", "POST /bootstrap takes no body")
 		return
 	}
 	op, started, err := s.Operations.Start(r.Context(), s.Registries, dryRun)
 	if err != nil {
-		osb.WriteFailure(w, err)
+		web.WriteFailure(w, err)
 		return
 	}
 	// The request's span (pkg/telemetry) says which operation it started
@@ -111,33 +111,33 @@ func (s *Service) start(w http.ResponseWriter, r *http.Request) {
 				ended.State, ended.Description = api.Failed, desc
 				LogEnded(logging.WithContext(s.logger(), r.Context()), &ended, s.Operations.now())
 			}
-			osb.WriteError(w, http.StatusServiceUnavailable, "PublishFailed", "bootstrap %s failed: %s", op.ID, desc)
+			web.WriteError(w, http.StatusServiceUnavailable, "PublishFailed", "bootstrap %s failed: %s", op.ID, desc)
 			return
 		}
 		s.logger().InfoContext(r.Context(), "bootstrap started", "operation", op.ID, "registries", len(op.Registries))
 	}
 	w.Header().Set("Location", "/bootstrap/last_operation?operation="+url.QueryEscape(op.ID))
 	w.Header().Set("Retry-After", s.retryAfter())
-	osb.WriteJSON(w, http.StatusAccepted, api.BootstrapAccepted{Operation: op.ID, Coalesced: !started, DryRun: op.DryRun})
+	web.WriteJSON(w, http.StatusAccepted, api.BootstrapAccepted{Operation: op.ID, Coalesced: !started, DryRun: op.DryRun})
 }
 
 func (s *Service) lastOperation(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("operation")
 	if id == "" {
-		osb.WriteError(w, http.StatusBadRequest, "BadRequest", "the operation query parameter is required")
+		web.WriteError(w, http.StatusBadRequest, "BadRequest", "the operation query parameter is required")
 		return
 	}
-	if err := osb.CheckID("operation", id); err != nil {
-		osb.WriteError(w, http.StatusBadRequest, "BadRequest", "%s", err)
+	if err := web.CheckID("operation", id); err != nil {
+		web.WriteError(w, http.StatusBadRequest, "BadRequest", "%s", err)
 		return
 	}
 	op, err := s.Operations.Get(r.Context(), id)
 	if failure.Is(err, failure.NotFound) {
-		osb.WriteError(w, http.StatusNotFound, "NotFound", "%s", osb.Describe(err))
+		web.WriteError(w, http.StatusNotFound, "NotFound", "%s", web.Describe(err))
 		return
 	}
 	if err != nil {
-		osb.WriteFailure(w, err)
+		web.WriteFailure(w, err)
 		return
 	}
 	body := api.LastOperation{State: op.State, DryRun: op.DryRun, Description: op.Description, Operation: op.ID, Registries: op.Results,
@@ -151,7 +151,7 @@ func (s *Service) lastOperation(w http.ResponseWriter, r *http.Request) {
 	if op.State == api.InProgress {
 		w.Header().Set("Retry-After", s.retryAfter())
 	}
-	osb.WriteJSON(w, http.StatusOK, body)
+	web.WriteJSON(w, http.StatusOK, body)
 }
 
 // hasBody reports whether a request carries a body: a positive

@@ -9,8 +9,8 @@ import (
 
 	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/invariant"
-	"github.com/specsync/specsync/pkg/osb"
 	"github.com/specsync/specsync/pkg/store"
+	"github.com/specsync/specsync/pkg/web"
 )
 
 // POST /bootstrap takes no body, whether its length is announced or not:
@@ -45,13 +45,13 @@ func TestBootstrapRefusesABodyOfUnknownLength(t *testing.T) {
 }
 
 // The bootstrap function's admin endpoints follow the one admin rule of
-// osb.AdminAuth: the token as a bearer token or as a basic-auth password.
+// web.AdminAuth: the token as a bearer token or as a basic-auth password.
 func TestBootstrapAdminRule(t *testing.T) {
 	t.Parallel()
 	client := checked(t)
 	const token = "bootstrap-admin-token-0123456789"
 	svc := &bootstrap.Service{Operations: bootstrap.NewOperations(store.New(client), 10*time.Minute, time.Hour), Publisher: &countingPublisher{},
-		Registries: rigRegistries, VerifyAdmin: osb.StaticToken(token), Logger: quiet}
+		Registries: rigRegistries, VerifyAdmin: web.StaticToken(token), Logger: quiet}
 	h := svc.Handler()
 	for name, c := range map[string]struct {
 		auth func(*http.Request)

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/specsync/specsync/pkg/config"
-	"github.com/specsync/specsync/pkg/osb"
+	"github.com/specsync/specsync/pkg/web"
 )
 
 // MinSecretLength is the shortest hook secret accepted: a secret that is
@@ -29,7 +29,7 @@ const SignatureHeader = "X-Hub-Signature-256"
 // verifier checks that a request comes from the registry whose hook it
 // is. The secret is read on use: an environment variable each time (the
 // value is fixed for the instance's life), a file at most once per
-// refresh, like the admin token's file (osb.MatchFile), so a rotated
+// refresh, like the admin token's file (web.MatchFile), so a rotated
 // Secret Manager version is picked up without a redeploy while a burst of
 // webhooks costs no Secret Manager access per request. The secret is
 // held in memory only; it is never logged, put in an error or answered.
@@ -46,7 +46,7 @@ type verifier struct {
 }
 
 func newVerifier(h config.Hook, log *slog.Logger) *verifier {
-	return &verifier{hook: h, refresh: osb.FileCredentialRefresh, log: log}
+	return &verifier{hook: h, refresh: web.FileCredentialRefresh, log: log}
 }
 
 // errUnauthorized is a request the hook refuses; its text says what the
@@ -99,7 +99,7 @@ func readEnv(name string) (string, error) {
 	return v, nil
 }
 
-func readFile(path string) (string, error) { return osb.ReadCredentialFile(path, MinSecretLength) }
+func readFile(path string) (string, error) { return web.ReadCredentialFile(path, MinSecretLength) }
 
 // Secret reads a hook's secret now, from its variable or its file, as the
 // webhook checks it (for whoever must send it: the local stack's registry
@@ -119,8 +119,8 @@ func (v *verifier) verify(r *http.Request, body []byte) error {
 	switch v.hook.Type {
 	case config.HookBearer:
 		// The scheme is case-insensitive and a second Authorization
-		// header is refused, never the first one taken (osb.Authorization).
-		scheme, token, err := osb.Authorization(r)
+		// header is refused, never the first one taken (web.Authorization).
+		scheme, token, err := web.Authorization(r)
 		if err != nil {
 			return errUnauthorized{err.Error()}
 		}

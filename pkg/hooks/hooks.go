@@ -29,10 +29,10 @@ import (
 
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/config"
-	"github.com/specsync/specsync/pkg/osb"
 	"github.com/specsync/specsync/pkg/queue"
 	"github.com/specsync/specsync/pkg/registry"
 	"github.com/specsync/specsync/pkg/settings"
+	"github.com/specsync/specsync/pkg/web"
 )
 
 // Publisher sends reconcile messages (queue.Publisher in production).
@@ -49,7 +49,7 @@ type Config struct {
 	// Window is the coalescing window (settings.DefaultHookWindow when
 	// zero).
 	Window time.Duration
-	// MaxBodyBytes bounds a request body (osb.DefaultMaxBodyBytes when
+	// MaxBodyBytes bounds a request body (web.DefaultMaxBodyBytes when
 	// zero).
 	MaxBodyBytes int64
 	Logger       *slog.Logger
@@ -75,7 +75,7 @@ func New(cfg Config) *Service {
 		cfg.Window = settings.DefaultHookWindow
 	}
 	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = osb.DefaultMaxBodyBytes
+		cfg.MaxBodyBytes = web.DefaultMaxBodyBytes
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -108,8 +108,8 @@ func hooksOf(regs []Registry, log *slog.Logger) map[string]*hook {
 // Handler routes POST /hooks/{registry}.
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/hooks/{registry}", osb.Methods(map[string]http.HandlerFunc{http.MethodPost: s.serve}))
-	mux.HandleFunc("/", osb.NotFound)
+	mux.Handle("/hooks/{registry}", web.Methods(map[string]http.HandlerFunc{http.MethodPost: s.serve}))
+	mux.HandleFunc("/", web.NotFound)
 	return mux
 }
 
@@ -126,14 +126,14 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request) {
 		// The same answer for a registry that is not configured and one
 		// without a hook block: the endpoint is public, and tells nobody
 		// which registries exist.
-		osb.WriteError(w, http.StatusNotFound, "NotFound", "no webhook for registry %q", name)
+		web.WriteError(w, http.StatusNotFound, "NotFound", "no webhook for registry %q", name)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
 		// 413 past the limit, 408 for a body that stopped arriving, 400
 		// for a broken one: the input contract every endpoint keeps.
-		osb.ReadBodyError(w, err, s.cfg.MaxBodyBytes)
+		web.ReadBodyError(w, err, s.cfg.MaxBodyBytes)
 		return
 	}
 	if err := h.verifier.verify(r, body); err != nil {
@@ -141,7 +141,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request) {
 		if h.Hook.Type == config.HookBearer {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="specsync-hooks"`)
 		}
-		osb.WriteError(w, http.StatusUnauthorized, "Unauthorized", "webhook of registry %s: %s", name, err)
+		web.WriteError(w, http.StatusUnauthorized, "Unauthorized", "webhook of registry %s: %s", name, err)
 		return
 	}
 	kind, events, err := decodePayload(r.Header, body)
@@ -152,7 +152,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request) {
 			code = pe.code
 		}
 		log.InfoContext(r.Context(), "webhook payload refused", "error", err)
-		osb.WriteError(w, http.StatusBadRequest, code, "%s", err)
+		web.WriteError(w, http.StatusBadRequest, code, "%s", err)
 		return
 	}
 	req, tally := s.resolve(h, events, at)
@@ -160,13 +160,13 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request) {
 	if !req.whole && len(req.entries) == 0 {
 		ans.Description = fmt.Sprintf("nothing enqueued: %s", tally)
 		log.DebugContext(r.Context(), "webhook concerns nothing the registry selects", "kind", kind, "events", len(events), "tally", tally.String())
-		osb.WriteJSON(w, http.StatusAccepted, ans)
+		web.WriteJSON(w, http.StatusAccepted, ans)
 		return
 	}
 	res, err := s.coalescer.submit(r.Context(), name, req)
 	if err != nil {
 		log.ErrorContext(r.Context(), "webhook's reconcile message not published", "kind", kind, "error", err)
-		osb.WriteError(w, http.StatusServiceUnavailable, "PublishFailed", "the reconcile message for registry %s could not be published; send the event again: %v", name, err)
+		web.WriteError(w, http.StatusServiceUnavailable, "PublishFailed", "the reconcile message for registry %s could not be published; send the event again: %v", name, err)
 		return
 	}
 	ans.Enqueued, ans.WholeRegistry, ans.Coalesced = true, req.whole, res.coalesced
@@ -177,20 +177,13 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request) {
 	case req.whole:
 		ans.Description = fmt.Sprintf("the whole registry enqueued: %s", tally)
 	default:
-		ans.Description = fmt.Sprintf("%s enqueued: %s", plural(len(req.entries), "entry", "entries"), tally)
+		ans.Description = fmt.Sprintf("%s enqueued: %s", api.Count(len(req.entries), "entry", "entries"), tally)
 	}
 	if res.coalesced {
 		ans.Description += "; published with other requests' events at the end of the registry's window"
 	}
 	log.InfoContext(r.Context(), "webhook enqueued", "kind", kind, "events", len(events), "entries", len(ans.Entries), "whole_registry", req.whole, "coalesced", res.coalesced)
-	osb.WriteJSON(w, http.StatusAccepted, ans)
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
+	web.WriteJSON(w, http.StatusAccepted, ans)
 }
 
 // tally counts what a request's events came to, for its answer.
@@ -203,13 +196,13 @@ type tally struct {
 func (t tally) String() string {
 	var parts []string
 	if t.selected > 0 {
-		parts = append(parts, plural(t.selected, "event", "events")+" for entries of the registry")
+		parts = append(parts, api.Count(t.selected, "event", "events")+" for entries of the registry")
 	}
 	if t.whole {
 		parts = append(parts, "the whole registry (its source names no entries from an event, or the payload asked for all of it)")
 	}
 	if t.unselected > 0 {
-		parts = append(parts, plural(t.unselected, "event", "events")+" for nothing the registry selects (its host, prefix, repositories, allow, deny and tag decide)")
+		parts = append(parts, api.Count(t.unselected, "event", "events")+" for nothing the registry selects (its host, prefix, repositories, allow, deny and tag decide)")
 	}
 	for _, why := range slices.Sorted(maps.Keys(t.skipped)) {
 		parts = append(parts, fmt.Sprintf("%d ignored (%s)", t.skipped[why], why))

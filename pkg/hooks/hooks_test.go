@@ -28,8 +28,8 @@ import (
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/config"
 	"github.com/specsync/specsync/pkg/hooks"
-	"github.com/specsync/specsync/pkg/osb"
 	"github.com/specsync/specsync/pkg/queue"
+	"github.com/specsync/specsync/pkg/web"
 )
 
 // The secrets of these tests are canaries: no response and no log line
@@ -130,7 +130,7 @@ func newHookEnv(t *testing.T, registries string, window time.Duration, topicExis
 		Logger: slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	e.svc = &atomic.Pointer[hooks.Service]{}
 	e.serve(svc)
-	srv := httptest.NewServer(osb.LimitBody(osb.DefaultMaxBodyBytes, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(web.LimitBody(web.DefaultMaxBodyBytes, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.svc.Load().Handler().ServeHTTP(w, r)
 	})))
 	t.Cleanup(srv.Close)
@@ -280,8 +280,8 @@ func TestHookStatuses(t *testing.T) {
 
 	// Over the body limit, declared or not (chunked): 413, before the
 	// secret is even looked at.
-	big := append(append([]byte(`{"entries":["`), bytes.Repeat([]byte("a"), osb.DefaultMaxBodyBytes)...), `"]}`...)
-	e.post("team", big, bearer(bearerSecret)...).error(t, http.StatusRequestEntityTooLarge, "PayloadTooLarge", fmt.Sprintf("larger than %d bytes", osb.DefaultMaxBodyBytes))
+	big := append(append([]byte(`{"entries":["`), bytes.Repeat([]byte("a"), web.DefaultMaxBodyBytes)...), `"]}`...)
+	e.post("team", big, bearer(bearerSecret)...).error(t, http.StatusRequestEntityTooLarge, "PayloadTooLarge", fmt.Sprintf("larger than %d bytes", web.DefaultMaxBodyBytes))
 	chunked, _ := http.NewRequest(http.MethodPost, e.url+"/hooks/team", io.MultiReader(bytes.NewReader(big)))
 	chunked.Header.Set("Authorization", "Bearer "+bearerSecret)
 	e.do(chunked).error(t, http.StatusRequestEntityTooLarge, "PayloadTooLarge", "larger than")

@@ -19,6 +19,7 @@ import (
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/store"
+	"github.com/specsync/specsync/pkg/web"
 )
 
 // Limits of the admin listings.
@@ -31,7 +32,7 @@ const (
 // adminRoutes adds the admin endpoints to mux.
 func (b *Broker) adminRoutes(mux *http.ServeMux, verify func(*http.Request, string) bool) {
 	get := func(h http.HandlerFunc) http.Handler {
-		return AdminAuth(verify, Methods(map[string]http.HandlerFunc{http.MethodGet: h}))
+		return web.AdminAuth(verify, web.Methods(map[string]http.HandlerFunc{http.MethodGet: h}))
 	}
 	mux.Handle("/admin/specs", get(b.adminSpecs))
 	mux.Handle("/admin/instances", get(b.adminInstances))
@@ -70,14 +71,14 @@ func specFilter(w http.ResponseWriter, r *http.Request, allowed ...string) (stor
 	}
 	for k := range q {
 		if !known[k] {
-			WriteError(w, http.StatusBadRequest, "BadRequest", "unknown query parameter %s", quote(k))
+			web.WriteError(w, http.StatusBadRequest, "BadRequest", "unknown query parameter %s", web.Quote(k))
 			return store.SpecFilter{}, false
 		}
 	}
 	f := store.SpecFilter{Registry: q.Get("registry"), State: api.SpecState(q.Get("state"))}
 	if f.Registry != "" {
-		if err := CheckRegistryName("registry", f.Registry); err != nil {
-			WriteError(w, http.StatusBadRequest, "BadRequest", "%s", err)
+		if err := web.CheckRegistryName("registry", f.Registry); err != nil {
+			web.WriteError(w, http.StatusBadRequest, "BadRequest", "%s", err)
 			return f, false
 		}
 	}
@@ -85,18 +86,18 @@ func specFilter(w http.ResponseWriter, r *http.Request, allowed ...string) (stor
 		return f, false
 	}
 	if f.State != "" && f.State != api.SpecActive && f.State != api.SpecMarked {
-		WriteError(w, http.StatusBadRequest, "BadRequest", "state=%s is not active or marked", quote(string(f.State)))
+		web.WriteError(w, http.StatusBadRequest, "BadRequest", "state=%s is not active or marked", web.Quote(string(f.State)))
 		return f, false
 	}
 	if m := q.Get("marked"); m != "" {
 		marked, err := strconv.ParseBool(m)
 		if err != nil {
-			WriteError(w, http.StatusBadRequest, "BadRequest", "marked=%s is not true or false", quote(m))
+			web.WriteError(w, http.StatusBadRequest, "BadRequest", "marked=%s is not true or false", web.Quote(m))
 			return f, false
 		}
 		if marked {
 			if f.State == api.SpecActive {
-				WriteError(w, http.StatusBadRequest, "BadRequest", "marked=true contradicts state=active")
+				web.WriteError(w, http.StatusBadRequest, "BadRequest", "marked=true contradicts state=active")
 				return f, false
 			}
 			f.State = api.SpecMarked
@@ -112,14 +113,14 @@ func (b *Broker) adminSpecs(w http.ResponseWriter, r *http.Request) {
 	}
 	recs, err := b.store.ListSpecs(r.Context(), f)
 	if err != nil {
-		WriteFailure(w, err)
+		web.WriteFailure(w, err)
 		return
 	}
 	out := api.SpecList{Specs: make([]api.SpecView, 0, len(recs))}
 	for _, rec := range recs {
 		out.Specs = append(out.Specs, specView(rec))
 	}
-	WriteJSON(w, http.StatusOK, out)
+	web.WriteJSON(w, http.StatusOK, out)
 }
 
 // instancesOf lists the instances of the selected specs. The store
@@ -160,11 +161,11 @@ func (b *Broker) adminInstances(w http.ResponseWriter, r *http.Request) {
 	if id := r.URL.Query().Get("service_id"); id != "" {
 		rec, err := b.store.GetSpec(r.Context(), id)
 		if failure.Is(err, failure.NotFound) {
-			WriteJSON(w, http.StatusOK, api.InstanceList{Instances: []api.InstanceView{}})
+			web.WriteJSON(w, http.StatusOK, api.InstanceList{Instances: []api.InstanceView{}})
 			return
 		}
 		if err != nil {
-			WriteFailure(w, err)
+			web.WriteFailure(w, err)
 			return
 		}
 		if (f.Registry == "" || rec.Registry == f.Registry) && (f.State == "" || rec.State == f.State) {
@@ -173,22 +174,22 @@ func (b *Broker) adminInstances(w http.ResponseWriter, r *http.Request) {
 	} else {
 		var err error
 		if specs, err = b.store.ListSpecs(r.Context(), f); err != nil {
-			WriteFailure(w, err)
+			web.WriteFailure(w, err)
 			return
 		}
 	}
 	out, err := b.instancesOf(r.Context(), specs)
 	if err != nil {
-		WriteFailure(w, err)
+		web.WriteFailure(w, err)
 		return
 	}
-	WriteJSON(w, http.StatusOK, api.InstanceList{Instances: out})
+	web.WriteJSON(w, http.StatusOK, api.InstanceList{Instances: out})
 }
 
 func operationsLimit(w http.ResponseWriter, r *http.Request) (int, bool) {
 	for k := range r.URL.Query() {
 		if k != "limit" {
-			WriteError(w, http.StatusBadRequest, "BadRequest", "unknown query parameter %s (only limit is known)", quote(k))
+			web.WriteError(w, http.StatusBadRequest, "BadRequest", "unknown query parameter %s (only limit is known)", web.Quote(k))
 			return 0, false
 		}
 	}
@@ -196,7 +197,7 @@ func operationsLimit(w http.ResponseWriter, r *http.Request) (int, bool) {
 	if v := r.URL.Query().Get("limit"); v != "" {
 		var err error
 		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > maxOperations {
-			WriteError(w, http.StatusBadRequest, "BadRequest", "limit=%s is not a number from 1 to %d", quote(v), maxOperations)
+			web.WriteError(w, http.StatusBadRequest, "BadRequest", "limit=%s is not a number from 1 to %d", web.Quote(v), maxOperations)
 			return 0, false
 		}
 	}
@@ -210,7 +211,7 @@ func (b *Broker) adminOperations(w http.ResponseWriter, r *http.Request) {
 	}
 	ops, err := b.store.RecentOperations(r.Context(), n)
 	if err != nil {
-		WriteFailure(w, err)
+		web.WriteFailure(w, err)
 		return
 	}
 	out := api.OperationList{Operations: make([]api.OperationView, 0, len(ops))}
@@ -220,5 +221,5 @@ func (b *Broker) adminOperations(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Operations = append(out.Operations, api.OperationView{Operation: op, Total: op.Firestore()})
 	}
-	WriteJSON(w, http.StatusOK, out)
+	web.WriteJSON(w, http.StatusOK, out)
 }

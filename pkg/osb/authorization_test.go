@@ -10,6 +10,7 @@ import (
 
 	"github.com/specsync/specsync/pkg/logging"
 	"github.com/specsync/specsync/pkg/osb"
+	"github.com/specsync/specsync/pkg/web"
 )
 
 // Authorization as RFC 9110 has it: the scheme is case-insensitive
@@ -97,21 +98,21 @@ func TestRequestIdentityEchoedAndCapped(t *testing.T) {
 			return r
 		}(),
 	} {
-		req.Header.Set(osb.RequestIdentityHeader, id)
+		req.Header.Set(web.RequestIdentityHeader, id)
 		r := e.send(req)
 		if r.status < 400 {
 			t.Errorf("%s: %d", name, r.status)
 		}
-		if got := r.header.Get(osb.RequestIdentityHeader); got != id {
+		if got := r.header.Get(web.RequestIdentityHeader); got != id {
 			t.Errorf("%s (%d): request identity %q, want %q", name, r.status, got, id)
 		}
 	}
 
 	huge := strings.Repeat("x", 5<<10)
 	req := e.request(http.MethodPut, "/v2/service_instances/huge-id", provisionBody(db.ID, db.Plans[0].ID))
-	req.Header.Set(osb.RequestIdentityHeader, huge)
-	if r := e.send(req); r.status != http.StatusCreated || r.header.Get(osb.RequestIdentityHeader) != huge {
-		t.Fatalf("a provision with a 5 KiB identity: %d, echoed %d bytes", r.status, len(r.header.Get(osb.RequestIdentityHeader)))
+	req.Header.Set(web.RequestIdentityHeader, huge)
+	if r := e.send(req); r.status != http.StatusCreated || r.header.Get(web.RequestIdentityHeader) != huge {
+		t.Fatalf("a provision with a 5 KiB identity: %d, echoed %d bytes", r.status, len(r.header.Get(web.RequestIdentityHeader)))
 	}
 	var line map[string]any
 	for _, l := range logs.lines(t, "osb write") {

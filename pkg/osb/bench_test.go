@@ -13,6 +13,7 @@ import (
 	"github.com/specsync/specsync/pkg/osb"
 	"github.com/specsync/specsync/pkg/spec"
 	"github.com/specsync/specsync/pkg/store"
+	"github.com/specsync/specsync/pkg/web"
 )
 
 // benchSpecs is about the size of a real catalog: enough that a render
@@ -235,7 +236,7 @@ func BenchmarkBodyLimitOverhead(b *testing.B) {
 	_, h := benchEnv(b, time.Hour)
 	req := catalogRequest()
 	serveCatalog(b, h, req)
-	for name, handler := range map[string]http.Handler{"as served": h, "one more LimitBody": osb.LimitBody(testMaxBody, h)} {
+	for name, handler := range map[string]http.Handler{"as served": h, "one more LimitBody": web.LimitBody(testMaxBody, h)} {
 		b.Run(name, func(b *testing.B) {
 			for b.Loop() {
 				serveCatalog(b, handler, req)

@@ -9,6 +9,7 @@ import (
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/store"
+	"github.com/specsync/specsync/pkg/web"
 )
 
 // The binding endpoints. A binding is bookkeeping: specsync keeps the
@@ -60,17 +61,17 @@ func (b *Broker) bind(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req bindRequest
-	if !DecodeBody(w, r, b.cfg.MaxBodyBytes, &req) {
+	if !web.DecodeBody(w, r, b.cfg.MaxBodyBytes, &req) {
 		return
 	}
 	if req.PredecessorBindingID != nil {
 		// The catalog says binding_rotatable false for every plan, and
 		// OSB forbids the platform to rotate then.
-		WriteError(w, http.StatusBadRequest, "BadRequest", "binding rotation (predecessor_binding_id) is not supported: no plan is binding_rotatable; create a new binding and delete the old one")
+		web.WriteError(w, http.StatusBadRequest, "BadRequest", "binding rotation (predecessor_binding_id) is not supported: no plan is binding_rotatable; create a new binding and delete the old one")
 		return
 	}
 	if req.ServiceID == "" || req.PlanID == "" {
-		WriteError(w, http.StatusBadRequest, "BadRequest", "service_id and plan_id are required")
+		web.WriteError(w, http.StatusBadRequest, "BadRequest", "service_id and plan_id are required")
 		return
 	}
 	if !checkIDs(w, "service_id", req.ServiceID, "plan_id", req.PlanID) {
@@ -88,7 +89,7 @@ func (b *Broker) bind(w http.ResponseWriter, r *http.Request) {
 	bind := store.Binding{ID: bindingID, InstanceID: instanceID, SpecID: req.ServiceID, PlanID: req.PlanID, AppGUID: req.AppGUID, Context: ctxMap, Parameters: req.Parameters}
 	if br := req.BindResource; br != nil {
 		if br.AppGUID != "" && req.AppGUID != "" && br.AppGUID != req.AppGUID {
-			WriteError(w, http.StatusBadRequest, "BadRequest", "app_guid %q and bind_resource.app_guid %q differ", req.AppGUID, br.AppGUID)
+			web.WriteError(w, http.StatusBadRequest, "BadRequest", "app_guid %q and bind_resource.app_guid %q differ", req.AppGUID, br.AppGUID)
 			return
 		}
 		if br.AppGUID != "" {
@@ -96,27 +97,27 @@ func (b *Broker) bind(w http.ResponseWriter, r *http.Request) {
 		}
 		bind.Route = br.Route
 	}
-	if !b.inView(w, r, req.ServiceID, func(err error) { WriteError(w, http.StatusBadRequest, "BadRequest", "%s", Describe(err)) }) {
+	if !b.inView(w, r, req.ServiceID, func(err error) { web.WriteError(w, http.StatusBadRequest, "BadRequest", "%s", web.Describe(err)) }) {
 		return
 	}
 	res, err := b.store.CreateBinding(r.Context(), bind)
 	switch {
 	case err == nil && res.Existed:
-		WriteJSON(w, http.StatusOK, struct{}{})
+		web.WriteJSON(w, http.StatusOK, struct{}{})
 	case err == nil:
-		WriteJSON(w, http.StatusCreated, struct{}{})
+		web.WriteJSON(w, http.StatusCreated, struct{}{})
 	case errors.Is(err, store.ErrNoInstance):
 		// OSB defines no 404 for a bind: instance_id "MUST be the ID of a
 		// previously provisioned Service Instance".
-		WriteError(w, http.StatusBadRequest, "InstanceNotFound", "%s", Describe(err))
+		web.WriteError(w, http.StatusBadRequest, "InstanceNotFound", "%s", web.Describe(err))
 	case errors.Is(err, store.ErrNotBindable):
-		WriteError(w, http.StatusBadRequest, "NotBindable", "%s", Describe(err))
+		web.WriteError(w, http.StatusBadRequest, "NotBindable", "%s", web.Describe(err))
 	case errors.Is(err, store.ErrBindingLimit):
-		WriteError(w, http.StatusUnprocessableEntity, "BindingLimit", "%s; delete bindings it no longer needs", Describe(err))
+		web.WriteError(w, http.StatusUnprocessableEntity, "BindingLimit", "%s; delete bindings it no longer needs", web.Describe(err))
 	case failure.Is(err, failure.NotFound), failure.Is(err, failure.Invalid):
-		WriteError(w, http.StatusBadRequest, "BadRequest", "%s", Describe(err))
+		web.WriteError(w, http.StatusBadRequest, "BadRequest", "%s", web.Describe(err))
 	default:
-		WriteFailure(w, err)
+		web.WriteFailure(w, err)
 	}
 }
 
@@ -128,10 +129,10 @@ func (b *Broker) getBinding(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := b.store.GetBinding(r.Context(), instanceID, bindingID); err != nil {
-		WriteFailure(w, err)
+		web.WriteFailure(w, err)
 		return
 	}
-	WriteJSON(w, http.StatusOK, struct{}{})
+	web.WriteJSON(w, http.StatusOK, struct{}{})
 }
 
 // unbind is OSB's unbind: 200 {} deleted, 410 {} no such binding.
@@ -143,7 +144,7 @@ func (b *Broker) unbind(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	u := store.Unbind{InstanceID: instanceID, BindingID: bindingID, ServiceID: q.Get("service_id"), PlanID: q.Get("plan_id")}
 	if u.ServiceID == "" || u.PlanID == "" {
-		WriteError(w, http.StatusBadRequest, "BadRequest", "service_id and plan_id query parameters are required")
+		web.WriteError(w, http.StatusBadRequest, "BadRequest", "service_id and plan_id query parameters are required")
 		return
 	}
 	if !checkIDs(w, "service_id", u.ServiceID, "plan_id", u.PlanID) {
@@ -152,13 +153,13 @@ func (b *Broker) unbind(w http.ResponseWriter, r *http.Request) {
 	_, err := b.store.DeleteBinding(r.Context(), u)
 	switch {
 	case err == nil:
-		WriteJSON(w, http.StatusOK, struct{}{})
+		web.WriteJSON(w, http.StatusOK, struct{}{})
 	case failure.Is(err, failure.NotFound):
-		WriteJSON(w, http.StatusGone, struct{}{})
+		web.WriteJSON(w, http.StatusGone, struct{}{})
 	case failure.Is(err, failure.Invalid):
-		WriteError(w, http.StatusBadRequest, "BadRequest", "%s", Describe(err))
+		web.WriteError(w, http.StatusBadRequest, "BadRequest", "%s", web.Describe(err))
 	default:
-		WriteFailure(w, err)
+		web.WriteFailure(w, err)
 	}
 }
 
@@ -176,9 +177,9 @@ func (b *Broker) bindingLastOperation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		WriteFailure(w, err)
+		web.WriteFailure(w, err)
 		return
 	}
-	WriteJSON(w, http.StatusOK, api.OSBLastOperation{State: api.Succeeded,
+	web.WriteJSON(w, http.StatusOK, api.OSBLastOperation{State: api.Succeeded,
 		Description: "binding " + bindingID + " of instance " + instanceID + " was created at " + bind.CreatedAt.UTC().Format(time.RFC3339)})
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/catalog"
 	"github.com/specsync/specsync/pkg/logging"
+	"github.com/specsync/specsync/pkg/web"
 )
 
 // DefaultMaxCatalogBytes is the largest catalog body served when none is
@@ -232,12 +233,12 @@ var writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 64<<10
 // would help.
 func refuseTooLarge(w http.ResponseWriter, cat *Rendered, gz bool) {
 	if cat.GzipTooLarge() {
-		WriteError(w, http.StatusInternalServerError, "CatalogTooLarge",
+		web.WriteError(w, http.StatusInternalServerError, "CatalogTooLarge",
 			"the catalog (revision %d, %d services) is %d bytes, %d bytes gzip-compressed: both over the %d-byte limit of a response from this deployment, so it is not served (never cut); the operator must make it smaller (fewer services or registries)",
 			cat.Revision, cat.Services, cat.body.Len(), cat.GzipBytes, cat.Limit)
 		return
 	}
-	WriteError(w, http.StatusInternalServerError, "CatalogTooLarge",
+	web.WriteError(w, http.StatusInternalServerError, "CatalogTooLarge",
 		"the catalog (revision %d, %d services) is %d bytes, over the %d-byte limit of a response from this deployment; it is served gzip-compressed (%d bytes) to requests with Accept-Encoding: gzip",
 		cat.Revision, cat.Services, cat.body.Len(), cat.Limit, cat.GzipBytes)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/specsync/specsync/pkg/logging"
 	"github.com/specsync/specsync/pkg/osb"
 	"github.com/specsync/specsync/pkg/store"
+	"github.com/specsync/specsync/pkg/web"
 )
 
 // paramsCanary stands for a secret a platform sends in parameters: never
@@ -46,7 +47,7 @@ type fuzzBroker struct {
 func newFuzzBroker(f *testing.F, maxWait time.Duration) *fuzzBroker {
 	e := newEnv(f, 0)
 	logs := &syncBuffer{}
-	b := osb.NewBroker(e.st, osb.Config{Username: brokerUser, Password: brokerPass, VerifyAdmin: osb.StaticToken(adminToken),
+	b := osb.NewBroker(e.st, osb.Config{Username: brokerUser, Password: brokerPass, VerifyAdmin: web.StaticToken(adminToken),
 		MaxBodyBytes: testMaxBody, MaxWait: maxWait, Logger: logging.New(logs, "debug")})
 	b.Cache.Now = e.clock.Now
 	sp := parseSpec(f, specYAML("fuzzed"))

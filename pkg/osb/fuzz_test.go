@@ -13,7 +13,7 @@ import (
 
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/invariant"
-	"github.com/specsync/specsync/pkg/osb"
+	"github.com/specsync/specsync/pkg/web"
 )
 
 // DecodeBody: a body it accepts is one JSON value within the limit; one
@@ -32,7 +32,7 @@ func FuzzDecodeBody(f *testing.F) {
 		w := httptest.NewRecorder()
 		r := httptest.NewRequest(http.MethodPut, "/v2/service_instances/x", bytes.NewReader(body))
 		var v map[string]any
-		ok := osb.DecodeBody(w, r, lim, &v)
+		ok := web.DecodeBody(w, r, lim, &v)
 		if ok {
 			if w.Code != http.StatusOK || w.Body.Len() != 0 {
 				t.Fatalf("accepted, yet wrote %d %q", w.Code, w.Body.String())

@@ -1,3 +1,9 @@
+// Package osb is the Open Service Broker HTTP surface specsync serves:
+// GET /v2/catalog and its change feed, the bookkeeping of instances and
+// bindings under /v2/service_instances (provision, fetch, update,
+// deprovision, bind, unbind, last_operation), and the admin view of
+// registry status. Handlers decode, call the store or the catalog cache,
+// and encode; every error body is OSB-shaped.
 package osb
 
 import (
@@ -9,13 +15,14 @@ import (
 
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/store"
+	"github.com/specsync/specsync/pkg/web"
 )
 
 // Config configures the broker surface.
 type Config struct {
 	Username, Password string // broker basic auth
 	// VerifyPassword, when set, checks the broker password instead of
-	// Password (e.g. osb.MatchSHA256: the function holds only a digest).
+	// Password (e.g. web.MatchSHA256: the function holds only a digest).
 	VerifyPassword func(password string) bool
 	// Views, when set, are the broker's credentials, each with the part
 	// of the catalog its platform sees (views.go); Username and the
@@ -53,7 +60,7 @@ type Broker struct {
 // NewBroker returns the broker on st.
 func NewBroker(st *store.Store, cfg Config) *Broker {
 	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+		cfg.MaxBodyBytes = web.DefaultMaxBodyBytes
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -68,30 +75,30 @@ func (b *Broker) Handler() http.Handler {
 	broker := func(h http.Handler) http.Handler {
 		return ViewAuth(b.views, Version(h))
 	}
-	mux.Handle("/v2/catalog", broker(Methods(map[string]http.HandlerFunc{http.MethodGet: b.getCatalog})))
-	mux.Handle("/v2/catalog/changes", broker(Methods(map[string]http.HandlerFunc{http.MethodGet: b.getChanges})))
+	mux.Handle("/v2/catalog", broker(web.Methods(map[string]http.HandlerFunc{http.MethodGet: b.getCatalog})))
+	mux.Handle("/v2/catalog/changes", broker(web.Methods(map[string]http.HandlerFunc{http.MethodGet: b.getChanges})))
 	// Instances and their bindings (instances.go, bindings.go). Every
 	// operation completes before it answers, so accepts_incomplete is
 	// accepted and ignored, and last_operation answers for the operation
 	// that already finished.
-	mux.Handle("/v2/service_instances/{id}", broker(Methods(map[string]http.HandlerFunc{
+	mux.Handle("/v2/service_instances/{id}", broker(web.Methods(map[string]http.HandlerFunc{
 		http.MethodPut: b.putInstance, http.MethodGet: b.getInstance, http.MethodPatch: b.patchInstance, http.MethodDelete: b.deleteInstance,
 	})))
-	mux.Handle("/v2/service_instances/{id}/last_operation", broker(Methods(map[string]http.HandlerFunc{http.MethodGet: b.instanceLastOperation})))
-	mux.Handle("/v2/service_instances/{id}/service_bindings/{binding_id}", broker(Methods(map[string]http.HandlerFunc{
+	mux.Handle("/v2/service_instances/{id}/last_operation", broker(web.Methods(map[string]http.HandlerFunc{http.MethodGet: b.instanceLastOperation})))
+	mux.Handle("/v2/service_instances/{id}/service_bindings/{binding_id}", broker(web.Methods(map[string]http.HandlerFunc{
 		http.MethodPut: b.putBinding, http.MethodGet: b.getBinding, http.MethodDelete: b.deleteBinding,
 	})))
-	mux.Handle("/v2/service_instances/{id}/service_bindings/{binding_id}/last_operation", broker(Methods(map[string]http.HandlerFunc{http.MethodGet: b.bindingLastOperation})))
+	mux.Handle("/v2/service_instances/{id}/service_bindings/{binding_id}/last_operation", broker(web.Methods(map[string]http.HandlerFunc{http.MethodGet: b.bindingLastOperation})))
 	verify := b.cfg.VerifyAdmin
 	if verify == nil {
 		verify = func(*http.Request, string) bool { return false }
 	}
-	mux.Handle("/registries", AdminAuth(verify, Methods(map[string]http.HandlerFunc{http.MethodGet: b.getRegistries})))
+	mux.Handle("/registries", web.AdminAuth(verify, web.Methods(map[string]http.HandlerFunc{http.MethodGet: b.getRegistries})))
 	b.adminRoutes(mux, verify) // admin.go: /admin/*, /status
-	mux.HandleFunc("/", NotFound)
+	mux.HandleFunc("/", web.NotFound)
 	// The request identity outside everything, so that every answer
-	// echoes it: a 413 of LimitBody's too.
-	return RequestIdentity(LimitBody(b.cfg.MaxBodyBytes, mux))
+	// echoes it: a 413 of web.LimitBody's too.
+	return web.RequestIdentity(web.LimitBody(b.cfg.MaxBodyBytes, mux))
 }
 
 func (b *Broker) getCatalog(w http.ResponseWriter, r *http.Request) {
@@ -102,7 +109,7 @@ func (b *Broker) getCatalog(w http.ResponseWriter, r *http.Request) {
 	full, reads, err := get(r.Context())
 	if err != nil {
 		b.cfg.Logger.ErrorContext(r.Context(), "catalog unavailable", "error", err)
-		WriteFailure(w, err)
+		web.WriteFailure(w, err)
 		return
 	}
 	cat := full.forView(viewOf(r)).r // views.go
@@ -137,11 +144,11 @@ func trimWeak(t string) string {
 func (b *Broker) getRegistries(w http.ResponseWriter, r *http.Request) {
 	statuses, err := b.store.RegistryStatuses(r.Context())
 	if err != nil {
-		WriteFailure(w, err)
+		web.WriteFailure(w, err)
 		return
 	}
 	if statuses == nil {
 		statuses = []api.RegistryStatus{}
 	}
-	WriteJSON(w, http.StatusOK, api.RegistryList{Registries: statuses})
+	web.WriteJSON(w, http.StatusOK, api.RegistryList{Registries: statuses})
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/specsync/specsync/pkg/osb"
 	"github.com/specsync/specsync/pkg/spec"
 	"github.com/specsync/specsync/pkg/store"
+	"github.com/specsync/specsync/pkg/web"
 )
 
 // Credentials of the test broker. The admin token is long enough for the
@@ -83,7 +84,7 @@ func newEnvOn(t testing.TB, client *firestore.Client, window time.Duration) *env
 	st := store.New(client)
 	b := osb.NewBroker(st, osb.Config{
 		Username: brokerUser, Password: brokerPass,
-		VerifyAdmin:   osb.StaticToken(adminToken),
+		VerifyAdmin:   web.StaticToken(adminToken),
 		MaxBodyBytes:  testMaxBody,
 		RefreshWindow: window,
 	})

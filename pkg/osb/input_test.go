@@ -130,26 +130,6 @@ func TestMalformedIDsEveryRoute(t *testing.T) {
 	}
 }
 
-// CheckID is the one id rule: what it refuses, and that it names the
-// field without repeating a long value whole.
-func TestCheckID(t *testing.T) {
-	for _, ok := range []string{"a", "i-1", "0b5a-x.y~z_", strings.Repeat("a", 255), "_x_", "__x", "x__", "...", "_"} {
-		if err := osb.CheckID("instance id", ok); err != nil {
-			t.Errorf("%q refused: %v", ok, err)
-		}
-	}
-	for _, bad := range []string{"", ".", "..", "__x__", "____", "a/b", "\xff", "é", strings.Repeat("a", 256), "a b"} {
-		err := osb.CheckID("plan_id", bad)
-		if err == nil {
-			t.Errorf("%q accepted", bad)
-			continue
-		}
-		if !strings.HasPrefix(err.Error(), "plan_id ") || len(err.Error()) > 200 {
-			t.Errorf("%q: %v", bad, err)
-		}
-	}
-}
-
 // OSB lets a context be any JSON object; Firestore's maps do not hold
 // every one (an array in an array, a key "" or "__name__", 21 levels or
 // more). Each is recorded, answered, compared (200 the same again, 409

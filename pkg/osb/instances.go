@@ -11,6 +11,7 @@ import (
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/store"
+	"github.com/specsync/specsync/pkg/web"
 )
 
 // The instance endpoints. Every operation is synchronous: it is complete
@@ -21,11 +22,11 @@ import (
 var ociPlatform = regexp.MustCompile(`^[a-z0-9]+/[a-z0-9_]+(/[a-z0-9]+)?$`)
 
 // pathID reads the path value name (what: "instance", "binding"), writing
-// a 400 when it is not a valid id (CheckID).
+// a 400 when it is not a valid id (web.CheckID).
 func pathID(w http.ResponseWriter, r *http.Request, name, what string) (string, bool) {
 	id := r.PathValue(name)
-	if err := CheckID(what+" id", id); err != nil {
-		WriteError(w, http.StatusBadRequest, "BadRequest", "%s", Describe(err))
+	if err := web.CheckID(what+" id", id); err != nil {
+		web.WriteError(w, http.StatusBadRequest, "BadRequest", "%s", web.Describe(err))
 		return "", false
 	}
 	return id, true
@@ -48,7 +49,7 @@ func (m *maintenanceInfo) version(w http.ResponseWriter) (string, bool) {
 		return "", true
 	}
 	if m.Version == "" {
-		WriteError(w, http.StatusBadRequest, "BadRequest", "maintenance_info.version is required when maintenance_info is given")
+		web.WriteError(w, http.StatusBadRequest, "BadRequest", "maintenance_info.version is required when maintenance_info is given")
 		return "", false
 	}
 	return m.Version, true
@@ -63,7 +64,7 @@ func present(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "
 func decodeObject(w http.ResponseWriter, raw json.RawMessage, field string) (map[string]any, bool) {
 	m, err := jsonObject(raw, field)
 	if err != nil {
-		WriteError(w, http.StatusBadRequest, "BadRequest", "%s", Describe(err))
+		web.WriteError(w, http.StatusBadRequest, "BadRequest", "%s", web.Describe(err))
 		return nil, false
 	}
 	return m, true
@@ -82,7 +83,7 @@ func decodeContext(w http.ResponseWriter, raw json.RawMessage) (map[string]any, 
 	}
 	platform, _ := ctx["oci_platform"].(string)
 	if platform != "" && !ociPlatform.MatchString(platform) {
-		WriteError(w, http.StatusBadRequest, "BadRequest", "context.oci_platform %s is not os/arch[/variant]", quote(platform))
+		web.WriteError(w, http.StatusBadRequest, "BadRequest", "context.oci_platform %s is not os/arch[/variant]", web.Quote(platform))
 		return nil, "", false
 	}
 	return ctx, platform, true
@@ -96,7 +97,7 @@ func contextObject(w http.ResponseWriter, raw json.RawMessage) (map[string]any, 
 		return nil, false
 	}
 	if n := store.ContextSize(ctx); n > MaxContextBytes {
-		WriteError(w, http.StatusBadRequest, "BadRequest", "context is %d bytes as JSON; at most %d are allowed", n, MaxContextBytes)
+		web.WriteError(w, http.StatusBadRequest, "BadRequest", "context is %d bytes as JSON; at most %d are allowed", n, MaxContextBytes)
 		return nil, false
 	}
 	return ctx, true
@@ -138,11 +139,11 @@ func (b *Broker) provision(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req provisionRequest
-	if !DecodeBody(w, r, b.cfg.MaxBodyBytes, &req) {
+	if !web.DecodeBody(w, r, b.cfg.MaxBodyBytes, &req) {
 		return
 	}
 	if req.ServiceID == "" || req.PlanID == "" {
-		WriteError(w, http.StatusBadRequest, "BadRequest", "service_id and plan_id are required")
+		web.WriteError(w, http.StatusBadRequest, "BadRequest", "service_id and plan_id are required")
 		return
 	}
 	if !checkIDs(w, "service_id", req.ServiceID, "plan_id", req.PlanID) {
@@ -152,7 +153,7 @@ func (b *Broker) provision(w http.ResponseWriter, r *http.Request) {
 	// broker refuses a provision without them; a lenient 201 would let a
 	// platform that forgot them believe it speaks OSB.
 	if req.OrganizationGUID == "" || req.SpaceGUID == "" {
-		WriteError(w, http.StatusBadRequest, "BadRequest", "organization_guid and space_guid are required, each a non-empty string (OSB v2.17; a platform without organizations or spaces sends a placeholder, and the context says where the instance belongs)")
+		web.WriteError(w, http.StatusBadRequest, "BadRequest", "organization_guid and space_guid are required, each a non-empty string (OSB v2.17; a platform without organizations or spaces sends a placeholder, and the context says where the instance belongs)")
 		return
 	}
 	ctxMap, platform, ok := decodeContext(w, req.Context)
@@ -170,25 +171,25 @@ func (b *Broker) provision(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if !b.inView(w, r, req.ServiceID, func(err error) { WriteError(w, http.StatusBadRequest, "BadRequest", "%s", Describe(err)) }) {
+	if !b.inView(w, r, req.ServiceID, func(err error) { web.WriteError(w, http.StatusBadRequest, "BadRequest", "%s", web.Describe(err)) }) {
 		return
 	}
 	inst := store.Instance{ID: id, SpecID: req.ServiceID, PlanID: req.PlanID, Platform: platform, Context: ctxMap, MaintenanceVersion: version, Parameters: req.Parameters}
 	res, err := b.store.CreateInstance(r.Context(), inst)
 	switch {
 	case errors.Is(err, store.ErrMaintenanceInfo):
-		WriteError(w, http.StatusUnprocessableEntity, "MaintenanceInfoConflict", "%s; read the catalog again", Describe(err))
+		web.WriteError(w, http.StatusUnprocessableEntity, "MaintenanceInfoConflict", "%s; read the catalog again", web.Describe(err))
 	case err == nil && res.Existed:
-		WriteJSON(w, http.StatusOK, struct{}{})
+		web.WriteJSON(w, http.StatusOK, struct{}{})
 	case err == nil:
-		WriteJSON(w, http.StatusCreated, struct{}{})
+		web.WriteJSON(w, http.StatusCreated, struct{}{})
 	case failure.Is(err, failure.NotFound), failure.Is(err, failure.Invalid):
 		// OSB: a service or plan the catalog does not offer (unknown, or
 		// marked for deletion) is a bad request. Contention (Precondition)
 		// falls through to a retryable 422.
-		WriteError(w, http.StatusBadRequest, "BadRequest", "%s", Describe(err))
+		web.WriteError(w, http.StatusBadRequest, "BadRequest", "%s", web.Describe(err))
 	default:
-		WriteFailure(w, err)
+		web.WriteFailure(w, err)
 	}
 }
 
@@ -208,14 +209,14 @@ func (b *Broker) getInstance(w http.ResponseWriter, r *http.Request) {
 	}
 	inst, err := b.store.GetInstance(r.Context(), id)
 	if err != nil {
-		WriteFailure(w, err)
+		web.WriteFailure(w, err)
 		return
 	}
 	resp := instanceResponse{ServiceID: inst.SpecID, PlanID: inst.PlanID}
 	if inst.MaintenanceVersion != "" {
 		resp.MaintenanceInfo = &maintenanceInfo{Version: inst.MaintenanceVersion}
 	}
-	WriteJSON(w, http.StatusOK, resp)
+	web.WriteJSON(w, http.StatusOK, resp)
 }
 
 // updateRequest is OSB's update (PATCH) body.
@@ -239,7 +240,7 @@ type updateRequest struct {
 // repeatable says whether the same request may succeed later.
 func updateError(w http.ResponseWriter, status int, code string, repeatable bool, err error) {
 	usable := true
-	WriteJSON(w, status, api.ErrorBody{Error: code, Description: Describe(err), InstanceUsable: &usable, UpdateRepeatable: &repeatable})
+	web.WriteJSON(w, status, api.ErrorBody{Error: code, Description: web.Describe(err), InstanceUsable: &usable, UpdateRepeatable: &repeatable})
 }
 
 // update is OSB's update: a plan change, new parameters, a
@@ -251,11 +252,11 @@ func (b *Broker) update(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req updateRequest
-	if !DecodeBody(w, r, b.cfg.MaxBodyBytes, &req) {
+	if !web.DecodeBody(w, r, b.cfg.MaxBodyBytes, &req) {
 		return
 	}
 	if req.ServiceID == "" {
-		WriteError(w, http.StatusBadRequest, "BadRequest", "service_id is required")
+		web.WriteError(w, http.StatusBadRequest, "BadRequest", "service_id is required")
 		return
 	}
 	if !checkIDs(w, "service_id", req.ServiceID, "plan_id", req.PlanID) {
@@ -267,7 +268,7 @@ func (b *Broker) update(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if pv.ServiceID != "" && pv.ServiceID != req.ServiceID {
-			WriteError(w, http.StatusBadRequest, "BadRequest", "previous_values.service_id %s is not service_id %s: an instance never changes service", pv.ServiceID, req.ServiceID)
+			web.WriteError(w, http.StatusBadRequest, "BadRequest", "previous_values.service_id %s is not service_id %s: an instance never changes service", pv.ServiceID, req.ServiceID)
 			return
 		}
 		u.PreviousPlanID = pv.PlanID
@@ -293,14 +294,14 @@ func (b *Broker) update(w http.ResponseWriter, r *http.Request) {
 			b.cfg.Logger.Info("instance updated", "instance", id, "service", res.Instance.SpecID, "plan", res.Instance.PlanID,
 				"previous_plan", res.Instance.PreviousPlanID, "maintenance_version", res.Instance.MaintenanceVersion)
 		}
-		WriteJSON(w, http.StatusOK, struct{}{})
+		web.WriteJSON(w, http.StatusOK, struct{}{})
 	case errors.Is(err, store.ErrNoInstance):
 		// OSB defines no 404 for an update: the route's instance_id "MUST
 		// be the ID of a previously provisioned Service Instance". There
 		// is no instance for instance_usable to describe, so it is left
 		// out; update_repeatable still says a repeat fails alike.
 		repeatable := false
-		WriteJSON(w, http.StatusBadRequest, api.ErrorBody{Error: "InstanceNotFound", Description: Describe(err), UpdateRepeatable: &repeatable})
+		web.WriteJSON(w, http.StatusBadRequest, api.ErrorBody{Error: "InstanceNotFound", Description: web.Describe(err), UpdateRepeatable: &repeatable})
 	case errors.Is(err, store.ErrMaintenanceInfo):
 		updateError(w, http.StatusUnprocessableEntity, "MaintenanceInfoConflict", false, err)
 	case errors.Is(err, store.ErrPlanNotUpdateable):
@@ -320,7 +321,7 @@ func (b *Broker) update(w http.ResponseWriter, r *http.Request) {
 	case failure.Is(err, failure.Precondition):
 		updateError(w, http.StatusUnprocessableEntity, "ConcurrencyError", true, err)
 	default:
-		WriteFailure(w, err)
+		web.WriteFailure(w, err)
 	}
 }
 
@@ -334,7 +335,7 @@ func (b *Broker) deprovision(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	serviceID, planID := q.Get("service_id"), q.Get("plan_id")
 	if serviceID == "" || planID == "" {
-		WriteError(w, http.StatusBadRequest, "BadRequest", "service_id and plan_id query parameters are required")
+		web.WriteError(w, http.StatusBadRequest, "BadRequest", "service_id and plan_id query parameters are required")
 		return
 	}
 	if !checkIDs(w, "service_id", serviceID, "plan_id", planID) {
@@ -345,18 +346,18 @@ func (b *Broker) deprovision(w http.ResponseWriter, r *http.Request) {
 	inst, err := b.store.Deprovision(r.Context(), store.Deprovision{ID: id, ServiceID: serviceID, PlanID: planID})
 	switch {
 	case failure.Is(err, failure.NotFound):
-		WriteJSON(w, http.StatusGone, struct{}{})
+		web.WriteJSON(w, http.StatusGone, struct{}{})
 	case failure.Is(err, failure.Invalid):
-		WriteError(w, http.StatusBadRequest, "BadRequest", "%s", Describe(err))
+		web.WriteError(w, http.StatusBadRequest, "BadRequest", "%s", web.Describe(err))
 	case err != nil:
-		WriteFailure(w, err)
+		web.WriteFailure(w, err)
 	default:
 		if inst.Bindings > 0 {
 			// OSB has platforms unbind first; one that did not lost nothing
 			// here, but an operator may want to know which platform does.
 			b.cfg.Logger.Warn("deprovisioned an instance that still had bindings; they were deleted with it", "instance", id, "bindings", inst.Bindings)
 		}
-		WriteJSON(w, http.StatusOK, struct{}{})
+		web.WriteJSON(w, http.StatusOK, struct{}{})
 	}
 }
 
@@ -364,7 +365,7 @@ func (b *Broker) deprovision(w http.ResponseWriter, r *http.Request) {
 // broker never returns one, so whatever the platform holds is not ours.
 func noOperation(w http.ResponseWriter, r *http.Request) bool {
 	if _, ok := r.URL.Query()["operation"]; ok {
-		WriteError(w, http.StatusBadRequest, "BadRequest", "unknown operation %s: this broker completes every request before it answers and never returns an operation; poll without one", quote(r.URL.Query().Get("operation")))
+		web.WriteError(w, http.StatusBadRequest, "BadRequest", "unknown operation %s: this broker completes every request before it answers and never returns an operation; poll without one", web.Quote(r.URL.Query().Get("operation")))
 		return true
 	}
 	return false
@@ -377,18 +378,18 @@ func noOperation(w http.ResponseWriter, r *http.Request) bool {
 func (b *Broker) deleted(w http.ResponseWriter, r *http.Request, instanceID, bindingID, what string) {
 	t, err := b.store.Gone(r.Context(), instanceID, bindingID)
 	if err != nil {
-		WriteFailure(w, err)
+		web.WriteFailure(w, err)
 		return
 	}
 	if t == nil {
-		WriteError(w, http.StatusNotFound, "NotFound", "%s does not exist", what)
+		web.WriteError(w, http.StatusNotFound, "NotFound", "%s does not exist", what)
 		return
 	}
 	cause := "deprovisioned"
 	if t.Kind == store.TombstoneBinding {
 		cause = "unbound"
 	}
-	WriteError(w, http.StatusGone, "Gone", "%s was %s at %s", what, cause, t.DeletedAt.Format(time.RFC3339))
+	web.WriteError(w, http.StatusGone, "Gone", "%s was %s at %s", what, cause, t.DeletedAt.Format(time.RFC3339))
 }
 
 // instanceLastOperation answers a platform that polls an instance: its
@@ -410,20 +411,20 @@ func (b *Broker) instanceLastOperation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		WriteFailure(w, err)
+		web.WriteFailure(w, err)
 		return
 	}
 	if s := q.Get("service_id"); s != "" && s != inst.SpecID {
-		WriteError(w, http.StatusBadRequest, "BadRequest", "instance %s is of service %s, not %s", id, inst.SpecID, s)
+		web.WriteError(w, http.StatusBadRequest, "BadRequest", "instance %s is of service %s, not %s", id, inst.SpecID, s)
 		return
 	}
 	if p := q.Get("plan_id"); p != "" && p != inst.PlanID && p != inst.PreviousPlanID {
-		WriteError(w, http.StatusBadRequest, "BadRequest", "instance %s is on plan %s, not %s", id, inst.PlanID, p)
+		web.WriteError(w, http.StatusBadRequest, "BadRequest", "instance %s is on plan %s, not %s", id, inst.PlanID, p)
 		return
 	}
 	desc := "instance " + id + " was provisioned at " + inst.CreatedAt.UTC().Format(time.RFC3339)
 	if !inst.UpdatedAt.IsZero() {
 		desc = "instance " + id + " was updated at " + inst.UpdatedAt.UTC().Format(time.RFC3339)
 	}
-	WriteJSON(w, http.StatusOK, api.OSBLastOperation{State: api.Succeeded, Description: desc})
+	web.WriteJSON(w, http.StatusOK, api.OSBLastOperation{State: api.Succeeded, Description: desc})
 }

@@ -18,9 +18,9 @@ import (
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/catalog"
 	"github.com/specsync/specsync/pkg/invariant"
-	"github.com/specsync/specsync/pkg/osb"
 	"github.com/specsync/specsync/pkg/spec"
 	"github.com/specsync/specsync/pkg/store"
+	"github.com/specsync/specsync/pkg/web"
 )
 
 func patchBody(serviceID, planID, extra string) string {
@@ -304,7 +304,7 @@ func TestDecodeBodyLimit(t *testing.T) {
 		r.ContentLength = 4 << 20
 		w := httptest.NewRecorder()
 		var v map[string]any
-		if osb.DecodeBody(w, r, limit, &v) || w.Code != http.StatusRequestEntityTooLarge {
+		if web.DecodeBody(w, r, limit, &v) || w.Code != http.StatusRequestEntityTooLarge {
 			t.Fatalf("%d %s", w.Code, w.Body)
 		}
 		if body.n != 0 {
@@ -317,7 +317,7 @@ func TestDecodeBodyLimit(t *testing.T) {
 		r.ContentLength = -1
 		w := httptest.NewRecorder()
 		var v map[string]any
-		if osb.DecodeBody(w, r, limit, &v) || w.Code != http.StatusRequestEntityTooLarge {
+		if web.DecodeBody(w, r, limit, &v) || w.Code != http.StatusRequestEntityTooLarge {
 			t.Fatalf("%d %s", w.Code, w.Body)
 		}
 		// io.ReadAll reads in chunks of at most 512 bytes more than it has.
@@ -327,7 +327,7 @@ func TestDecodeBodyLimit(t *testing.T) {
 	})
 	t.Run("the whole surface refuses unread", func(t *testing.T) {
 		body := &countingReader{r: strings.NewReader(`{}`)}
-		h := osb.LimitBody(limit, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		h := web.LimitBody(limit, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			t.Error("the handler ran for a body over the limit")
 		}))
 		r := httptest.NewRequest(http.MethodPost, "/bootstrap", body)

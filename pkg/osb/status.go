@@ -28,6 +28,7 @@ import (
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/catalog"
 	"github.com/specsync/specsync/pkg/store"
+	"github.com/specsync/specsync/pkg/web"
 )
 
 //go:embed templates/status.html
@@ -430,7 +431,7 @@ func durationMS(ms int64) string {
 func (b *Broker) statusPage(w http.ResponseWriter, r *http.Request) {
 	for k := range r.URL.Query() {
 		if k != "refresh" {
-			WriteError(w, http.StatusBadRequest, "BadRequest", "unknown query parameter %q", k)
+			web.WriteError(w, http.StatusBadRequest, "BadRequest", "unknown query parameter %q", k)
 			return
 		}
 	}
@@ -438,7 +439,7 @@ func (b *Broker) statusPage(w http.ResponseWriter, r *http.Request) {
 	var buf bytes.Buffer
 	if err := statusTemplate.Execute(&buf, d); err != nil {
 		b.cfg.Logger.Error("status page did not render", "error", err)
-		WriteError(w, http.StatusInternalServerError, "InternalError", "the status page did not render")
+		web.WriteError(w, http.StatusInternalServerError, "InternalError", "the status page did not render")
 		return
 	}
 	for _, p := range d.Problems {

@@ -10,6 +10,7 @@ import (
 	"github.com/specsync/specsync/emulator/emulatortest"
 	"github.com/specsync/specsync/pkg/osb"
 	"github.com/specsync/specsync/pkg/store"
+	"github.com/specsync/specsync/pkg/web"
 )
 
 // The status page links to the monitoring dashboard when the deployment
@@ -19,7 +20,7 @@ func TestStatusPageLinksTheDashboard(t *testing.T) {
 	st := store.New(emulatortest.Firestore(t))
 	const dashboard = "https://console.cloud.google.com/monitoring/dashboards/builder/abc?project=p&x=<y>"
 	for _, url := range []string{dashboard, ""} {
-		b := osb.NewBroker(st, osb.Config{Username: brokerUser, Password: brokerPass, VerifyAdmin: osb.StaticToken(adminToken), DashboardURL: url})
+		b := osb.NewBroker(st, osb.Config{Username: brokerUser, Password: brokerPass, VerifyAdmin: web.StaticToken(adminToken), DashboardURL: url})
 		srv := httptest.NewServer(b.Handler())
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/status", nil)
 		req.Header.Set("Authorization", "Bearer "+adminToken)

@@ -29,6 +29,7 @@ import (
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/feed"
 	"github.com/specsync/specsync/pkg/store"
+	"github.com/specsync/specsync/pkg/web"
 )
 
 // DefaultViewName names the view of the broker's own credential
@@ -42,8 +43,8 @@ type View struct {
 	// catalog's ETag.
 	Name string
 	// Username and Password are the platform's basic-auth credential;
-	// Password checks a presented password (MatchPlain, MatchSHA256,
-	// MatchFile: a file is re-read, so a rotation needs no restart).
+	// Password checks a presented password (web.MatchPlain, web.MatchSHA256,
+	// web.MatchFile: a file is re-read, so a rotation needs no restart).
 	Username string
 	Password func(string) bool
 	// Match decides which services are in the view; nil: every one.
@@ -98,25 +99,25 @@ func (c Config) views() []*View {
 // time taken tells neither which user names exist nor which check failed.
 func ViewAuth(views []*View, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		scheme, cred, err := Authorization(r)
+		scheme, cred, err := web.Authorization(r)
 		if err != nil {
-			WriteError(w, http.StatusBadRequest, "BadRequest", "%s", err)
+			web.WriteError(w, http.StatusBadRequest, "BadRequest", "%s", err)
 			return
 		}
 		u, p, ok := "", "", false
 		if strings.EqualFold(scheme, "Basic") {
-			u, p, ok = basicCredentials(cred)
+			u, p, ok = web.BasicCredentials(cred)
 		}
 		var chosen *View
 		for _, v := range views {
-			userOK, passOK := equal(u, v.Username), v.Password(p)
+			userOK, passOK := web.EqualSecret(u, v.Username), v.Password(p)
 			if userOK && passOK && chosen == nil {
 				chosen = v
 			}
 		}
 		if !ok || chosen == nil {
 			w.Header().Set("WWW-Authenticate", `Basic realm="specsync", charset="UTF-8"`)
-			WriteError(w, http.StatusUnauthorized, "Unauthorized", "valid broker credentials (HTTP basic auth) are required")
+			web.WriteError(w, http.StatusUnauthorized, "Unauthorized", "valid broker credentials (HTTP basic auth) are required")
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), viewKey{}, chosen)))
@@ -302,7 +303,7 @@ func (b *Broker) inView(w http.ResponseWriter, r *http.Request, serviceID string
 	for _, get := range []func(context.Context) (*Rendered, int64, error){b.Cache.Get, b.Cache.GetFresh} {
 		cat, _, err := get(r.Context())
 		if err != nil {
-			WriteFailure(w, err)
+			web.WriteFailure(w, err)
 			return false
 		}
 		if cat.holds(v, serviceID) {
@@ -355,10 +356,10 @@ func (b *Broker) viewInfos(cat *Rendered) []api.ViewInfo {
 func (b *Broker) adminViews(w http.ResponseWriter, r *http.Request) {
 	cat, _, err := b.Cache.Get(r.Context())
 	if err != nil {
-		WriteFailure(w, err)
+		web.WriteFailure(w, err)
 		return
 	}
-	WriteJSON(w, http.StatusOK, api.ViewList{Revision: cat.Revision, Views: b.viewInfos(cat)})
+	web.WriteJSON(w, http.StatusOK, api.ViewList{Revision: cat.Revision, Views: b.viewInfos(cat)})
 }
 
 // adminViewCatalog serves GET /admin/views/{name}/catalog: the catalog
@@ -378,5 +379,5 @@ func (b *Broker) adminViewCatalog(w http.ResponseWriter, r *http.Request) {
 	for i, v := range b.views {
 		names[i] = v.Name
 	}
-	WriteError(w, http.StatusNotFound, "NotFound", "no view %s (the views are %s)", quote(name), strings.Join(names, ", "))
+	web.WriteError(w, http.StatusNotFound, "NotFound", "no view %s (the views are %s)", web.Quote(name), strings.Join(names, ", "))
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/specsync/specsync/pkg/osb/osbtest"
 	"github.com/specsync/specsync/pkg/spec"
 	"github.com/specsync/specsync/pkg/store"
+	"github.com/specsync/specsync/pkg/web"
 )
 
 // viewsYAML are the test's views: alpha and beta are disjoint (one
@@ -64,7 +65,7 @@ func viewsFromYAML(t testing.TB, yaml string, check map[string]func(string) bool
 		v := &f.Views[i]
 		pw := check[v.Username]
 		if pw == nil {
-			pw = osb.MatchPlain(v.Username + "-pass")
+			pw = web.MatchPlain(v.Username + "-pass")
 		}
 		ov := osb.View{Name: v.Name, Username: v.Username, Password: pw, Tag: v.Digest(), Rules: v.Describe()}
 		if !v.All() {
@@ -82,7 +83,7 @@ func newViewsEnv(t *testing.T, window time.Duration, views []osb.View) (*env, *s
 	client := emulatortest.Firestore(t)
 	st := store.New(client)
 	logs := &syncBuffer{}
-	b := osb.NewBroker(st, osb.Config{Views: views, VerifyAdmin: osb.StaticToken(adminToken), MaxBodyBytes: testMaxBody, RefreshWindow: window,
+	b := osb.NewBroker(st, osb.Config{Views: views, VerifyAdmin: web.StaticToken(adminToken), MaxBodyBytes: testMaxBody, RefreshWindow: window,
 		Logger: logging.New(logs, "info")})
 	c := newClock()
 	b.Cache.Now = c.Now
@@ -392,7 +393,7 @@ func TestViewsRotatedCredential(t *testing.T) {
 		t.Fatal(err)
 	}
 	const refresh = 50 * time.Millisecond
-	views := viewsFromYAML(t, viewsYAML, map[string]func(string) bool{"alpha": osb.MatchFile(path, 0, refresh, nil)})
+	views := viewsFromYAML(t, viewsYAML, map[string]func(string) bool{"alpha": web.MatchFile(path, 0, refresh, nil)})
 	e, _ := newViewsEnv(t, time.Minute, views)
 	e.seedIn("data", withTags("pg", "database"))
 	get := func(pass string) int {

@@ -1,4 +1,4 @@
-package osb
+package web
 
 import (
 	"crypto/sha256"
@@ -27,7 +27,7 @@ import (
 
 // MatchPlain accepts exactly want; an empty want accepts nothing.
 func MatchPlain(want string) func(presented string) bool {
-	return func(got string) bool { return want != "" && equal(got, want) }
+	return func(got string) bool { return want != "" && EqualSecret(got, want) }
 }
 
 // MatchSHA256 accepts a credential whose SHA-256 digest is one of sums
@@ -132,13 +132,4 @@ func (f *fileCredential) match(got string) bool {
 	}
 	h := sha256.Sum256([]byte(got))
 	return subtle.ConstantTimeCompare(h[:], sum[:]) == 1
-}
-
-// passwordCheck is the broker's password check: VerifyPassword, or else
-// the plain Password.
-func (c Config) passwordCheck() func(string) bool {
-	if c.VerifyPassword != nil {
-		return c.VerifyPassword
-	}
-	return MatchPlain(c.Password)
 }

@@ -1,10 +1,12 @@
-// Package osb is the Open Service Broker HTTP surface specsync serves:
-// GET /v2/catalog and its change feed, the bookkeeping of instances and
-// bindings under /v2/service_instances (provision, fetch, update,
-// deprovision, bind, unbind, last_operation), and the admin view of
-// registry status. Handlers decode, call the store or the catalog cache,
-// and encode; every error body is OSB-shaped.
-package osb
+// Package web is the HTTP plumbing every surface of specsync shares: the
+// broker (pkg/osb), the webhooks (pkg/hooks), the bootstrap
+// (pkg/bootstrap), the functions' entry points and the local stack.
+// Errors are OSB-shaped JSON bodies (api.ErrorBody) whatever the surface,
+// because one error shape is what the CLI and every client parse; beside
+// them: methods and the query contract, body limits, authorization
+// parsing and the admin rule, credential checks, request identity, and
+// the id contract of the edge. Nothing here knows the broker.
+package web
 
 import (
 	"bytes"
@@ -64,7 +66,7 @@ func Describe(err error) string {
 
 // NotFound is the handler for paths no route matches.
 func NotFound(w http.ResponseWriter, r *http.Request) {
-	WriteError(w, http.StatusNotFound, "NotFound", "no such endpoint: %s %s", quote(r.Method), quote(r.URL.Path))
+	WriteError(w, http.StatusNotFound, "NotFound", "no such endpoint: %s %s", Quote(r.Method), Quote(r.URL.Path))
 }
 
 // Methods wraps per-method handlers of one path: another method is a 405
@@ -88,7 +90,7 @@ func Methods(handlers map[string]http.HandlerFunc) http.Handler {
 		}
 		if !ok {
 			w.Header().Set("Allow", allow)
-			WriteError(w, http.StatusMethodNotAllowed, "MethodNotAllowed", "%s is not allowed on %s; allowed: %s", quote(r.Method), quote(r.URL.Path), allow)
+			WriteError(w, http.StatusMethodNotAllowed, "MethodNotAllowed", "%s is not allowed on %s; allowed: %s", Quote(r.Method), Quote(r.URL.Path), allow)
 			return
 		}
 		// One query contract for every route (SingleQuery's), checked
@@ -157,4 +159,9 @@ func DecodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) bool
 		return false
 	}
 	return true
+}
+
+// readAll reads a body up to limit for DecodeBody.
+func readAll(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	return io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 }
