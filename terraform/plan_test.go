@@ -77,23 +77,32 @@ func findTools() tools {
 	if _, err := os.Stat(filepath.Join(providers, "mirror")); err != nil {
 		return tools{err: fmt.Errorf("no offline providers at %s (%v): set SPECSYNC_TF_PROVIDERS to a directory with the provider archives and their mirror script", providers, err)}
 	}
-	// The mirror (the providers unpacked) and the plugin cache outlive the
-	// test run: unpacking them takes longer than a plan.
+	// The mirror (the providers unpacked) outlives the test run: unpacking
+	// them takes longer than a plan.
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		cache = os.TempDir()
 	}
 	dir := filepath.Join(cache, "specsync", "terraform-mirror")
-	if err := os.MkdirAll(filepath.Join(dir, "plugin-cache"), 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return tools{err: err}
 	}
 	out, err := exec.Command(filepath.Join(providers, "mirror"), dir).Output()
 	if err != nil {
 		return tools{err: fmt.Errorf("%s/mirror %s: %v", providers, dir, err)}
 	}
-	return tools{terraform: bin, env: append(os.Environ(),
+	// The plugin cache is this run's own, and filled once before the
+	// scenarios' inits run in parallel: terraform's plugin cache is not
+	// safe for concurrent writers, but inits that find a provider there
+	// only link it.
+	pluginCache, err := os.MkdirTemp("", "specsync-plugin-cache-")
+	if err != nil {
+		return tools{err: err}
+	}
+	planDirs.dirs = append(planDirs.dirs, pluginCache)
+	tl := tools{terraform: bin, env: append(os.Environ(),
 		"TF_CLI_CONFIG_FILE="+strings.TrimSpace(string(out)),
-		"TF_PLUGIN_CACHE_DIR="+filepath.Join(dir, "plugin-cache"),
+		"TF_PLUGIN_CACHE_DIR="+pluginCache,
 		"TF_IN_AUTOMATION=1",
 		"CHECKPOINT_DISABLE=1",
 		// The plan is offline: the provider needs a token, never uses it
@@ -101,6 +110,22 @@ func findTools() tools {
 		"GOOGLE_OAUTH_ACCESS_TOKEN=offline-placeholder",
 		"GOOGLE_PROJECT=",
 	)}
+	warm, err := os.MkdirTemp("", "specsync-plugin-warm-")
+	if err != nil {
+		return tools{err: err}
+	}
+	defer os.RemoveAll(warm)
+	versions, err := os.ReadFile("versions.tf")
+	if err != nil {
+		return tools{err: err}
+	}
+	if err := os.WriteFile(filepath.Join(warm, "versions.tf"), versions, 0o644); err != nil {
+		return tools{err: err}
+	}
+	if out, err := tl.run(warm, "init", "-backend=false", "-input=false", "-no-color"); err != nil {
+		return tools{err: fmt.Errorf("terraform init with the offline mirror: %v\n%s", err, out)}
+	}
+	return tl
 }
 
 // planDirs are the scenarios' root modules, removed when the run ends.
