@@ -952,3 +952,42 @@ func sameHost(a, b string) bool {
 	a, b = strings.ToLower(a), strings.ToLower(b)
 	return a == b || (dockerHubHosts[a] && dockerHubHosts[b])
 }
+
+func init() {
+	Register(Kind{Type: "oci", New: func() Block { return new(OCIBlock) }, Credentials: AuthCredentials, Order: 10})
+}
+
+// OCIBlock is the registries file's oci block: an OCI Distribution
+// registry.
+type OCIBlock struct {
+	Host string `json:"host"`
+	// Prefix scopes the registry to the repositories under a path of the
+	// host (Artifact Registry: PROJECT/REPOSITORY); entry names,
+	// repositories, allow and deny are relative to it.
+	Prefix       string   `json:"prefix,omitempty"`
+	Insecure     bool     `json:"insecure,omitempty"`
+	Repositories []string `json:"repositories,omitempty"`
+	Tag          string   `json:"tag,omitempty"`
+	PageSize     int      `json:"page_size,omitempty"`
+	Concurrency  int      `json:"concurrency,omitempty"`
+	Timeout      Duration `json:"timeout,omitempty"`
+	Auth         Auth     `json:"auth,omitempty"`
+}
+
+// Build checks the block and builds its source. NewOCI's errors name
+// the block ("oci: host is required").
+func (b *OCIBlock) Build(bc BuildContext) (Source, error) {
+	if err := b.Auth.Validate(); err != nil {
+		return nil, fmt.Errorf("oci.auth: %w", err)
+	}
+	return NewOCI(OCIConfig{
+		Host: b.Host, Prefix: b.Prefix, Insecure: b.Insecure, Repositories: b.Repositories, Tag: b.Tag,
+		Filter: bc.Filter, Auth: b.Auth, PageSize: b.PageSize, Concurrency: b.Concurrency,
+		Timeout: time.Duration(b.Timeout),
+	})
+}
+
+// Describe is the host and prefix.
+func (b *OCIBlock) Describe() Description {
+	return Description{Location: hostPath(b.Host, b.Prefix), Auth: authType(b.Auth)}
+}
