@@ -46,8 +46,9 @@ type Registry struct {
 	// hyphens, at most 63), unique in the file. Derived spec ids depend on
 	// it, so renaming a registry re-identifies its specs without own ids.
 	Name string `json:"name"`
-	// Type is oci, http, dir, dockerhub, ghcr or helm; the block of the
-	// same name configures it.
+	// Type is a registered kind of source (registry.Register: oci, http,
+	// dir, dockerhub, ghcr, helm); the block of the same name configures
+	// it.
 	Type string `json:"type"`
 	// Allow and Deny are regular expressions matched against the whole
 	// entry name (repository path, index entry name, file name). Deny wins;

@@ -5,11 +5,13 @@
 package kindtest
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/specsync/specsync/pkg/config"
 	"github.com/specsync/specsync/pkg/registry"
@@ -62,6 +64,20 @@ func TestARegisteredKindLoadsWithoutChangesToConfig(t *testing.T) {
 	kind, _ := registry.LookupKind("fake")
 	if envs, files, err := registry.CredentialRefs(kind, r.Block()); err != nil || strings.Join(envs, ",") != "FAKE_TOKEN" || len(files) != 0 {
 		t.Errorf("credentials %v %v %v", envs, files, err)
+	}
+
+	// Written out, the registry has its block again, and reads back the
+	// same.
+	out, err := json.Marshal(cfg.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := config.Parse(out, "f.json", ".")
+	if err != nil {
+		t.Fatalf("%s does not load again: %v", out, err)
+	}
+	if b := again.Registries[0].Block().(*fakeBlock); b.URL != "https://fake.example.com" || b.Auth.TokenEnv != "FAKE_TOKEN" || b.Timeout != registry.Duration(5*time.Second) {
+		t.Errorf("written and read again: %s, %+v", out, b)
 	}
 
 	// Strict decoding: an unknown field of the block fails the load.
