@@ -23,6 +23,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/specsync/specsync/pkg/config"
+	"github.com/specsync/specsync/pkg/registry"
 	"github.com/specsync/specsync/pkg/settings"
 )
 
@@ -347,23 +348,17 @@ func goRegistriesOf(t *testing.T, path string, env map[string]string) goRegistri
 		g.EnvRefs = append(g.EnvRefs, k)
 	}
 	for _, r := range cfg.File.Registries {
-		var auths []struct{ env, file []string }
-		if r.OCI != nil {
-			a := r.OCI.Auth
-			auths = append(auths, struct{ env, file []string }{[]string{a.UsernameEnv, a.PasswordEnv, a.TokenEnv}, []string{a.PasswordFile, a.TokenFile}})
+		// The credentials are what the source's kind declares
+		// (registry.Kind.Credentials), not a hand list.
+		kind, ok := registry.LookupKind(r.Type)
+		if !ok {
+			t.Fatalf("%s: type %s is not registered", r.Name, r.Type)
 		}
-		if r.HTTP != nil {
-			a := r.HTTP.Auth
-			auths = append(auths, struct{ env, file []string }{[]string{a.UsernameEnv, a.PasswordEnv, a.TokenEnv}, []string{a.PasswordFile, a.TokenFile}})
+		envs, files, err := registry.CredentialRefs(kind, r.Block())
+		if err != nil {
+			t.Fatalf("%s: %v", r.Name, err)
 		}
-		if r.DockerHub != nil {
-			a := r.DockerHub.Auth
-			auths = append(auths, struct{ env, file []string }{[]string{a.UsernameEnv, a.PasswordEnv, a.TokenEnv}, []string{a.PasswordFile, a.TokenFile}})
-		}
-		if r.GHCR != nil {
-			a := r.GHCR.Auth
-			auths = append(auths, struct{ env, file []string }{[]string{a.UsernameEnv, a.PasswordEnv, a.TokenEnv}, []string{a.PasswordFile, a.TokenFile}})
-		}
+		auths := []struct{ env, file []string }{{envs, files}}
 		if h := r.Hook; h != nil {
 			g.Hooks = append(g.Hooks, r.Name)
 			if h.SecretEnv != "" {
@@ -372,10 +367,6 @@ func goRegistriesOf(t *testing.T, path string, env map[string]string) goRegistri
 			if h.SecretFile != "" {
 				g.HookSecretFiles = append(g.HookSecretFiles, h.SecretFile)
 			}
-		}
-		if r.Helm != nil {
-			a := r.Helm.Auth
-			auths = append(auths, struct{ env, file []string }{[]string{a.UsernameEnv, a.PasswordEnv, a.TokenEnv}, []string{a.PasswordFile, a.TokenFile}})
 		}
 		for _, a := range auths {
 			for _, e := range a.env {

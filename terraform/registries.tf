@@ -46,15 +46,18 @@ locals {
 
   # Credentials are only ever named in the file: *_env is an environment
   # variable of the reconcile function, *_file a file in it; both are
-  # filled from Secret Manager (secrets.tf).
+  # filled from Secret Manager (secrets.tf). The convention is stated once
+  # (registry.Kind's Credentials, pkg/registry/kind.go, whose test holds
+  # every source to it): every key of a source block's auth that ends in
+  # _env or _file names a secret, so a new source needs no change here.
   registry_secret_envs = toset(flatten([
     for a in local.registry_auths : [
-      for k in ["username_env", "password_env", "token_env"] : a[k] if try(a[k], null) != null
+      for k in try(keys(a), []) : a[k] if endswith(k, "_env") && try(a[k], null) != null
     ]
   ]))
   registry_secret_files = toset(flatten([
     for a in local.registry_auths : [
-      for k in ["password_file", "token_file"] : a[k] if try(a[k], null) != null
+      for k in try(keys(a), []) : a[k] if endswith(k, "_file") && try(a[k], null) != null
     ]
   ]))
 

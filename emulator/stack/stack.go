@@ -33,6 +33,7 @@ import (
 	"github.com/specsync/specsync/functions"
 	"github.com/specsync/specsync/pkg/config"
 	"github.com/specsync/specsync/pkg/hooks"
+	"github.com/specsync/specsync/pkg/registry"
 	"github.com/specsync/specsync/pkg/store"
 	"github.com/specsync/specsync/pkg/web"
 )
@@ -432,7 +433,8 @@ func (s *Stack) notifyHooks(reg *emulator.Registry, log *slog.Logger) []string {
 	}
 	var names []string
 	for _, r := range cfg.Registries {
-		if r.Hook == nil || r.OCI == nil || !strings.EqualFold(r.OCI.Host, reg.Host()) {
+		oci, _ := r.Block().(*registry.OCIBlock)
+		if r.Hook == nil || oci == nil || !strings.EqualFold(oci.Host, reg.Host()) {
 			continue
 		}
 		if r.Hook.Type != config.HookBearer {

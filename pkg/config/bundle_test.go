@@ -98,8 +98,8 @@ func TestParseBundle(t *testing.T) {
 	if got := strings.Join(cfg.Names(), ","); got != "team-images,bundled,nested" {
 		t.Fatalf("registries %s", got)
 	}
-	if r, _ := cfg.Lookup("team-images"); r.OCI.Host != "registry.example.com" {
-		t.Errorf("${VAR} not expanded: %q", r.OCI.Host)
+	if r, _ := cfg.Lookup("team-images"); r.Block().(*registry.OCIBlock).Host != "registry.example.com" {
+		t.Errorf("${VAR} not expanded: %q", r.Block().(*registry.OCIBlock).Host)
 	}
 	got := entries(t, cfg, "bundled")
 	if len(got) != 2 || got["redis"] != "bundle:specs/redis.yaml" || got["postgresql"] != "bundle:specs/postgresql.yaml" {

@@ -19,6 +19,7 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/specsync/specsync/pkg/api"
+	"github.com/specsync/specsync/pkg/registry"
 )
 
 // Problem is one error in a registries file; Line is 1-based (0 when the
@@ -241,9 +242,17 @@ func spansMissing(n *yaml.Node, lines map[int]bool) bool {
 	return false
 }
 
-// jsonFields maps a struct's JSON names to their field types.
+var registryType = reflect.TypeOf(Registry{})
+
+// jsonFields maps a struct's JSON names to their field types; a
+// registry's are its own and each registered kind's block.
 func jsonFields(t reflect.Type) map[string]reflect.Type {
 	out := map[string]reflect.Type{}
+	if t == registryType {
+		for _, k := range registry.Kinds() {
+			out[k.Type] = reflect.TypeOf(k.New())
+		}
+	}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")

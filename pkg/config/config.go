@@ -15,6 +15,7 @@
 package config
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,13 +26,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	yaml3 "go.yaml.in/yaml/v3"
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/specsync/specsync/examples"
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/registry"
 )
@@ -47,8 +46,9 @@ type Registry struct {
 	// hyphens, at most 63), unique in the file. Derived spec ids depend on
 	// it, so renaming a registry re-identifies its specs without own ids.
 	Name string `json:"name"`
-	// Type is oci, http, dir, dockerhub, ghcr or helm; the block of the
-	// same name configures it.
+	// Type is a registered kind of source (registry.Register: oci, http,
+	// dir, dockerhub, ghcr, helm); the block of the same name configures
+	// it.
 	Type string `json:"type"`
 	// Allow and Deny are regular expressions matched against the whole
 	// entry name (repository path, index entry name, file name). Deny wins;
@@ -63,135 +63,88 @@ type Registry struct {
 	MaxMarkShare      *float64 `json:"max_mark_share,omitempty"`
 	AllowMassDeletion bool     `json:"allow_mass_deletion,omitempty"`
 
-	OCI  *OCI  `json:"oci,omitempty"`
-	HTTP *HTTP `json:"http,omitempty"`
-	Dir  *Dir  `json:"dir,omitempty"`
-
-	DockerHub *DockerHub `json:"dockerhub,omitempty"`
-	GHCR      *GHCR      `json:"ghcr,omitempty"`
-	Helm      *Helm      `json:"helm,omitempty"`
 	// Hook, when set, gives the registry a webhook (hook.go).
 	Hook *Hook `json:"hook,omitempty"`
+
+	// Blocks are the source blocks the entry has, by type: the block of
+	// each registered kind (registry.Register) the entry names, decoded
+	// into that kind's block. A loaded file has exactly one, of Type.
+	Blocks map[string]registry.Block `json:"-"`
 }
 
-// OCI configures an OCI Distribution registry.
-type OCI struct {
-	Host string `json:"host"`
-	// Prefix scopes the registry to the repositories under a path of the
-	// host (Artifact Registry: PROJECT/REPOSITORY); entry names,
-	// repositories, allow and deny are relative to it.
-	Prefix       string        `json:"prefix,omitempty"`
-	Insecure     bool          `json:"insecure,omitempty"`
-	Repositories []string      `json:"repositories,omitempty"`
-	Tag          string        `json:"tag,omitempty"`
-	PageSize     int           `json:"page_size,omitempty"`
-	Concurrency  int           `json:"concurrency,omitempty"`
-	Timeout      Duration      `json:"timeout,omitempty"`
-	Auth         registry.Auth `json:"auth,omitempty"`
-}
+// Block is the registry's source block: the one of its type.
+func (r Registry) Block() registry.Block { return r.Blocks[r.Type] }
 
-// HTTP configures an index document served over HTTP(S).
-type HTTP struct {
-	URL      string        `json:"url"`
-	Timeout  Duration      `json:"timeout,omitempty"`
-	MaxBytes int64         `json:"max_bytes,omitempty"`
-	Auth     registry.Auth `json:"auth,omitempty"`
-}
+// registryFields is Registry without its methods, for decoding the
+// fields every registry has.
+type registryFields Registry
 
-// Dir configures a directory of spec files.
-type Dir struct {
-	// Path is relative to the registries file's directory.
-	Path string `json:"path,omitempty"`
-	// Embedded serves the example registry compiled into the binary.
-	Embedded bool `json:"embedded,omitempty"`
-}
-
-// DockerHub configures a Docker Hub namespace, listed through Docker
-// Hub's API; its images are read as an OCI registry's are.
-type DockerHub struct {
-	// Namespace is the user or organization ("library": the official
-	// images).
-	Namespace   string   `json:"namespace"`
-	Tag         string   `json:"tag,omitempty"`
-	PageSize    int      `json:"page_size,omitempty"`
-	Concurrency int      `json:"concurrency,omitempty"`
-	Timeout     Duration `json:"timeout,omitempty"`
-	// Auth is anonymous (public repositories) or basic: a Docker ID and
-	// a personal access token.
-	Auth registry.Auth `json:"auth,omitempty"`
-	// APIURL and Host replace Docker Hub's API and registry (a mirror,
-	// tests); Insecure talks plain HTTP to Host.
-	APIURL   string `json:"api_url,omitempty"`
-	Host     string `json:"host,omitempty"`
-	Insecure bool   `json:"insecure,omitempty"`
-}
-
-// GHCR configures the container packages of a GitHub user or
-// organization on ghcr.io, listed through GitHub's REST API; their
-// images are read as an OCI registry's are.
-type GHCR struct {
-	Owner string `json:"owner"`
-	// OwnerType is user or org.
-	OwnerType   string   `json:"owner_type"`
-	Tag         string   `json:"tag,omitempty"`
-	PageSize    int      `json:"page_size,omitempty"`
-	Concurrency int      `json:"concurrency,omitempty"`
-	Timeout     Duration `json:"timeout,omitempty"`
-	// Auth is required: token (a personal access token (classic) with
-	// read:packages), or basic (the GitHub user name and the token).
-	Auth registry.Auth `json:"auth,omitempty"`
-	// APIURL and Host replace GitHub's API and ghcr.io (GitHub Enterprise
-	// Server, a mirror, tests); Insecure talks plain HTTP to Host.
-	APIURL   string `json:"api_url,omitempty"`
-	Host     string `json:"host,omitempty"`
-	Insecure bool   `json:"insecure,omitempty"`
-}
-
-// Helm configures Helm charts, each chart a service: a chart repository
-// (url, its index.yaml) or the charts in an OCI registry (host, with
-// prefix, insecure, repositories and page_size as the oci block has
-// them); exactly one of url and host.
-type Helm struct {
-	URL          string   `json:"url,omitempty"`
-	Host         string   `json:"host,omitempty"`
-	Prefix       string   `json:"prefix,omitempty"`
-	Insecure     bool     `json:"insecure,omitempty"`
-	Repositories []string `json:"repositories,omitempty"`
-	PageSize     int      `json:"page_size,omitempty"`
-	// Prereleases lets a prerelease version be the one a chart offers.
-	Prereleases bool     `json:"prereleases,omitempty"`
-	Concurrency int      `json:"concurrency,omitempty"`
-	Timeout     Duration `json:"timeout,omitempty"`
-	// MaxBytes bounds a chart repository's index; MaxChartBytes a chart
-	// archive, MaxChartUnpackedBytes what it unpacks to.
-	MaxBytes              int64         `json:"max_bytes,omitempty"`
-	MaxChartBytes         int64         `json:"max_chart_bytes,omitempty"`
-	MaxChartUnpackedBytes int64         `json:"max_chart_unpacked_bytes,omitempty"`
-	Auth                  registry.Auth `json:"auth,omitempty"`
-}
-
-// Duration is a time.Duration written as "30s", "2m".
-type Duration time.Duration
-
-// UnmarshalJSON accepts a Go duration string.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("want a duration such as \"30s\", got %s", b)
+// UnmarshalJSON decodes the fields every registry has and the block of
+// each registered kind, refusing unknown fields in both.
+func (r *Registry) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
 	}
-	v, err := time.ParseDuration(s)
+	var blocks map[string]registry.Block
+	common := map[string]json.RawMessage{}
+	for k, v := range raw {
+		kind, ok := registry.LookupKind(k)
+		if !ok {
+			common[k] = v
+			continue
+		}
+		if string(v) == "null" {
+			continue // an empty block is no block
+		}
+		blk := kind.New()
+		if err := decodeStrict(v, blk); err != nil {
+			return err
+		}
+		if blocks == nil {
+			blocks = map[string]registry.Block{}
+		}
+		blocks[k] = blk
+	}
+	c, err := json.Marshal(common)
 	if err != nil {
-		return fmt.Errorf("want a duration such as \"30s\": %w", err)
+		return err
 	}
-	if v < 0 {
-		return fmt.Errorf("duration %q must not be negative", s)
+	var f registryFields
+	if err := decodeStrict(c, &f); err != nil {
+		return err
 	}
-	*d = Duration(v)
+	*r = Registry(f)
+	r.Blocks = blocks
 	return nil
 }
 
-// MarshalJSON writes the duration string.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+// MarshalJSON writes the fields and the blocks.
+func (r Registry) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(registryFields(r))
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	for k, blk := range r.Blocks {
+		if m[k], err = json.Marshal(blk); err != nil {
+			return nil, err
+		}
+	}
+	return json.Marshal(m)
+}
+
+func decodeStrict(b []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	return d.Decode(v)
+}
+
+// Duration is a time.Duration written as "30s", "2m".
+type Duration = registry.Duration
 
 var (
 	envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
@@ -407,111 +360,27 @@ func build(r Registry, dirs dirs) (registry.Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out registry.Source
-	blocks := 0
-	for _, present := range []bool{r.OCI != nil, r.HTTP != nil, r.Dir != nil, r.DockerHub != nil, r.GHCR != nil, r.Helm != nil} {
-		if present {
-			blocks++
-		}
+	types := registry.Types()
+	if len(r.Blocks) != 1 {
+		return nil, fmt.Errorf("exactly one of the %s blocks is required, found %d", joinLast(types, "and"), len(r.Blocks))
 	}
-	if blocks != 1 {
-		return nil, fmt.Errorf("exactly one of the oci, http, dir, dockerhub, ghcr and helm blocks is required, found %d", blocks)
+	if r.Type == "" {
+		return nil, fmt.Errorf("type is required (%s)", joinLast(types, "or"))
 	}
-	switch r.Type {
-	case "oci":
-		if r.OCI == nil {
-			return nil, errors.New("type oci needs an oci block")
-		}
-		if err := r.OCI.Auth.Validate(); err != nil {
-			return nil, fmt.Errorf("oci.auth: %w", err)
-		}
-		out, err = registry.NewOCI(registry.OCIConfig{
-			Host: r.OCI.Host, Prefix: r.OCI.Prefix, Insecure: r.OCI.Insecure, Repositories: r.OCI.Repositories, Tag: r.OCI.Tag,
-			Filter: filter, Auth: r.OCI.Auth, PageSize: r.OCI.PageSize, Concurrency: r.OCI.Concurrency,
-			Timeout: time.Duration(r.OCI.Timeout),
-		})
-	case "http":
-		if r.HTTP == nil {
-			return nil, errors.New("type http needs an http block")
-		}
-		if err := r.HTTP.Auth.Validate(); err != nil {
-			return nil, fmt.Errorf("http.auth: %w", err)
-		}
-		out, err = registry.NewHTTP(registry.HTTPConfig{
-			URL: r.HTTP.URL, Filter: filter, Auth: r.HTTP.Auth, Timeout: time.Duration(r.HTTP.Timeout), MaxBytes: r.HTTP.MaxBytes,
-		})
-	case "dir":
-		if r.Dir == nil {
-			return nil, errors.New("type dir needs a dir block")
-		}
-		var fsys fs.FS
-		var root string
-		switch {
-		case r.Dir.Embedded && r.Dir.Path != "":
-			return nil, errors.New("dir: set either path or embedded, not both")
-		case r.Dir.Embedded:
-			sub, serr := fs.Sub(examples.Registry, examples.RegistryDir)
-			if serr != nil {
-				return nil, serr
-			}
-			fsys, root = sub, "embedded:examples"
-		case r.Dir.Path != "":
-			var derr error
-			if fsys, root, derr = dirs(r.Dir.Path); derr != nil {
-				return nil, derr
-			}
-		default:
-			return nil, errors.New("dir: set path or embedded")
-		}
-		out, err = registry.NewDir(registry.DirConfig{FS: fsys, Root: root, Filter: filter})
-	case "dockerhub":
-		if r.DockerHub == nil {
-			return nil, errors.New("type dockerhub needs a dockerhub block")
-		}
-		h := r.DockerHub
-		// The dockerhub, ghcr and helm sources name their block in their
-		// errors themselves (dockerhub.namespace, helm: ...), which config
-		// check locates: returned as they are.
-		src, err := registry.NewDockerHub(registry.DockerHubConfig{
-			Namespace: h.Namespace, APIURL: h.APIURL, Host: h.Host, Insecure: h.Insecure, Tag: h.Tag, Filter: filter,
-			Auth: h.Auth, PageSize: h.PageSize, Concurrency: h.Concurrency, Timeout: time.Duration(h.Timeout),
-		})
-		if err != nil {
-			return nil, err
-		}
-		return src, nil
-	case "ghcr":
-		if r.GHCR == nil {
-			return nil, errors.New("type ghcr needs a ghcr block")
-		}
-		g := r.GHCR
-		src, err := registry.NewGHCR(registry.GHCRConfig{
-			Owner: g.Owner, OwnerType: g.OwnerType, APIURL: g.APIURL, Host: g.Host, Insecure: g.Insecure, Tag: g.Tag,
-			Filter: filter, Auth: g.Auth, PageSize: g.PageSize, Concurrency: g.Concurrency, Timeout: time.Duration(g.Timeout),
-		})
-		if err != nil {
-			return nil, err
-		}
-		return src, nil
-	case "helm":
-		if r.Helm == nil {
-			return nil, errors.New("type helm needs a helm block")
-		}
-		if err := r.Helm.Auth.Validate(); err != nil {
-			return nil, fmt.Errorf("helm.auth: %w", err)
-		}
-		return buildHelm(r.Helm, filter)
-	case "":
-		return nil, errors.New("type is required (oci, http, dir, dockerhub, ghcr or helm)")
-	default:
-		return nil, fmt.Errorf("type %q is not one of oci, http, dir, dockerhub, ghcr, helm", r.Type)
+	if _, ok := registry.LookupKind(r.Type); !ok {
+		return nil, fmt.Errorf("type %q is not one of %s", r.Type, strings.Join(types, ", "))
 	}
-	// The oci, http and dir sources name their block in their errors
-	// ("oci: host is required"): returned as they are, not as "oci: oci: ...".
+	blk := r.Block()
+	if blk == nil {
+		return nil, fmt.Errorf("type %s needs %s %s block", r.Type, article(r.Type), r.Type)
+	}
+	// A source names its block in its errors ("oci: host is required",
+	// "helm.url"), which config check locates: returned as they are.
+	src, err := blk.Build(registry.BuildContext{Filter: filter, OpenDir: dirs})
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	return src, nil
 }
 
 // plainTag is the tag YAML gives v written as a plain scalar: !!int for
@@ -524,33 +393,19 @@ func plainTag(v string) string {
 	return n.Content[0].Tag
 }
 
-// buildHelm checks a helm block and builds its source. Its errors name
-// the block's fields, so that `config check` reports them at their line.
-func buildHelm(h *Helm, filter *registry.Filter) (registry.Source, error) {
-	switch {
-	case h.URL == "" && h.Host == "":
-		return nil, errors.New("set helm.url (a chart repository) or helm.host (charts in an OCI registry)")
-	case h.URL != "" && h.Host != "":
-		return nil, errors.New("set either helm.url (a chart repository) or helm.host (charts in an OCI registry), not both")
-	case h.URL != "":
-		for _, f := range []struct {
-			name string
-			set  bool
-		}{{"helm.prefix", h.Prefix != ""}, {"helm.insecure", h.Insecure}, {"helm.repositories", len(h.Repositories) > 0}, {"helm.page_size", h.PageSize != 0}} {
-			if f.set {
-				return nil, fmt.Errorf("%s is for charts in an OCI registry (helm.host), not a chart repository (helm.url)", f.name)
-			}
-		}
-	case h.MaxBytes != 0:
-		return nil, errors.New("helm.max_bytes bounds a chart repository's index (helm.url); charts in an OCI registry (helm.host) have none")
+// article is "an" before a type spoken with a vowel first (oci, http),
+// else "a".
+func article(typ string) string {
+	if typ != "" && (strings.ContainsRune("aeiou", rune(typ[0])) || strings.HasPrefix(typ, "http")) {
+		return "an"
 	}
-	src, err := registry.NewHelm(registry.HelmConfig{
-		URL: h.URL, Host: h.Host, Prefix: h.Prefix, Insecure: h.Insecure, Repositories: h.Repositories, PageSize: h.PageSize,
-		Prereleases: h.Prereleases, Filter: filter, Auth: h.Auth, Concurrency: h.Concurrency, Timeout: time.Duration(h.Timeout),
-		MaxIndexBytes: h.MaxBytes, MaxChartBytes: h.MaxChartBytes, MaxChartUnpackedBytes: h.MaxChartUnpackedBytes,
-	})
-	if err != nil {
-		return nil, err
+	return "a"
+}
+
+// joinLast lists words as a sentence does: "a, b and c".
+func joinLast(words []string, last string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
 	}
-	return src, nil
+	return strings.Join(words[:len(words)-1], ", ") + " " + last + " " + words[len(words)-1]
 }

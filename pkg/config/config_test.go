@@ -24,8 +24,8 @@ func TestReferenceFileLoads(t *testing.T) {
 	if !ok || r.MaxMarkShare == nil || *r.MaxMarkShare != 0.5 || r.AllowMassDeletion || r.Source == nil {
 		t.Fatalf("team-images: %+v", r)
 	}
-	if cfg.File.Registries[0].OCI.Host != "registry.example.com" {
-		t.Fatalf("${VAR} not expanded: %q", cfg.File.Registries[0].OCI.Host)
+	if cfg.File.Registries[0].Block().(*registry.OCIBlock).Host != "registry.example.com" {
+		t.Fatalf("${VAR} not expanded: %q", cfg.File.Registries[0].Block().(*registry.OCIBlock).Host)
 	}
 	if _, ok := cfg.Lookup("nope"); ok {
 		t.Fatal("Lookup found a registry that is not there")
@@ -139,7 +139,7 @@ func TestEnvReferencesAreValuesNotComments(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a variable named only in comments failed the load: %v", err)
 	}
-	if oci := cfg.File.Registries[0].OCI; oci.Host != "registry.example.com:5000" || oci.PageSize != 50 {
+	if oci := cfg.File.Registries[0].Block().(*registry.OCIBlock); oci.Host != "registry.example.com:5000" || oci.PageSize != 50 {
 		t.Fatalf("expanded oci block %+v", oci)
 	}
 	if res := Check([]byte(file), "test", "."); len(res.Problems) != 0 {
@@ -174,7 +174,7 @@ func TestHelmBlocks(t *testing.T) {
 			t.Errorf("%s: source %T", r.Name, r.Source)
 		}
 	}
-	if h := cfg.File.Registries[1].Helm; h.Prefix != "my-project/charts" || time.Duration(h.Timeout) != 30*time.Second {
+	if h := cfg.File.Registries[1].Block().(*registry.HelmBlock); h.Prefix != "my-project/charts" || time.Duration(h.Timeout) != 30*time.Second {
 		t.Errorf("oci-charts: %+v", h)
 	}
 }

@@ -28,7 +28,7 @@ func TestDockerHubAndGHCRBlocks(t *testing.T) {
 	if !ok || gh.String() != "ghcr org acmecorp (auth token(from file /secrets/gh/token))" {
 		t.Errorf("gh: %T %v", cfg.Registries[1].Source, cfg.Registries[1].Source)
 	}
-	if g := cfg.File.Registries[1].GHCR; g.PageSize != 50 || g.OwnerType != "org" {
+	if g := cfg.File.Registries[1].Block().(*registry.GHCRBlock); g.PageSize != 50 || g.OwnerType != "org" {
 		t.Errorf("ghcr block %+v", g)
 	}
 

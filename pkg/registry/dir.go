@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/specsync/specsync/examples"
 	"github.com/specsync/specsync/pkg/spec"
 )
 
@@ -96,4 +97,52 @@ func readLimited(fsys fs.FS, name string, limit int) ([]byte, error) {
 	}
 	defer f.Close()
 	return io.ReadAll(io.LimitReader(f, int64(limit)+1))
+}
+
+func init() {
+	Register(Kind{Type: "dir", New: func() Block { return new(DirBlock) }, Order: 30})
+}
+
+// DirBlock is the registries file's dir block: a directory of spec files.
+type DirBlock struct {
+	// Path is relative to the registries file's directory.
+	Path string `json:"path,omitempty"`
+	// Embedded serves the example registry compiled into the binary.
+	Embedded bool `json:"embedded,omitempty"`
+}
+
+// Build checks the block and builds its source; a path is opened with
+// bc.OpenDir.
+func (b *DirBlock) Build(bc BuildContext) (Source, error) {
+	var fsys fs.FS
+	var root string
+	switch {
+	case b.Embedded && b.Path != "":
+		return nil, errors.New("dir: set either path or embedded, not both")
+	case b.Embedded:
+		sub, err := fs.Sub(examples.Registry, examples.RegistryDir)
+		if err != nil {
+			return nil, err
+		}
+		fsys, root = sub, "embedded:examples"
+	case b.Path != "":
+		if bc.OpenDir == nil {
+			return nil, errors.New("dir.path: no directory to read it from")
+		}
+		var err error
+		if fsys, root, err = bc.OpenDir(b.Path); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, errors.New("dir: set path or embedded")
+	}
+	return NewDir(DirConfig{FS: fsys, Root: root, Filter: bc.Filter})
+}
+
+// Describe is the path, or the embedded examples.
+func (b *DirBlock) Describe() Description {
+	if b.Embedded {
+		return Description{Location: "the examples compiled into the binary"}
+	}
+	return Description{Location: b.Path}
 }

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -254,4 +255,44 @@ func innerOCIError(block string, err error) error {
 		return fe.in(block)
 	}
 	return fmt.Errorf("%s: %w", block, err)
+}
+
+func init() {
+	Register(Kind{Type: "dockerhub", New: func() Block { return new(DockerHubBlock) }, Credentials: AuthCredentials, Order: 40})
+}
+
+// DockerHubBlock is the registries file's dockerhub block: a Docker Hub
+// namespace, listed through Docker Hub's API; its images are read as an
+// OCI registry's are.
+type DockerHubBlock struct {
+	// Namespace is the user or organization ("library": the official
+	// images).
+	Namespace   string   `json:"namespace"`
+	Tag         string   `json:"tag,omitempty"`
+	PageSize    int      `json:"page_size,omitempty"`
+	Concurrency int      `json:"concurrency,omitempty"`
+	Timeout     Duration `json:"timeout,omitempty"`
+	// Auth is anonymous (public repositories) or basic: a Docker ID and
+	// a personal access token.
+	Auth Auth `json:"auth,omitempty"`
+	// APIURL and Host replace Docker Hub's API and registry (a mirror,
+	// tests); Insecure talks plain HTTP to Host.
+	APIURL   string `json:"api_url,omitempty"`
+	Host     string `json:"host,omitempty"`
+	Insecure bool   `json:"insecure,omitempty"`
+}
+
+// Build builds the source; NewDockerHub's errors name the block's fields
+// (dockerhub.namespace).
+func (b *DockerHubBlock) Build(bc BuildContext) (Source, error) {
+	return NewDockerHub(DockerHubConfig{
+		Namespace: b.Namespace, APIURL: b.APIURL, Host: b.Host, Insecure: b.Insecure, Tag: b.Tag, Filter: bc.Filter,
+		Auth: b.Auth, PageSize: b.PageSize, Concurrency: b.Concurrency, Timeout: time.Duration(b.Timeout),
+	})
+}
+
+// Describe is the registry host and the namespace.
+func (b *DockerHubBlock) Describe() Description {
+	h := cmp.Or(b.Host, DefaultDockerHubHost)
+	return Description{Location: hostPath(h, b.Namespace), Auth: authType(b.Auth)}
 }

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -362,4 +363,43 @@ func pageNumber(link string) (int, error) {
 		return 0, fmt.Errorf("%q names no page", link)
 	}
 	return n, nil
+}
+
+func init() {
+	Register(Kind{Type: "ghcr", New: func() Block { return new(GHCRBlock) }, Credentials: AuthCredentials, Order: 50})
+}
+
+// GHCRBlock is the registries file's ghcr block: the container packages
+// of a GitHub user or organization on ghcr.io, listed through GitHub's
+// REST API; their images are read as an OCI registry's are.
+type GHCRBlock struct {
+	Owner string `json:"owner"`
+	// OwnerType is user or org.
+	OwnerType   string   `json:"owner_type"`
+	Tag         string   `json:"tag,omitempty"`
+	PageSize    int      `json:"page_size,omitempty"`
+	Concurrency int      `json:"concurrency,omitempty"`
+	Timeout     Duration `json:"timeout,omitempty"`
+	// Auth is required: token (a personal access token (classic) with
+	// read:packages), or basic (the GitHub user name and the token).
+	Auth Auth `json:"auth,omitempty"`
+	// APIURL and Host replace GitHub's API and ghcr.io (GitHub Enterprise
+	// Server, a mirror, tests); Insecure talks plain HTTP to Host.
+	APIURL   string `json:"api_url,omitempty"`
+	Host     string `json:"host,omitempty"`
+	Insecure bool   `json:"insecure,omitempty"`
+}
+
+// Build builds the source; NewGHCR's errors name the block's fields.
+func (b *GHCRBlock) Build(bc BuildContext) (Source, error) {
+	return NewGHCR(GHCRConfig{
+		Owner: b.Owner, OwnerType: b.OwnerType, APIURL: b.APIURL, Host: b.Host, Insecure: b.Insecure, Tag: b.Tag,
+		Filter: bc.Filter, Auth: b.Auth, PageSize: b.PageSize, Concurrency: b.Concurrency, Timeout: time.Duration(b.Timeout),
+	})
+}
+
+// Describe is the registry host and the owner.
+func (b *GHCRBlock) Describe() Description {
+	h := cmp.Or(b.Host, DefaultGHCRHost)
+	return Description{Location: hostPath(h, b.Owner), Auth: authType(b.Auth)}
 }

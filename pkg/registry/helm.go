@@ -359,3 +359,68 @@ func RedactURL(u *url.URL) string {
 	c.User, c.RawQuery, c.ForceQuery, c.Fragment, c.RawFragment = nil, "", false, "", ""
 	return c.String()
 }
+
+func init() {
+	Register(Kind{Type: "helm", New: func() Block { return new(HelmBlock) }, Credentials: AuthCredentials, Order: 60})
+}
+
+// HelmBlock is the registries file's helm block: Helm charts, each chart
+// a service: a chart repository (url, its index.yaml) or the charts in an
+// OCI registry (host, with prefix, insecure, repositories and page_size as
+// the oci block has them); exactly one of url and host.
+type HelmBlock struct {
+	URL          string   `json:"url,omitempty"`
+	Host         string   `json:"host,omitempty"`
+	Prefix       string   `json:"prefix,omitempty"`
+	Insecure     bool     `json:"insecure,omitempty"`
+	Repositories []string `json:"repositories,omitempty"`
+	PageSize     int      `json:"page_size,omitempty"`
+	// Prereleases lets a prerelease version be the one a chart offers.
+	Prereleases bool     `json:"prereleases,omitempty"`
+	Concurrency int      `json:"concurrency,omitempty"`
+	Timeout     Duration `json:"timeout,omitempty"`
+	// MaxBytes bounds a chart repository's index; MaxChartBytes a chart
+	// archive, MaxChartUnpackedBytes what it unpacks to.
+	MaxBytes              int64 `json:"max_bytes,omitempty"`
+	MaxChartBytes         int64 `json:"max_chart_bytes,omitempty"`
+	MaxChartUnpackedBytes int64 `json:"max_chart_unpacked_bytes,omitempty"`
+	Auth                  Auth  `json:"auth,omitempty"`
+}
+
+// Build checks the block and builds its source. Its errors name the
+// block's fields, so that `config check` reports them at their line.
+func (h *HelmBlock) Build(bc BuildContext) (Source, error) {
+	if err := h.Auth.Validate(); err != nil {
+		return nil, fmt.Errorf("helm.auth: %w", err)
+	}
+	switch {
+	case h.URL == "" && h.Host == "":
+		return nil, errors.New("set helm.url (a chart repository) or helm.host (charts in an OCI registry)")
+	case h.URL != "" && h.Host != "":
+		return nil, errors.New("set either helm.url (a chart repository) or helm.host (charts in an OCI registry), not both")
+	case h.URL != "":
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"helm.prefix", h.Prefix != ""}, {"helm.insecure", h.Insecure}, {"helm.repositories", len(h.Repositories) > 0}, {"helm.page_size", h.PageSize != 0}} {
+			if f.set {
+				return nil, fmt.Errorf("%s is for charts in an OCI registry (helm.host), not a chart repository (helm.url)", f.name)
+			}
+		}
+	case h.MaxBytes != 0:
+		return nil, errors.New("helm.max_bytes bounds a chart repository's index (helm.url); charts in an OCI registry (helm.host) have none")
+	}
+	return NewHelm(HelmConfig{
+		URL: h.URL, Host: h.Host, Prefix: h.Prefix, Insecure: h.Insecure, Repositories: h.Repositories, PageSize: h.PageSize,
+		Prereleases: h.Prereleases, Filter: bc.Filter, Auth: h.Auth, Concurrency: h.Concurrency, Timeout: time.Duration(h.Timeout),
+		MaxIndexBytes: h.MaxBytes, MaxChartBytes: h.MaxChartBytes, MaxChartUnpackedBytes: h.MaxChartUnpackedBytes,
+	})
+}
+
+// Describe is the chart repository's URL, or oci:// and the host.
+func (h *HelmBlock) Describe() Description {
+	if h.URL != "" {
+		return Description{Location: safeURL(h.URL), Auth: authType(h.Auth)}
+	}
+	return Description{Location: "oci://" + hostPath(h.Host, h.Prefix), Auth: authType(h.Auth)}
+}

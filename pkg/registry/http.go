@@ -214,3 +214,31 @@ func readResponse(resp *http.Response, limit int64) (body []byte, over bool, err
 	}
 	return body, false, nil
 }
+
+func init() {
+	Register(Kind{Type: "http", New: func() Block { return new(HTTPBlock) }, Credentials: AuthCredentials, Order: 20})
+}
+
+// HTTPBlock is the registries file's http block: an index document
+// served over HTTP(S).
+type HTTPBlock struct {
+	URL      string   `json:"url"`
+	Timeout  Duration `json:"timeout,omitempty"`
+	MaxBytes int64    `json:"max_bytes,omitempty"`
+	Auth     Auth     `json:"auth,omitempty"`
+}
+
+// Build checks the block and builds its source.
+func (b *HTTPBlock) Build(bc BuildContext) (Source, error) {
+	if err := b.Auth.Validate(); err != nil {
+		return nil, fmt.Errorf("http.auth: %w", err)
+	}
+	return NewHTTP(HTTPConfig{
+		URL: b.URL, Filter: bc.Filter, Auth: b.Auth, Timeout: time.Duration(b.Timeout), MaxBytes: b.MaxBytes,
+	})
+}
+
+// Describe is the URL without what may carry a secret.
+func (b *HTTPBlock) Describe() Description {
+	return Description{Location: safeURL(b.URL), Auth: authType(b.Auth)}
+}

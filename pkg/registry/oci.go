@@ -1,11 +1,8 @@
 package registry
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -16,7 +13,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
 	"github.com/specsync/specsync/pkg/spec"
 )
@@ -173,100 +169,9 @@ func NewOCI(cfg OCIConfig) (*OCI, error) {
 // OCI form's alike (a helm block with host): block names the registries
 // file's block in messages ("oci: ...", "helm: ...").
 
-// fieldError is a check's error about a field of a registries file's
-// block: its text (err) starts with the field as the block writes it
-// ("tag ...", "repositories[2] ...", "auth type ..."), and it reads
-// "block: text". Every error of NewOCI is one, so that the sources built
-// on it (dockerhub, ghcr) can name the field as one of their own block
-// (innerOCIError) without reading the message.
-type fieldError struct {
-	block string
-	err   error
-}
-
-// fieldErrorf is a fieldError of block whose text is fmt.Errorf's.
-func fieldErrorf(block, format string, args ...any) error {
-	return &fieldError{block: block, err: fmt.Errorf(format, args...)}
-}
-
-func (e *fieldError) Error() string { return e.block + ": " + e.err.Error() }
-func (e *fieldError) Unwrap() error { return e.err }
-
-// in is the error as one about a field of block, the block of a source
-// built on this one's checks: "dockerhub.tag ...".
-func (e *fieldError) in(block string) error { return errors.New(block + "." + e.err.Error()) }
-
-// checkOCIHost checks a registry host (host[:port], without a scheme or a
-// path) and returns the name options that reach it.
-func checkOCIHost(block, host string, insecure bool) ([]name.Option, error) {
-	switch {
-	case strings.Contains(host, "://"):
-		return nil, fieldErrorf(block, "host %q must be host[:port] without a scheme (use insecure for plain HTTP)", host)
-	case strings.Contains(host, "/"):
-		return nil, fieldErrorf(block, "host %q must be host[:port] without a path (put the path in prefix)", host)
-	}
-	var opts []name.Option
-	if insecure {
-		opts = append(opts, name.Insecure)
-	}
-	if _, err := name.NewRegistry(host, opts...); err != nil {
-		return nil, fieldErrorf(block, "host %q: %w", host, err)
-	}
-	return opts, nil
-}
-
-// repositoryPrefix trims a configured prefix of spaces and slashes, and
-// says why it is not a repository path of host if it is not ("" is none).
-func repositoryPrefix(host, prefix string, opts []name.Option) (string, error) {
-	prefix = strings.Trim(strings.TrimSpace(prefix), "/")
-	if prefix == "" {
-		return "", nil
-	}
-	if _, err := name.NewRepository(host+"/"+prefix, opts...); err != nil {
-		return prefix, err
-	}
-	if slices.Contains(strings.Split(prefix, "/"), "") {
-		return prefix, errors.New("it has an empty component")
-	}
-	return prefix, nil
-}
-
-// checkRepositories checks a repository list: names relative to the
-// prefix, each once.
-func checkRepositories(block, host, prefix string, repos []string, opts []name.Option) error {
-	seen := map[string]bool{}
-	for i, r := range repos {
-		if _, err := name.NewRepository(host+"/"+join(prefix, r), opts...); err != nil || r == "" || strings.HasPrefix(r, "/") {
-			return fieldErrorf(block, "repositories[%d] %q is not a repository name", i, r)
-		}
-		if seen[r] {
-			return fieldErrorf(block, "repositories[%d] %q is listed twice", i, r)
-		}
-		seen[r] = true
-	}
-	return nil
-}
-
-// defaultOCIBackoff is the retry of go-containerregistry's requests
-// (408/429/5xx and network blips). Its own default (1s then 3s, per
-// request) would let one flaky repository eat most of a scheduled run, and
-// its sleeps ignore the context; a short one still rides out a blip.
-var defaultOCIBackoff = remote.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 3}
-
 // String names the source for logs; it shows no credential.
 func (o *OCI) String() string {
 	return "oci " + join(o.cfg.Host, o.cfg.Prefix) + " (auth " + o.cfg.Auth.String() + ")"
-}
-
-// join joins repository path parts, skipping empty ones.
-func join(parts ...string) string {
-	var out []string
-	for _, p := range parts {
-		if p != "" {
-			out = append(out, p)
-		}
-	}
-	return strings.Join(out, "/")
 }
 
 // path is the repository path on the host of an entry.
@@ -275,16 +180,6 @@ func (o *OCI) path(entry string) string { return join(o.cfg.Prefix, entry) }
 // entryOf is the entry a repository path on the host stands for, if it
 // lies under the prefix.
 func (o *OCI) entryOf(path string) (string, bool) { return entryUnder(o.cfg.Prefix, path) }
-
-// entryUnder is the entry a repository path on the host stands for, if it
-// lies under prefix: the path relative to it, never "".
-func entryUnder(prefix, path string) (string, bool) {
-	if prefix == "" {
-		return path, path != ""
-	}
-	rest, ok := strings.CutPrefix(path, prefix+"/")
-	return rest, ok && rest != ""
-}
 
 // ociReadVersion names how this code reads an image into an entry: the
 // label or the spec artifact it takes the spec from, the platforms, and
@@ -329,65 +224,12 @@ func (o *OCI) Fetch(ctx context.Context, opts FetchOptions) (*Listing, error) {
 	return o.fetchEntries(ctx, c, entries, true, opts)
 }
 
-// conn is one fetch's way to the registry: its credentials (read for this
-// fetch only), the secrets to keep out of errors, and the puller.
-type conn struct {
-	where   string
-	creds   authn.AuthConfig
-	secrets []string
-	auth    authn.Authenticator
-	opts    []remote.Option
-	puller  *remote.Puller
-}
-
-func (c *conn) fail(err error) (*Listing, error) { return nil, redact(err, c.secrets) }
-
 // connect reads the credentials and builds the puller of one fetch.
 func (o *OCI) connect(ctx context.Context) (*conn, error) {
 	return connectOCI(ctx, o.cfg.Host, o.cfg.Prefix, ociClient{
 		auth: o.cfg.Auth, google: o.google, transport: o.cfg.Transport,
 		pageSize: o.cfg.PageSize, concurrency: o.cfg.Concurrency, backoff: o.backoff,
 	})
-}
-
-// ociClient is how a source talks to a registry.
-type ociClient struct {
-	auth Auth
-	// google is auth type google's token source (google.go), nil for the
-	// other types.
-	google      *googleTokens
-	transport   http.RoundTripper
-	pageSize    int
-	concurrency int
-	backoff     remote.Backoff
-}
-
-// connectOCI reads the credentials and builds the puller of one fetch of
-// the registry at host, under prefix.
-func connectOCI(ctx context.Context, host, prefix string, client ociClient) (*conn, error) {
-	where := "registry " + join(host, prefix)
-	creds, err := ociCredentials(ctx, client.auth, client.google)
-	if err != nil {
-		return nil, fmt.Errorf("%s: credentials: %w", where, err)
-	}
-	c := &conn{where: where, creds: creds, secrets: []string{creds.Password, creds.RegistryToken}, auth: authn.Anonymous}
-	if creds != (authn.AuthConfig{}) {
-		c.auth = authn.FromConfig(creds)
-	}
-	c.opts = []remote.Option{
-		remote.WithAuth(c.auth),
-		remote.WithTransport(client.transport),
-		remote.WithPageSize(client.pageSize),
-		// Its blob limiter (4 by default) would otherwise cap config
-		// fetches below Concurrency.
-		remote.WithJobs(client.concurrency),
-		remote.WithRetryBackoff(client.backoff),
-		remote.WithUserAgent("specsync"),
-	}
-	if c.puller, err = remote.NewPuller(c.opts...); err != nil {
-		return nil, redact(fmt.Errorf("%s: %w", where, err), c.secrets)
-	}
-	return c, nil
 }
 
 // entries lists the selected entries: the configured repositories, or
@@ -493,24 +335,6 @@ func (o *OCI) fetchEntries(ctx context.Context, c *conn, selected []string, comp
 	return &Listing{Entries: entries, Quiet: quiet, Digest: ListingDigest(slices.Concat(entries, quiet))}, nil
 }
 
-// each calls f for 0..n-1, concurrency at a time.
-func each(concurrency, n int, f func(i int)) {
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for range min(concurrency, n) {
-		wg.Go(func() {
-			for i := range work {
-				f(i)
-			}
-		})
-	}
-	for i := range n {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-}
-
 // incomplete is the fetch's failure when the outcomes are not a listing:
 // it timed out, or every repository failed.
 func (o *OCI) incomplete(ctx context.Context, c *conn, outcomes []repoOutcome) error {
@@ -538,37 +362,8 @@ func (r repoOutcome) unreached() *Entry {
 	return nil
 }
 
-// allFailed is the failure of a fetch in which every repository failed to
-// load: the registry is down or refuses the credentials, the fetch's
-// failure, not each entry's. It names the first failure by entry name.
-func allFailed[O interface{ unreached() *Entry }](outcomes []O) error {
-	var first *Entry
-	for _, o := range outcomes {
-		e := o.unreached()
-		if e == nil {
-			return nil
-		}
-		if first == nil || e.Name < first.Name {
-			first = e
-		}
-	}
-	if first == nil {
-		return nil
-	}
-	return fmt.Errorf("all %d repositories failed, first: %w", len(outcomes), first.Err)
-}
-
 // prune keeps in the cache only the manifests a complete fetch saw.
 func (o *OCI) prune(seen map[string]bool) { pruneCache(&o.mu, o.cache, seen) }
-
-// pruneCache deletes from cache, under mu, every key not in keep: a
-// source's cache of what a digest holds, kept to the digests of its last
-// complete fetch so that it cannot outgrow the registry.
-func pruneCache[V any](mu *sync.Mutex, cache map[string]V, keep map[string]bool) {
-	mu.Lock()
-	defer mu.Unlock()
-	maps.DeleteFunc(cache, func(k string, _ V) bool { return !keep[k] })
-}
 
 // hints asks the run for its hints (opts.Hints) when some manifest a tag
 // names is not in the cache: nil when none is needed or the run gives
@@ -593,23 +388,8 @@ func (o *OCI) hints(ctx context.Context, outcomes []repoOutcome, opts FetchOptio
 	return h, nil
 }
 
-// redacted is e with its error redacted.
-func redacted(e Entry, secrets []string) Entry {
-	e.Err = redact(e.Err, secrets)
-	return e
-}
-
 // ref is the reference of an entry's image by digest.
 func (o *OCI) ref(repo, digest string) string { return o.cfg.Host + "/" + o.path(repo) + "@" + digest }
-
-// timedOut makes a fetch's timeout say so: go-containerregistry reports it
-// as whatever request was in flight.
-func timedOut(ctx context.Context, timeout time.Duration, err error) error {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("fetch did not finish within %s: %w", timeout, err)
-	}
-	return err
-}
 
 // catalog lists every repository, page by page, so that the page that
 // failed can be named. Any failed page fails the whole list: a partial
@@ -620,81 +400,6 @@ func (o *OCI) catalog(ctx context.Context, puller *remote.Puller, opts []remote.
 		return nil, err
 	}
 	return catalogRepositories(ctx, puller, reg, opts, o.cfg.PageSize, "oci")
-}
-
-// catalogRepositories lists every repository of reg's catalog, page by
-// page; any failed page fails the whole list. block names the registries
-// file's block whose page_size and repositories are the cures when the
-// registry cuts its list (the oci and helm sources read catalogs alike).
-func catalogRepositories(ctx context.Context, puller *remote.Puller, reg name.Registry, opts []remote.Option, pageSize int, block string) ([]string, error) {
-	cat, err := puller.Catalogger(ctx, reg)
-	if err != nil {
-		return nil, fmt.Errorf("catalog page 1: %w", err)
-	}
-	var repos, last []string
-	dup := map[string]bool{}
-	links := map[string]bool{}
-	page := 1
-	add := func(p []string) {
-		last = p
-		for _, r := range p {
-			if !dup[r] {
-				dup[r] = true
-				repos = append(repos, r)
-			}
-		}
-	}
-	for ; cat.HasNext(); page++ {
-		p, err := cat.Next(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("catalog page %d: %w", page, err)
-		}
-		add(p.Repos)
-		if p.Next != "" {
-			if links[p.Next] {
-				return nil, fmt.Errorf("catalog page %d links back to an earlier page", page)
-			}
-			links[p.Next] = true
-		}
-	}
-	// A full last page without a Link header is ambiguous: the catalog may
-	// end there, or the registry may not paginate at all and have cut the
-	// list at n (go-containerregistry's own registry does, in map order).
-	// Taking the cut list as complete would mark every repository past it,
-	// so ask for the page after it by the spec's "last" parameter: one
-	// request, only when the count is a multiple of the page size.
-	probe := append(slices.Clone(opts), remote.WithContext(ctx))
-	for len(last) >= pageSize {
-		from := last[len(last)-1]
-		next, err := remote.CatalogPage(reg, from, pageSize, probe...)
-		if err != nil {
-			return nil, fmt.Errorf("catalog page %d (after a full page without a Link header): %w", page, err)
-		}
-		if len(last) > pageSize && sameRepos(next, last) {
-			// It ignored n as well and answers every request with the
-			// same list, longer than asked for: that list is all it has.
-			break
-		}
-		for _, r := range next {
-			// Distribution lists repositories in lexical order and starts
-			// a page after "last"; a registry that repeats a name or goes
-			// back ignores "last", so no request can list the rest.
-			if r <= from || dup[r] {
-				return nil, fmt.Errorf("catalog page %d: the registry ignores catalog pagination "+
-					"(a full page of %d without a Link header, and \"last\" is not honoured), so the "+
-					"repository list may be cut short; set %s.page_size above the number of "+
-					"repositories or list %s.repositories explicitly", page, pageSize, block, block)
-			}
-		}
-		add(next)
-		page++
-	}
-	return repos, nil
-}
-
-// sameRepos reports whether a and b name the same repositories.
-func sameRepos(a, b []string) bool {
-	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
 }
 
 // lookup looks a repository's tag up: the manifest digest it names,
@@ -862,58 +567,6 @@ func (o *OCI) inspect(ctx context.Context, puller *remote.Puller, ref name.Diges
 	}
 }
 
-// imageLabel reads an image's spec label; m is its manifest. An image
-// whose config is not an image config (a Helm chart, a signature, some
-// other artifact) has none.
-func imageLabel(img v1.Image, m *v1.Manifest) (label string, ok bool, cf *v1.ConfigFile, err error) {
-	if !m.Config.MediaType.IsConfig() {
-		return "", false, nil, nil
-	}
-	cf, err = img.ConfigFile()
-	if err != nil {
-		return "", false, nil, fmt.Errorf("config: %w", err)
-	}
-	label, ok = cf.Config.Labels[spec.LabelKey]
-	return label, ok, cf, nil
-}
-
-func platformOf(p *v1.Platform) (spec.Platform, bool) {
-	if p == nil || p.OS == "" || p.Architecture == "" || p.OS == "unknown" || p.Architecture == "unknown" {
-		return spec.Platform{}, false
-	}
-	return spec.Platform{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant}, true
-}
-
-func sortPlatforms(ps []spec.Platform) []spec.Platform {
-	slices.SortFunc(ps, func(a, b spec.Platform) int {
-		return cmp.Or(cmp.Compare(a.OS, b.OS), cmp.Compare(a.Architecture, b.Architecture), cmp.Compare(a.Variant, b.Variant))
-	})
-	return slices.Compact(ps)
-}
-
-// notFound reports a missing tag or repository: the repository offers
-// nothing, which is not an error.
-func notFound(err error) bool {
-	var te *transport.Error
-	if !errors.As(err, &te) {
-		return false
-	}
-	if te.StatusCode == http.StatusNotFound {
-		return true
-	}
-	for _, d := range te.Errors {
-		if d.Code == transport.ManifestUnknownErrorCode || d.Code == transport.NameUnknownErrorCode {
-			return true
-		}
-	}
-	return false
-}
-
-func isTransportError(err error) bool {
-	var te *transport.Error
-	return errors.As(err, &te)
-}
-
 // Select returns the entry a change concerns. See Selector. A push is
 // selected only when it is of the configured tag (the tag is what the
 // source reads; a push by digest alone changes no tag, and a
@@ -951,4 +604,43 @@ var dockerHubHosts = map[string]bool{"docker.io": true, "index.docker.io": true,
 func sameHost(a, b string) bool {
 	a, b = strings.ToLower(a), strings.ToLower(b)
 	return a == b || (dockerHubHosts[a] && dockerHubHosts[b])
+}
+
+func init() {
+	Register(Kind{Type: "oci", New: func() Block { return new(OCIBlock) }, Credentials: AuthCredentials, Order: 10})
+}
+
+// OCIBlock is the registries file's oci block: an OCI Distribution
+// registry.
+type OCIBlock struct {
+	Host string `json:"host"`
+	// Prefix scopes the registry to the repositories under a path of the
+	// host (Artifact Registry: PROJECT/REPOSITORY); entry names,
+	// repositories, allow and deny are relative to it.
+	Prefix       string   `json:"prefix,omitempty"`
+	Insecure     bool     `json:"insecure,omitempty"`
+	Repositories []string `json:"repositories,omitempty"`
+	Tag          string   `json:"tag,omitempty"`
+	PageSize     int      `json:"page_size,omitempty"`
+	Concurrency  int      `json:"concurrency,omitempty"`
+	Timeout      Duration `json:"timeout,omitempty"`
+	Auth         Auth     `json:"auth,omitempty"`
+}
+
+// Build checks the block and builds its source. NewOCI's errors name
+// the block ("oci: host is required").
+func (b *OCIBlock) Build(bc BuildContext) (Source, error) {
+	if err := b.Auth.Validate(); err != nil {
+		return nil, fmt.Errorf("oci.auth: %w", err)
+	}
+	return NewOCI(OCIConfig{
+		Host: b.Host, Prefix: b.Prefix, Insecure: b.Insecure, Repositories: b.Repositories, Tag: b.Tag,
+		Filter: bc.Filter, Auth: b.Auth, PageSize: b.PageSize, Concurrency: b.Concurrency,
+		Timeout: time.Duration(b.Timeout),
+	})
+}
+
+// Describe is the host and prefix.
+func (b *OCIBlock) Describe() Description {
+	return Description{Location: hostPath(b.Host, b.Prefix), Auth: authType(b.Auth)}
 }
