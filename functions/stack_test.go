@@ -108,6 +108,22 @@ func startStack(t *testing.T, registriesYAML string, extraEnv ...string) *stack 
 		t.Fatal(err)
 	}
 	project := emulatortest.ProjectID(t)
+	// The ports are picked free here and bound by the stack a moment
+	// later: another test may take one in between. A stack that could not
+	// bind is started again on fresh ports (at most three times), never
+	// counted as a failure of the test.
+	for attempt := 1; ; attempt++ {
+		if s, retry := launchStack(t, bin, cfg, project, attempt < 3, extraEnv); !retry {
+			return s
+		}
+	}
+}
+
+// launchStack starts one stack process on fresh ports. It returns the
+// stack once it is ready; or, with retry, reports (true) a stack that
+// exited because a port was taken in the meantime.
+func launchStack(t *testing.T, bin, cfg, project string, retry bool, extraEnv []string) (*stack, bool) {
+	t.Helper()
 	port := freePort(t)
 	pushAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	cmd := exec.Command(bin, "run", "-log-level", "debug")
@@ -178,12 +194,16 @@ func startStack(t *testing.T, registriesYAML string, extraEnv ...string) *stack 
 		if !ok {
 			logMu.Lock()
 			defer logMu.Unlock()
+			if retry && strings.Contains(logs.String(), "address already in use") {
+				t.Logf("the stack's port was taken before it bound it; starting it again on fresh ports")
+				return nil, true
+			}
 			t.Fatalf("stack exited before it was ready:\n%s", logs.String())
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("stack not ready after 60s")
 	}
-	return s
+	return s, false
 }
 
 type writerFunc func([]byte) (int, error)
