@@ -108,6 +108,21 @@ func TestE2EEvents(t *testing.T) {
 	if r := s.do(http.MethodPost, "/hooks/nope", "", strings.NewReader(envelope), "Authorization", "Bearer "+hookCanary); r.status != http.StatusNotFound {
 		t.Errorf("a webhook for no registry: %d %s", r.status, r.body)
 	}
+	// No registry named at all: a 404 of the hooks function, not a
+	// redirect that a sender would follow.
+	noRedirect := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, path := range []string{"/hooks", "/hooks/"} {
+		req, _ := http.NewRequest(http.MethodPost, s.url+path, strings.NewReader(envelope))
+		req.Header.Set("Authorization", "Bearer "+hookCanary)
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("POST %s: %d, want 404", path, resp.StatusCode)
+		}
+	}
 
 	// Noise on the gcr topic: each acknowledged at once (a refused push
 	// would come back within the subscription's 100 ms to 1 s backoff).

@@ -321,6 +321,9 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	mux.HandleFunc("/bootstrap", files.beforeBootstrap(functions.Bootstrap, log))
 	mux.HandleFunc("/bootstrap/", functions.Bootstrap)
 	mux.HandleFunc("/hooks/", functions.Hooks) // the registries' webhooks
+	// /hooks itself is the hooks function's 404 (a registry's name is
+	// missing), not the mux's redirect to /hooks/.
+	mux.HandleFunc("/hooks", functions.Hooks)
 	mux.HandleFunc("/v2/", functions.Catalog)
 	mux.HandleFunc("/registries", functions.Catalog)
 	mux.HandleFunc("/admin/", functions.Catalog) // operator endpoints and status page

@@ -108,13 +108,16 @@ func hooksOf(regs []Registry, log *slog.Logger) map[string]*hook {
 // Handler routes POST /hooks/{registry}.
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/hooks/{registry}", web.Methods(map[string]http.HandlerFunc{http.MethodPost: s.serve}))
+	// The query is checked in serve, once the request is authenticated.
+	mux.Handle("/hooks/{registry}", web.MethodsOnly(map[string]http.HandlerFunc{http.MethodPost: s.serve}))
 	mux.HandleFunc("/", web.NotFound)
 	return mux
 }
 
 // serve handles one webhook: find the registry's hook, read the body
-// (within the limit), check the secret or signature, read the payload,
+// (within the limit), check the secret or signature (before anything else
+// about the request: a caller without it learns nothing of its query or
+// payload), check the query, read the payload,
 // map its events to entries, and answer once a published message carries
 // them. Nothing is published for a request that fails any check.
 func (s *Service) serve(w http.ResponseWriter, r *http.Request) {
@@ -142,6 +145,9 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="specsync-hooks"`)
 		}
 		web.WriteError(w, http.StatusUnauthorized, "Unauthorized", "webhook of registry %s: %s", name, err)
+		return
+	}
+	if !web.CheckQuery(w, r) {
 		return
 	}
 	kind, events, err := decodePayload(r.Header, body)

@@ -602,3 +602,32 @@ func TestHookWithKeepsTheWindowAcrossAChange(t *testing.T) {
 		t.Errorf("%d messages, want 3: team's at once, team's window, later's", len(msgs))
 	}
 }
+
+// A webhook is authenticated before anything else about the request is
+// looked at: an hmac hook that gets no signature header at all is refused
+// whatever its payload says (never "let the payload decide"), and a
+// refused caller learns nothing from its query string; a registry without
+// a hook is a 404 whatever the query.
+func TestHookAuthenticatesBeforeAnythingElse(t *testing.T) {
+	e := newHookEnv(t, registriesYAML(t, ""), 10*time.Millisecond, true)
+	for _, reg := range []string{"index", "ghcr"} {
+		for _, body := range [][]byte{[]byte(`{"entries":[]}`), []byte(`{"entries":["redis"]}`), fixture(t, "github-package-published.json")} {
+			e.post(reg, body).error(t, http.StatusUnauthorized, "Unauthorized", "needs an "+hooks.SignatureHeader+" header")
+			e.post(reg, body, "X-GitHub-Event", "package").error(t, http.StatusUnauthorized, "Unauthorized", "needs an "+hooks.SignatureHeader+" header")
+		}
+	}
+	query := func(path string, headers ...string) answer {
+		req, _ := http.NewRequest(http.MethodPost, e.url+path, bytes.NewReader(push("apps/redis", "latest")))
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		return e.do(req)
+	}
+	query("/hooks/team?x=1&x=2").error(t, http.StatusUnauthorized, "Unauthorized", "needs an Authorization: Bearer header")
+	query("/hooks/nope?x=1&x=2").error(t, http.StatusNotFound, "NotFound", `no webhook for registry "nope"`)
+	// Authenticated, the query contract holds as everywhere.
+	query("/hooks/team?x=1&x=2", bearer(bearerSecret)...).error(t, http.StatusBadRequest, "BadRequest", "is given 2 times")
+	if msgs := e.published(); len(msgs) != 0 {
+		t.Fatalf("refused requests published %+v", msgs)
+	}
+}

@@ -72,8 +72,32 @@ func NotFound(w http.ResponseWriter, r *http.Request) {
 // Methods wraps per-method handlers of one path: another method is a 405
 // with an Allow header and an OSB error body (the standard mux's 405 is
 // plain text), and a query string that does not parse or repeats a
-// parameter is a 400 (checkQuery).
+// parameter is a 400 (checkQuery). Its routes are authenticated before
+// it (the broker's middleware): a refused caller learns nothing of the
+// query.
 func Methods(handlers map[string]http.HandlerFunc) http.Handler {
+	return methods(handlers, true)
+}
+
+// MethodsOnly is Methods without the query check, for a handler that
+// authenticates each request itself (a webhook, by its registry's own
+// secret) and then checks the query with CheckQuery: authentication comes
+// before anything else about the request.
+func MethodsOnly(handlers map[string]http.HandlerFunc) http.Handler {
+	return methods(handlers, false)
+}
+
+// CheckQuery answers 400 for a query string that does not parse or
+// repeats a parameter, and says whether the request may go on.
+func CheckQuery(w http.ResponseWriter, r *http.Request) bool {
+	if err := checkQuery(r.URL.RawQuery); err != nil {
+		WriteError(w, http.StatusBadRequest, "BadRequest", "%s", err)
+		return false
+	}
+	return true
+}
+
+func methods(handlers map[string]http.HandlerFunc, query bool) http.Handler {
 	allow := ""
 	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodPost, http.MethodPatch, http.MethodDelete} {
 		if _, ok := handlers[m]; ok {
@@ -93,10 +117,8 @@ func Methods(handlers map[string]http.HandlerFunc) http.Handler {
 			WriteError(w, http.StatusMethodNotAllowed, "MethodNotAllowed", "%s is not allowed on %s; allowed: %s", Quote(r.Method), Quote(r.URL.Path), allow)
 			return
 		}
-		// One query contract for every route (SingleQuery's), checked
-		// once the request is authenticated.
-		if err := checkQuery(r.URL.RawQuery); err != nil {
-			WriteError(w, http.StatusBadRequest, "BadRequest", "%s", err)
+		// One query contract for every route (SingleQuery's).
+		if query && !CheckQuery(w, r) {
 			return
 		}
 		h(w, r)
