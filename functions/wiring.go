@@ -69,13 +69,9 @@ func newBootstrap(ctx context.Context, env settings.Lookup) (http.Handler, error
 	if err != nil {
 		return nil, err
 	}
-	src, err := registries(ctx, s.RegistriesFile, log)
+	src, ps, err := registriesAndPubSub(ctx, s.RegistriesFile, s.Project, log)
 	if err != nil {
 		return nil, err
-	}
-	ps, err := pubsub.NewClient(ctx, s.Project)
-	if err != nil {
-		return nil, fmt.Errorf("connect to Pub/Sub project %s: %w", s.Project, err)
 	}
 	base := bootstrap.Service{
 		Operations:  bootstrap.NewOperations(st, s.Deadline, s.Retention),
@@ -105,6 +101,21 @@ func registries(ctx context.Context, location string, log *slog.Logger) (*config
 	return config.LoadSource(ctx, location, config.SourceOptions{OpenObject: gcs.Open, Interval: registriesRefresh, Logger: log})
 }
 
+// registriesAndPubSub opens the registries file (registries) and a
+// Pub/Sub client for project: what the bootstrap, hooks and reconcile
+// functions all start from.
+func registriesAndPubSub(ctx context.Context, location, project string, log *slog.Logger) (*config.Source, *pubsub.Client, error) {
+	src, err := registries(ctx, location, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	ps, err := pubsub.NewClient(ctx, project)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to Pub/Sub project %s: %w", project, err)
+	}
+	return src, ps, nil
+}
+
 // registriesRefresh is how often an instance checks a config bundle for a
 // change (config.RefreshInterval); tests shorten it.
 var registriesRefresh = config.RefreshInterval
@@ -130,13 +141,9 @@ func newHooks(ctx context.Context, env settings.Lookup) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	src, err := registries(ctx, s.RegistriesFile, log)
+	src, ps, err := registriesAndPubSub(ctx, s.RegistriesFile, s.Project, log)
 	if err != nil {
 		return nil, err
-	}
-	ps, err := pubsub.NewClient(ctx, s.Project)
-	if err != nil {
-		return nil, fmt.Errorf("connect to Pub/Sub project %s: %w", s.Project, err)
 	}
 	// Each webhook authenticates with its own registry's secret, not the
 	// admin token: a registry can notify, and nothing more. The hook
@@ -180,13 +187,9 @@ func newReconcile(ctx context.Context, env settings.Lookup) (*reconcileApp, erro
 	if err != nil {
 		return nil, err
 	}
-	src, err := registries(ctx, s.RegistriesFile, log)
+	src, ps, err := registriesAndPubSub(ctx, s.RegistriesFile, s.Project, log)
 	if err != nil {
 		return nil, err
-	}
-	ps, err := pubsub.NewClient(ctx, s.Project)
-	if err != nil {
-		return nil, fmt.Errorf("connect to Pub/Sub project %s: %w", s.Project, err)
 	}
 	commits := queue.NewCommitPublisher(ps, s.CommitTopic)
 	committer := &reconcile.Committer{Store: st, Logger: log, Retention: s.ChangeRetention}
