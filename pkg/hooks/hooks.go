@@ -238,8 +238,16 @@ func (s *Service) resolve(h *hook, events []event, at time.Time) (request, tally
 			// it now".
 			req.whole, t.whole = true, true
 		case len(ev.entries) > 0:
-			t.selected++
+			// Named entries go through the registry's selection too: a
+			// name its repository list, allow or deny leaves out is
+			// never enqueued (nor reported as covered).
+			es, canTell := h.Source.(registry.EntrySelector)
 			for _, e := range ev.entries {
+				if canTell && !es.SelectsEntry(e) {
+					t.unselected++
+					continue
+				}
+				t.selected++
 				add(e)
 			}
 		case ev.change != nil:

@@ -631,3 +631,46 @@ func TestHookAuthenticatesBeforeAnythingElse(t *testing.T) {
 		t.Fatalf("refused requests published %+v", msgs)
 	}
 }
+
+// A plain {"entries": [...]} request is held to what the other payload
+// forms are: its names go through the registry's selection (a denied or
+// unlisted name is never enqueued), a name that is not relative and clean
+// (absolute, climbing, with empty or . parts) and a body that is not
+// UTF-8 are refused before anything is enqueued, and one request names at
+// most MaxRequestEntries.
+func TestHookPlainEntriesAreSelectedAndClean(t *testing.T) {
+	e := newHookEnv(t, registriesYAML(t, ""), 10*time.Millisecond, true)
+	entries := func(names ...string) []byte {
+		b, _ := json.Marshal(map[string][]string{"entries": names})
+		return b
+	}
+	for _, bad := range []string{"../x", "/abs", "specs/../../etc/passwd", "a//b", "./a", "a/.", ".."} {
+		e.post("team", entries("redis", bad), bearer(bearerSecret)...).error(t, http.StatusBadRequest, "MalformedJSON", "entries[1]")
+	}
+	notUTF8 := []byte("{\"entries\": [\"re\xffdis\"]}")
+	e.post("team", notUTF8, bearer(bearerSecret)...).error(t, http.StatusBadRequest, "MalformedJSON", "not UTF-8")
+	many := make([]string, hooks.MaxRequestEntries+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("svc-%d", i)
+	}
+	e.post("team", entries(many...), bearer(bearerSecret)...).error(t, http.StatusBadRequest, "MalformedJSON", fmt.Sprintf("at most %d", hooks.MaxRequestEntries))
+	if msgs := e.published(); len(msgs) != 0 {
+		t.Fatalf("refused requests published %+v", msgs)
+	}
+
+	// team denies internal/.*: a denied name is not enqueued, and the
+	// answer says so; the selected one is.
+	h := e.post("team", entries("internal/db"), bearer(bearerSecret)...).accepted(t)
+	if h.Enqueued || len(h.Entries) != 0 || !strings.Contains(h.Description, "nothing enqueued") {
+		t.Errorf("a denied entry: %+v", h)
+	}
+	h = e.post("team", entries("internal/db", "redis", "redis"), bearer(bearerSecret)...).accepted(t)
+	if !h.Enqueued || !slices.Equal(h.Entries, []string{"redis"}) {
+		t.Errorf("a denied and a selected entry: %+v, want redis alone", h)
+	}
+	for _, m := range e.published() {
+		if slices.Contains(m.Entries, "internal/db") {
+			t.Errorf("a denied entry was enqueued: %+v", m)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"path"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -62,6 +63,11 @@ func unknownPayload(format string, args ...any) error {
 // the plain {"entries": [...]}. The host in a payload is not kept: the
 // URL names the registry, and its secret proves the sender.
 func decodePayload(h http.Header, body []byte) (string, []event, error) {
+	// JSON is UTF-8 (RFC 8259): a body that is not is refused whole, before
+	// a decoder could replace what it cannot read and pass the rest on.
+	if !utf8.Valid(body) {
+		return "", nil, malformed("request body is not UTF-8")
+	}
 	if gh := h.Get(GitHubEventHeader); gh != "" {
 		evs, err := decodeGitHub(gh, body)
 		return KindGitHub, evs, err
@@ -328,8 +334,16 @@ func decodeGitHub(kind string, body []byte) ([]event, error) {
 	return []event{{change: &c}}, nil
 }
 
+// MaxRequestEntries bounds the entries one {"entries": [...]} request
+// names: one reconcile message's worth (queue.MaxEntries). More is the
+// whole registry ({"entries": []}) or several requests.
+const MaxRequestEntries = queue.MaxEntries
+
 // decodeEntries reads {"entries": [...]}: entry names as the registry
 // names them (relative to its prefix), or none for the whole registry.
+// A name must be in its clean form, relative, and never climb: "a/b", not
+// "/a", "a//b", "./a" or "a/../../b", which a source could take for
+// another path than the one the sender meant.
 func decodeEntries(body []byte) ([]event, error) {
 	var p struct {
 		Entries []string `json:"entries"`
@@ -342,9 +356,15 @@ func decodeEntries(body []byte) ([]event, error) {
 	if len(p.Entries) == 0 {
 		return []event{{whole: true}}, nil
 	}
+	if len(p.Entries) > MaxRequestEntries {
+		return nil, malformed("%d entries: a request names at most %d (send {\"entries\": []} for the whole registry, or several requests)", len(p.Entries), MaxRequestEntries)
+	}
 	for i, e := range p.Entries {
 		if e == "" || len(e) > queue.MaxEntryBytes || !utf8.ValidString(e) {
 			return nil, malformed("entries[%d] is not an entry name (empty, over %d bytes or not UTF-8)", i, queue.MaxEntryBytes)
+		}
+		if strings.HasPrefix(e, "/") || path.Clean(e) != e || e == ".." || strings.HasPrefix(e, "../") {
+			return nil, malformed("entries[%d] %q is not a relative entry name in its clean form (no leading /, no empty, . or .. parts)", i, e)
 		}
 	}
 	return []event{{entries: p.Entries}}, nil
