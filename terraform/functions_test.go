@@ -8,6 +8,7 @@ package terraform_test
 
 import (
 	"archive/zip"
+	"context"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -16,6 +17,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/specsync/specsync/pkg/config"
+	"github.com/specsync/specsync/pkg/registry"
 	"github.com/specsync/specsync/pkg/settings"
 )
 
@@ -377,4 +380,31 @@ func slicesDistinct(s []string) []string {
 		}
 	}
 	return out
+}
+
+// The config bundle terraform uploads is one the functions load: the
+// registries file as written, with the spec files of its dir sources, so
+// a bundled spec reaches the catalog with no file beside the function.
+func TestConfigBundleLoadsInTheFunctions(t *testing.T) {
+	t.Parallel()
+	m := planOf(t, outside)
+	obj := m.instance("google_storage_bucket_object.config", "")
+	if obj == nil || obj.str("content") == "" {
+		t.Fatal("no config bundle with a known content in the plan")
+	}
+	cfg, err := config.ParseBundle([]byte(obj.str("content")), "plan")
+	if err != nil {
+		t.Fatalf("the bundle terraform uploads does not load: %v", err)
+	}
+	b, ok := cfg.Lookup("bundled")
+	if !ok {
+		t.Fatal("the bundle has no registry bundled")
+	}
+	l, err := b.Source.Fetch(context.Background(), registry.FetchOptions{})
+	if err != nil {
+		t.Fatalf("the dir source of the bundle: %v", err)
+	}
+	if len(l.Entries) != 1 || l.Entries[0].Spec == nil || l.Entries[0].Spec.Name != "bundled-redis" {
+		t.Errorf("the bundled dir source offers %+v, want the spec file shipped beside the registries file", l.Entries)
+	}
 }
