@@ -118,6 +118,10 @@ func TestPlantCountsOnlyRealCatchesSeenTwice(t *testing.T) {
 					t.Errorf("run %d: planted %v", ran, planted)
 				}
 				ran++
+				if ran > len(tc.runs) {
+					t.Errorf("go test run %d, want at most %d", ran, len(tc.runs))
+					return runResult{verdict: verdictFailed}
+				}
 				return tc.runs[ran-1]
 			}}
 			r := tr.plant(mutant{name: "m", file: "x.go", old: "ok = true", new: "ok = false", pkgs: []string{"./x"}})

@@ -116,7 +116,10 @@ func run(out, only string, timeout time.Duration) error {
 	report := render(results, time.Since(started), only)
 	fmt.Print("\n" + report)
 	if out != "" {
-		return os.WriteFile(filepath.Join(root, out), []byte(report), 0o644)
+		if !filepath.IsAbs(out) {
+			out = filepath.Join(root, out)
+		}
+		return os.WriteFile(out, []byte(report), 0o644)
 	}
 	return nil
 }
