@@ -40,12 +40,12 @@ func TestClassify(t *testing.T) {
 			ev("fail", pkg, "TestA", ""), ev("fail", pkg, "", ""),
 		}, true, verdictFailed, []string{"TestA"}},
 		{"build error as test2json reports it", []string{
-			`{"ImportPath":"` + pkg + ` [` + pkg + `.test]","Action":"build-output","Output":"pkg/x/x.go:3:1: syntax error\n"}`,
+			`{"ImportPath":"` + pkg + ` [` + pkg + `.test]","Action":"build-output","Output":"x.go:3:1: syntax error\n"}`,
 			`{"ImportPath":"` + pkg + ` [` + pkg + `.test]","Action":"build-fail"}`,
 			`{"Action":"fail","Package":"` + pkg + `","FailedBuild":"` + pkg + ` [` + pkg + `.test]"}`,
 		}, true, verdictBuild, nil},
 		{"build error as go prints it", []string{
-			"# " + pkg, "pkg/x/x.go:3:1: undefined: y [build failed]", "FAIL\t" + pkg + " [build failed]",
+			"# " + pkg, "x.go:3:1: undefined: y [build failed]", "FAIL\t" + pkg + " [build failed]",
 		}, true, verdictBuild, nil},
 		{"emulator not set is setup, not a catch", []string{
 			ev("run", pkg, "TestA", ""), ev("output", pkg, "TestA", "    env_test.go:20: FIRESTORE_EMULATOR_HOST is not set: run the tests through make test\n"),

@@ -156,8 +156,8 @@ type tester struct {
 
 // plant runs m's tests on the unchanged copy (once per package set),
 // then twice with m planted, and puts the file back.
-func (t *tester) plant(m mutant) result {
-	r := result{mutant: m}
+func (t *tester) plant(m mutant) (r result) {
+	r = result{mutant: m}
 	start := time.Now()
 	defer func() { r.duration = time.Since(start) }()
 	path := filepath.Join(t.dir, m.file)
