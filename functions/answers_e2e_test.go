@@ -121,13 +121,19 @@ func TestE2EQuickExactAnswers(t *testing.T) {
 			export = strings.TrimSpace(l)
 		}
 	}
-	for _, want := range []string{"SPECSYNC_URL=" + s.url, "SPECSYNC_ADMIN_TOKEN=" + adminToken, "SPECSYNC_BROKER_USERNAME=" + brokerUser, "SPECSYNC_BROKER_PASSWORD=" + brokerPass} {
+	// The test gave the stack its credentials: the line names where they
+	// come from and never prints them (the banner is in every log).
+	for _, want := range []string{"SPECSYNC_URL=" + s.url, "SPECSYNC_BROKER_USERNAME=" + brokerUser, "SPECSYNC_ADMIN_TOKEN: yours", "SPECSYNC_BROKER_PASSWORD: yours"} {
 		if !strings.Contains(export, want) {
 			t.Fatalf("export line %q lacks %s", export, want)
 		}
 	}
-	sh := exec.Command("sh", "-c", export+" && exec "+specsyncBinary(t)+" catalog")
-	sh.Env = []string{"PATH=" + os.Getenv("PATH")} // nothing but the pasted line
+	if strings.Contains(export, adminToken) || strings.Contains(export, brokerPass) {
+		t.Fatalf("export line %q prints a credential the user gave", export)
+	}
+	sh := exec.Command("sh", "-c", export+"\nexec "+specsyncBinary(t)+" catalog") // a line of its own: it may end in a comment
+	// The pasted line, in a shell with the user's own credentials.
+	sh.Env = []string{"PATH=" + os.Getenv("PATH"), "SPECSYNC_ADMIN_TOKEN=" + adminToken, "SPECSYNC_BROKER_PASSWORD=" + brokerPass}
 	out, err := sh.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "alpha") {
 		t.Errorf("the pasted export line does not drive the CLI: %v\n%s", err, out)

@@ -27,6 +27,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	log := logging.New(stderr, *logLevel)
+	// Read before Start, which sets the laptop credentials where none is.
+	given := givenCredentials(os.Getenv)
 	s, err := stack.Start(ctx, stack.Options{Addr: *addr, RegistryAddr: *regAddr, SpecsDir: *specs, BootstrapInterval: *interval, PruneInterval: *prune, Logger: log})
 	if err != nil {
 		return err
@@ -51,7 +53,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stdout, "  Pub/Sub pushes to the reconcile function on http://%s (loopback only, behind a token of its own)\n", u.Host)
 	}
 	fmt.Fprintln(stdout, "drive it with the specsync CLI from another shell; paste:")
-	fmt.Fprintln(stdout, "  "+exportLine(s))
+	fmt.Fprintln(stdout, "  "+exportLine(s, given))
 	fmt.Fprintln(stdout, "ready; interrupt to stop")
 	err = s.Wait(ctx)
 	fmt.Fprintln(stdout, "stopping")
@@ -63,19 +65,58 @@ func envDuration(key string) time.Duration {
 	return d
 }
 
-// exportLine is the shell line that points the specsync CLI at the stack,
-// with its credentials (laptop ones). A credential given only as a hash
-// or a file is not known here: the line says so instead of a value.
-func exportLine(s *stack.Stack) string {
-	val := func(v, unknown string) string {
-		if v == "" {
-			return unknown
-		}
-		return shellQuote(v)
+// givenCredentials says where each credential of the stack comes from
+// when the user gave it (in words: "" when the stack sets its own laptop
+// value). Read before stack.Start, which sets those values.
+type givenCreds struct{ admin, broker string }
+
+func givenCredentials(getenv func(string) string) givenCreds {
+	var g givenCreds
+	switch {
+	case getenv("SPECSYNC_ADMIN_TOKEN") != "":
+		g.admin = "SPECSYNC_ADMIN_TOKEN: yours, as you set it"
+	case getenv("SPECSYNC_ADMIN_TOKEN_FILE") != "":
+		g.admin = "SPECSYNC_ADMIN_TOKEN: the token in the file SPECSYNC_ADMIN_TOKEN_FILE names"
+	case getenv("SPECSYNC_ADMIN_TOKEN_SHA256") != "":
+		g.admin = "SPECSYNC_ADMIN_TOKEN: the token whose hash SPECSYNC_ADMIN_TOKEN_SHA256 holds"
 	}
-	return fmt.Sprintf("export SPECSYNC_URL=%s SPECSYNC_ADMIN_TOKEN=%s SPECSYNC_BROKER_USERNAME=%s SPECSYNC_BROKER_PASSWORD=%s",
-		shellQuote(s.URL), val(s.AdminToken, "'(the token whose hash SPECSYNC_ADMIN_TOKEN_SHA256 holds)'"),
-		shellQuote(s.BrokerUser), val(s.BrokerPass, "'(the password whose hash SPECSYNC_BROKER_PASSWORD_SHA256 holds)'"))
+	switch {
+	case getenv("SPECSYNC_BROKER_VIEWS") != "":
+		g.broker = "SPECSYNC_BROKER_USERNAME and SPECSYNC_BROKER_PASSWORD: those of a view of SPECSYNC_BROKER_VIEWS"
+	case getenv("SPECSYNC_BROKER_PASSWORD") != "":
+		g.broker = "SPECSYNC_BROKER_PASSWORD: yours, as you set it"
+	case getenv("SPECSYNC_BROKER_PASSWORD_SHA256") != "":
+		g.broker = "SPECSYNC_BROKER_PASSWORD: the password whose hash SPECSYNC_BROKER_PASSWORD_SHA256 holds"
+	}
+	return g
+}
+
+// exportLine is the shell line that points the specsync CLI at the stack.
+// It carries a credential only when the stack set it (the laptop
+// defaults): one the user gave is theirs, and the banner is captured in
+// logs, so the line leaves it out and its comment says where it comes
+// from. Pasted where the user's own are exported, it drives the CLI.
+func exportLine(s *stack.Stack, given givenCreds) string {
+	vars := []string{"SPECSYNC_URL=" + shellQuote(s.URL)}
+	var from []string
+	if given.admin == "" {
+		vars = append(vars, "SPECSYNC_ADMIN_TOKEN="+shellQuote(s.AdminToken))
+	} else {
+		from = append(from, given.admin)
+	}
+	if s.BrokerUser != "" {
+		vars = append(vars, "SPECSYNC_BROKER_USERNAME="+shellQuote(s.BrokerUser))
+	}
+	if given.broker == "" {
+		vars = append(vars, "SPECSYNC_BROKER_PASSWORD="+shellQuote(s.BrokerPass))
+	} else {
+		from = append(from, given.broker)
+	}
+	line := "export " + strings.Join(vars, " ")
+	if len(from) > 0 {
+		line += "  # " + strings.Join(from, "; ")
+	}
+	return line
 }
 
 // shellQuote is v as one POSIX shell word: bare when only safe

@@ -100,10 +100,7 @@ func (b *Broker) parseChanges(w http.ResponseWriter, r *http.Request) (q changes
 func (b *Broker) waitChanges(w http.ResponseWriter, r *http.Request, q changesQuery) {
 	ctx := r.Context()
 	deadline := time.Now().Add(q.wait)
-	poll := b.cfg.RefreshWindow
-	if poll <= 0 || poll > time.Second {
-		poll = time.Second
-	}
+	poll := b.listen.pollEvery(b.cfg.RefreshWindow)
 	// A request that waits joins the instance's revision listener, which
 	// wakes it when Firestore has a new revision; the cached revision,
 	// polled as before, still counts, so a listener that fails, or is

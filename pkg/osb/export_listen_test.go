@@ -45,3 +45,14 @@ func (b *Broker) ListenerLogger(log *slog.Logger) {
 	defer b.listen.mu.Unlock()
 	b.listen.log = log
 }
+
+// TuneWaiterFallback sets how often a waiting long poll looks at the
+// cached revision when the listener does not wake it (poll), and the
+// longest wait a long poll may ask for (maxWait). Call it before the
+// first long poll waits.
+func (b *Broker) TuneWaiterFallback(poll, maxWait time.Duration) {
+	b.listen.mu.Lock()
+	b.listen.poll = poll
+	b.listen.mu.Unlock()
+	b.cfg.MaxWait = maxWait
+}

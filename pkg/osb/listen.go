@@ -51,6 +51,11 @@ type revisionListener struct {
 	// Set before the first waiter (tests shorten them).
 	linger             time.Duration
 	retryMin, retryMax time.Duration
+	// poll is how often a waiter looks at the cached revision without
+	// being woken (0: the refresh window, at most a second). Tests
+	// lengthen it to minutes so that a wake-up the listener missed
+	// cannot pass for one it gave.
+	poll time.Duration
 
 	mu      sync.Mutex
 	waiters int
@@ -121,6 +126,21 @@ func (l *revisionListener) leave() {
 			l.stopLocked()
 		}
 	})
+}
+
+// pollEvery is how often a waiter looks at the cached revision (and at
+// what the listener heard) when nothing wakes it: the cache's refresh
+// window, at most a second, unless a test set poll.
+func (l *revisionListener) pollEvery(window time.Duration) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.poll > 0 {
+		return l.poll
+	}
+	if window <= 0 || window > time.Second {
+		return time.Second
+	}
+	return window
 }
 
 // now is what the listener knows now.

@@ -246,6 +246,18 @@ func (a Auth) GoString() string { return "registry.Auth{" + a.String() + "}" }
 // LogValue keeps slog as safe as fmt.
 func (a Auth) LogValue() slog.Value { return slog.StringValue(a.String()) }
 
+// secretsOf is every form of cfg's credential a request carries, to keep
+// out of errors: the password and token as they are, and the Basic
+// encoding of the user and password (a registry that refuses a request
+// may echo its Authorization header in the error it answers).
+func secretsOf(cfg authn.AuthConfig) []string {
+	out := []string{cfg.Password, cfg.RegistryToken, cfg.Auth}
+	if cfg.Password != "" {
+		out = append(out, base64.StdEncoding.EncodeToString([]byte(cfg.Username+":"+cfg.Password)))
+	}
+	return out
+}
+
 // redact removes any secret that made its way into an error's text (a
 // registry echoing a request, a library quoting a header). The wrapped
 // chain is dropped with it: unwrapping must not bring the secret back.

@@ -64,7 +64,7 @@ func connectOCI(ctx context.Context, host, prefix string, client ociClient) (*co
 	if err != nil {
 		return nil, fmt.Errorf("%s: credentials: %w", where, err)
 	}
-	c := &conn{where: where, creds: creds, secrets: []string{creds.Password, creds.RegistryToken}, auth: authn.Anonymous}
+	c := &conn{where: where, creds: creds, secrets: secretsOf(creds), auth: authn.Anonymous}
 	if creds != (authn.AuthConfig{}) {
 		c.auth = authn.FromConfig(creds)
 	}
