@@ -50,7 +50,7 @@ const (
 	annotationPredicateType = "dev.sigstore.bundle.predicateType"
 	inTotoPayloadType       = "application/vnd.in-toto+json"
 	bundleMediaTypePrefix   = "application/vnd.dev.sigstore.bundle"
-	legacyBundleMediaType = "application/vnd.dev.sigstore.bundle+json;version=0.1"
+	legacyBundleMediaType   = "application/vnd.dev.sigstore.bundle+json;version=0.1"
 )
 
 // maxSignatureBytes bounds a signature's blob (a bundle, a payload): a

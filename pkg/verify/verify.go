@@ -101,6 +101,13 @@ func (r *Rejection) Error() string {
 //     and nothing is marked.
 func (v *Verifier) Verify(ctx context.Context, repo name.Repository, digest v1.Hash, opts ...remote.Option) (Result, error) {
 	opts = discoverCtx(ctx, opts)
+	// One puller for the lookup's requests: the registry's ping and
+	// token are had once, not once a request.
+	p, err := remote.NewPuller(opts...)
+	if err != nil {
+		return Result{}, lookupFailure("signatures of "+digest.String(), err)
+	}
+	opts = append(opts, remote.Reuse(p))
 	refs, err := referrerSignatures(repo, digest, opts)
 	if err != nil {
 		return Result{}, err
