@@ -89,7 +89,7 @@ func (p Policy) Validate() error {
 	}
 	if kl := p.Keyless; kl != nil {
 		if kl.TrustedRootFile == "" {
-			bad("verify.keyless.trusted_root_file is required: sigstore's trusted_root.json, since a function cannot assume sigstore's TUF repository is reachable")
+			bad("verify.keyless: trusted_root_file is required: sigstore's trusted_root.json, since a function cannot assume sigstore's TUF repository is reachable")
 		}
 		for _, f := range []struct {
 			what, exact, re, exactName, reName string
@@ -99,9 +99,9 @@ func (p Policy) Validate() error {
 		} {
 			switch {
 			case f.exact == "" && f.re == "":
-				bad("verify.keyless.%s or verify.keyless.%s is required: which %s a signature must carry", f.exactName, f.reName, f.what)
+				bad("verify.keyless: %s or %s is required: which %s a signature must carry", f.exactName, f.reName, f.what)
 			case f.exact != "" && f.re != "":
-				bad("verify.keyless.%s and verify.keyless.%s are both set; set only one", f.exactName, f.reName)
+				bad("verify.keyless.%s: %s is set too; set only one", f.reName, f.exactName)
 			case f.re != "":
 				if _, err := regexp.Compile(anchored(f.re)); err != nil {
 					bad("verify.keyless.%s %q is not a regular expression: %v", f.reName, f.re, err)

@@ -413,9 +413,9 @@ func TestPolicyValidate(t *testing.T) {
 		{verify.Policy{Keys: []verify.Key{{}, {PEMEnv: "A", PEMFile: "/b"}, {PEMEnv: "not a name"}}}, []string{
 			"verify.keys[0]: set pem_env or pem_file", "verify.keys[1]: pem_env and pem_file are both set", `verify.keys[2].pem_env "not a name"`}},
 		{verify.Policy{Keyless: &verify.Keyless{Identity: "a", IdentityRegexp: "b", IssuerRegexp: "("}}, []string{
-			"verify.keyless.trusted_root_file is required", "verify.keyless.identity and verify.keyless.identity_regexp are both set", `verify.keyless.issuer_regexp "(" is not a regular expression`}},
+			"verify.keyless: trusted_root_file is required", "verify.keyless.identity_regexp: identity is set too", `verify.keyless.issuer_regexp "(" is not a regular expression`}},
 		{verify.Policy{Keyless: &verify.Keyless{TrustedRootFile: "/r"}}, []string{
-			"verify.keyless.identity or verify.keyless.identity_regexp is required", "verify.keyless.issuer or verify.keyless.issuer_regexp is required"}},
+			"verify.keyless: identity or identity_regexp is required", "verify.keyless: issuer or issuer_regexp is required"}},
 	} {
 		err := c.p.Validate()
 		if err == nil {
