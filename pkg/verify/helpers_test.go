@@ -52,7 +52,7 @@ type registryServer struct {
 	fault    func(w http.ResponseWriter, r *http.Request) bool
 }
 
-func newRegistry(t *testing.T, referrers bool) *registryServer {
+func newRegistry(t testing.TB, referrers bool) *registryServer {
 	t.Helper()
 	cfg := &configuration.Configuration{}
 	cfg.Storage = configuration.Storage{"inmemory": configuration.Parameters{}}
@@ -96,7 +96,7 @@ func (s *registryServer) log() []string {
 	return append([]string(nil), s.requests...)
 }
 
-func (s *registryServer) repo(t *testing.T, path string) name.Repository {
+func (s *registryServer) repo(t testing.TB, path string) name.Repository {
 	t.Helper()
 	r, err := name.NewRepository(s.host+"/"+path, name.Insecure)
 	if err != nil {
@@ -154,7 +154,7 @@ func referrersAPI(next http.Handler) http.Handler {
 }
 
 // pushImage pushes a small random image and returns its digest.
-func pushImage(t *testing.T, repo name.Repository, tag string) v1.Hash {
+func pushImage(t testing.TB, repo name.Repository, tag string) v1.Hash {
 	t.Helper()
 	img, err := random.Image(64, 1)
 	if err != nil {
@@ -194,7 +194,7 @@ func (m rawManifest) MediaType() (types.MediaType, error) { return m.mt, nil }
 const emptyJSONMediaType = "application/vnd.oci.empty.v1+json"
 
 // pushBlob uploads a blob and returns its descriptor.
-func pushBlob(t *testing.T, repo name.Repository, data []byte, mt types.MediaType) v1.Descriptor {
+func pushBlob(t testing.TB, repo name.Repository, data []byte, mt types.MediaType) v1.Descriptor {
 	t.Helper()
 	l := static.NewLayer(data, mt)
 	if err := remote.WriteLayer(repo, l); err != nil {
@@ -208,7 +208,7 @@ func pushBlob(t *testing.T, repo name.Repository, data []byte, mt types.MediaTyp
 // BUNDLE_SPEC): a manifest of artifactType the bundle's media type, its
 // one layer the bundle, its subject the signed manifest. go-containerregistry
 // keeps the referrers tag schema's index on a registry without the API.
-func pushBundle(t *testing.T, repo name.Repository, subject v1.Hash, pb *protobundle.Bundle) {
+func pushBundle(t testing.TB, repo name.Repository, subject v1.Hash, pb *protobundle.Bundle) {
 	t.Helper()
 	data, err := protojson.Marshal(pb)
 	if err != nil {
@@ -217,7 +217,7 @@ func pushBundle(t *testing.T, repo name.Repository, subject v1.Hash, pb *protobu
 	pushBundleJSON(t, repo, subject, data)
 }
 
-func pushBundleJSON(t *testing.T, repo name.Repository, subject v1.Hash, data []byte) {
+func pushBundleJSON(t testing.TB, repo name.Repository, subject v1.Hash, data []byte) {
 	t.Helper()
 	cfg := pushBlob(t, repo, []byte("{}"), emptyJSONMediaType)
 	layer := pushBlob(t, repo, data, verify.BundleArtifactType)
@@ -253,7 +253,7 @@ func simpleSigning(repo name.Repository, d v1.Hash) []byte {
 // pushLegacy stores a legacy cosign signature: the manifest tagged
 // sha256-<hex>.sig, a simple-signing layer with the signature (and
 // certificate, log entry) in its annotations.
-func pushLegacy(t *testing.T, repo name.Repository, subject v1.Hash, payload []byte, ann map[string]string) {
+func pushLegacy(t testing.TB, repo name.Repository, subject v1.Hash, payload []byte, ann map[string]string) {
 	t.Helper()
 	cfg := pushBlob(t, repo, []byte("{}"), "application/vnd.oci.image.config.v1+json")
 	layer := pushBlob(t, repo, payload, verify.SimpleSigningMediaType)
@@ -276,7 +276,7 @@ type signer struct {
 	pem string
 }
 
-func newSigner(t *testing.T) signer {
+func newSigner(t testing.TB) signer {
 	t.Helper()
 	kp, err := sign.NewEphemeralKeypair(nil)
 	if err != nil {
@@ -291,7 +291,7 @@ func newSigner(t *testing.T) signer {
 
 // bundle signs the statement of d with the key, as `cosign sign --key`
 // with the new bundle format does (no transparency log).
-func (s signer) bundle(t *testing.T, d v1.Hash) *protobundle.Bundle {
+func (s signer) bundle(t testing.TB, d v1.Hash) *protobundle.Bundle {
 	t.Helper()
 	pb, err := sign.Bundle(&sign.DSSEData{Data: statement(d), PayloadType: "application/vnd.in-toto+json"}, s.kp, sign.BundleOptions{})
 	if err != nil {
@@ -302,7 +302,7 @@ func (s signer) bundle(t *testing.T, d v1.Hash) *protobundle.Bundle {
 
 // legacy signs a simple-signing payload with the key: the annotations
 // of cosign's .sig layer.
-func (s signer) legacy(t *testing.T, payload []byte) map[string]string {
+func (s signer) legacy(t testing.TB, payload []byte) map[string]string {
 	t.Helper()
 	sig, _, err := s.kp.SignData(context.Background(), payload)
 	if err != nil {
@@ -319,7 +319,7 @@ type virtualSigstore struct {
 	rootFile string
 }
 
-func newVirtualSigstore(t *testing.T) virtualSigstore {
+func newVirtualSigstore(t testing.TB) virtualSigstore {
 	t.Helper()
 	vs, err := ca.NewVirtualSigstore()
 	if err != nil {
@@ -352,7 +352,7 @@ func newVirtualSigstore(t *testing.T) virtualSigstore {
 
 // withKindVersion is a log entry as a bundle carries it: the kind and
 // version of its body (tlog.Entry's protobuf leaves them out).
-func withKindVersion(t *testing.T, e *tlog.Entry) *protorekor.TransparencyLogEntry {
+func withKindVersion(t testing.TB, e *tlog.Entry) *protorekor.TransparencyLogEntry {
 	t.Helper()
 	tle := e.TransparencyLogEntry()
 	var kv struct{ Kind, APIVersion string }
@@ -366,7 +366,7 @@ func withKindVersion(t *testing.T, e *tlog.Entry) *protorekor.TransparencyLogEnt
 // bundle signs d's statement keyless as identity from issuer: a
 // certificate from the virtual Fulcio, a Rekor entry with its inclusion
 // proof and a timestamp, as a cosign v3 keyless bundle has them.
-func (v virtualSigstore) bundle(t *testing.T, identity, issuer string, d v1.Hash) *protobundle.Bundle {
+func (v virtualSigstore) bundle(t testing.TB, identity, issuer string, d v1.Hash) *protobundle.Bundle {
 	t.Helper()
 	ent, err := v.vs.AttestAtTime(identity, issuer, statement(d), time.Now().Add(5*time.Minute), true)
 	if err != nil {
@@ -399,7 +399,7 @@ func (v virtualSigstore) bundle(t *testing.T, identity, issuer string, d v1.Hash
 // legacy signs a simple-signing payload keyless: the annotations of
 // cosign's .sig layer (signature, certificate, and the log entry's
 // promise in dev.sigstore.cosign/bundle).
-func (v virtualSigstore) legacy(t *testing.T, identity, issuer string, payload []byte) map[string]string {
+func (v virtualSigstore) legacy(t testing.TB, identity, issuer string, payload []byte) map[string]string {
 	t.Helper()
 	ent, err := v.vs.SignAtTime(identity, issuer, payload, time.Now().Add(5*time.Minute))
 	if err != nil {

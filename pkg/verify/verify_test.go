@@ -52,7 +52,7 @@ func TestKeyFromEnvironment(t *testing.T) {
 	}
 }
 
-func keyPolicy(t *testing.T, pems ...string) verify.Policy {
+func keyPolicy(t testing.TB, pems ...string) verify.Policy {
 	t.Helper()
 	var p verify.Policy
 	dir := t.TempDir()
