@@ -359,6 +359,12 @@ func goRegistriesOf(t *testing.T, path string, env map[string]string) goRegistri
 			t.Fatalf("%s: %v", r.Name, err)
 		}
 		auths := []struct{ env, file []string }{{envs, files}}
+		if r.Verify != nil {
+			// A verify block's keys and trusted root are read by the
+			// reconcile function as credentials are (pkg/verify).
+			venvs, vfiles := r.Verify.SecretRefs()
+			auths = append(auths, struct{ env, file []string }{venvs, vfiles})
+		}
 		if h := r.Hook; h != nil {
 			g.Hooks = append(g.Hooks, r.Name)
 			if h.SecretEnv != "" {

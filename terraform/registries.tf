@@ -5,7 +5,8 @@
 # from there, so editing it and applying changes no function image.
 #
 # What terraform derives from it, so that nothing is written twice:
-#   - a secret for every credential it names (*_env, *_file; secrets.tf);
+#   - a secret for every credential and verify key or trusted root it
+#     names (*_env, *_file; secrets.tf);
 #   - roles/artifactregistry.reader on every Artifact Registry repository
 #     an `auth.type: google` source names, in any project (iam.tf);
 #   - roles/storage.objectViewer on every Cloud Storage bucket an http or
@@ -50,13 +51,20 @@ locals {
   # (registry.Kind's Credentials, pkg/registry/kind.go, whose test holds
   # every source to it): every key of a source block's auth that ends in
   # _env or _file names a secret, so a new source needs no change here.
+  # A verify block names its public keys and trusted root the same way
+  # (each of verify.keys and verify.keyless: its keys ending in _env or
+  # _file; pkg/verify's SecretRefs): they are read by the reconcile
+  # function at fetch time, like credentials.
+  registry_verify_refs = flatten([
+    for r in local.registries : concat(try(r.verify.keys, []), try([r.verify.keyless], []))
+  ])
   registry_secret_envs = toset(flatten([
-    for a in local.registry_auths : [
+    for a in concat(local.registry_auths, local.registry_verify_refs) : [
       for k in try(keys(a), []) : a[k] if endswith(k, "_env") && try(a[k], null) != null
     ]
   ]))
   registry_secret_files = toset(flatten([
-    for a in local.registry_auths : [
+    for a in concat(local.registry_auths, local.registry_verify_refs) : [
       for k in try(keys(a), []) : a[k] if endswith(k, "_file") && try(a[k], null) != null
     ]
   ]))

@@ -200,14 +200,18 @@ func Check(data []byte, source, baseDir string) *CheckResult {
 				}
 				msg = strings.TrimPrefix(msg, ": ")
 			}
-			at := locate(item, msg)
-			if holdsAny(scopeOf(item, at), shapeBad) {
-				// A field reported above was dropped for this check, and
-				// what Load says now is its consequence ("host is required"
-				// after "oci.hots: unknown field"): one problem, reported once.
-				continue
+			// A check that finds several problems joins them (errors.Join,
+			// one a line): each is reported at its own field's line.
+			for _, one := range strings.Split(msg, "\n") {
+				at := locate(item, one)
+				if holdsAny(scopeOf(item, at), shapeBad) {
+					// A field reported above was dropped for this check, and
+					// what Load says now is its consequence ("host is required"
+					// after "oci.hots: unknown field"): one problem, reported once.
+					continue
+				}
+				add(at.Line, at.Column, "%s: %s", where, one)
 			}
-			add(at.Line, at.Column, "%s: %s", where, msg)
 		}
 	}
 	return finish(res)

@@ -33,6 +33,7 @@ import (
 
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/registry"
+	"github.com/specsync/specsync/pkg/verify"
 )
 
 // File is the registries file.
@@ -65,6 +66,9 @@ type Registry struct {
 
 	// Hook, when set, gives the registry a webhook (hook.go).
 	Hook *Hook `json:"hook,omitempty"`
+	// Verify, when set, publishes only entries signed as it says
+	// (pkg/verify; checked in verify.go).
+	Verify *verify.Policy `json:"verify,omitempty"`
 
 	// Blocks are the source blocks the entry has, by type: the block of
 	// each registered kind (registry.Register) the entry names, decoded
@@ -373,6 +377,9 @@ func build(r Registry, dirs dirs) (registry.Source, error) {
 	blk := r.Block()
 	if blk == nil {
 		return nil, fmt.Errorf("type %s needs %s %s block", r.Type, article(r.Type), r.Type)
+	}
+	if err := checkVerify(r); err != nil {
+		return nil, err
 	}
 	// A source names its block in its errors ("oci: host is required",
 	// "helm.url"), which config check locates: returned as they are.

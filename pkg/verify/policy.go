@@ -1,0 +1,160 @@
+// Package verify checks that what an OCI registry offers was signed by
+// its owners before it reaches the catalog: a registry's `verify` block
+// (Policy) names whose signatures count, Discover finds the signatures of
+// a manifest digest (the OCI 1.1 referrers API, cosign v3's bundles, then
+// cosign's tag scheme, sha256-<hex>.sig), and a Verifier checks them with
+// sigstore's own verification library (sigstore-go), never hand-written
+// crypto.
+//
+// It reads registries through go-containerregistry and knows nothing of
+// the store or the cloud. Its errors say what the caller does with them
+// through pkg/failure's kinds (Verify).
+package verify
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Policy is a registry's verify block: whose signatures make an entry
+// publishable. An entry is verified when one signature of its manifest
+// digest satisfies one of the policies set (any configured key, or the
+// keyless identity).
+//
+// Key material and the trusted root are only named here, as registry
+// credentials are (*_env, *_file): they are read when a registry is
+// fetched (Load), never at load time, and terraform derives a secret for
+// each name (SecretRefs).
+type Policy struct {
+	// Keys are cosign public keys (PEM, `cosign generate-key-pair`'s
+	// cosign.pub): a signature made with any of them counts, so a key is
+	// rotated by adding the new one before signing with it and removing
+	// the old one after.
+	Keys []Key `json:"keys,omitempty"`
+	// Keyless accepts signatures made with a short-lived certificate
+	// (cosign's keyless signing through Fulcio) whose identity and OIDC
+	// issuer match.
+	Keyless *Keyless `json:"keyless,omitempty"`
+}
+
+// Key is one public key: an environment variable or a file holding its
+// PEM. Exactly one is set.
+type Key struct {
+	PEMEnv  string `json:"pem_env,omitempty"`
+	PEMFile string `json:"pem_file,omitempty"`
+}
+
+// Keyless is the identity a keyless signature must carry. Identity (the
+// certificate's subject alternative name: a workflow URI, an email) and
+// Issuer (the OIDC issuer that vouched for it) are each given exactly
+// (Identity, Issuer) or as a regular expression matched against the whole
+// value (IdentityRegexp, IssuerRegexp), as Flux's matchOIDCIdentity.
+type Keyless struct {
+	// TrustedRootFile is sigstore's trusted_root.json (Fulcio's
+	// certificate authorities, Rekor's and the CT logs' keys, timestamp
+	// authorities): a file, because a function cannot assume sigstore's
+	// TUF repository is reachable (`cosign trusted-root create`, or the
+	// trusted_root.json target of sigstore's TUF repository).
+	TrustedRootFile string `json:"trusted_root_file"`
+	Identity        string `json:"identity,omitempty"`
+	IdentityRegexp  string `json:"identity_regexp,omitempty"`
+	Issuer          string `json:"issuer,omitempty"`
+	IssuerRegexp    string `json:"issuer_regexp,omitempty"`
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Validate checks the policy without reading any key or root: every
+// problem, joined, each naming its field as the registries file writes it
+// (verify.keys[1].pem_env, verify.keyless.identity_regexp) so that
+// `config check` reports it at its line.
+func (p Policy) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if len(p.Keys) == 0 && p.Keyless == nil {
+		bad("verify: set keys, keyless or both: a verify block without a policy would refuse every entry")
+	}
+	for i, k := range p.Keys {
+		at := fmt.Sprintf("verify.keys[%d]", i)
+		switch {
+		case k.PEMEnv == "" && k.PEMFile == "":
+			bad("%s: set pem_env or pem_file (where the public key's PEM is)", at)
+		case k.PEMEnv != "" && k.PEMFile != "":
+			bad("%s: pem_env and pem_file are both set; set only one", at)
+		case k.PEMEnv != "" && !envName.MatchString(k.PEMEnv):
+			bad("%s.pem_env %q is not an environment variable name", at, k.PEMEnv)
+		}
+	}
+	if kl := p.Keyless; kl != nil {
+		if kl.TrustedRootFile == "" {
+			bad("verify.keyless: trusted_root_file is required: sigstore's trusted_root.json, since a function cannot assume sigstore's TUF repository is reachable")
+		}
+		for _, f := range []struct {
+			what, exact, re, exactName, reName string
+		}{
+			{"identity", kl.Identity, kl.IdentityRegexp, "identity", "identity_regexp"},
+			{"issuer", kl.Issuer, kl.IssuerRegexp, "issuer", "issuer_regexp"},
+		} {
+			switch {
+			case f.exact == "" && f.re == "":
+				bad("verify.keyless: %s or %s is required: which %s a signature must carry", f.exactName, f.reName, f.what)
+			case f.exact != "" && f.re != "":
+				bad("verify.keyless.%s: %s is set too; set only one", f.reName, f.exactName)
+			case f.re != "":
+				if _, err := regexp.Compile(anchored(f.re)); err != nil {
+					bad("verify.keyless.%s %q is not a regular expression: %v", f.reName, f.re, err)
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// anchored makes a regular expression match whole values only: an
+// identity regexp "https://github.com/org/.*" must not accept
+// "https://evil.example/?https://github.com/org/x".
+func anchored(re string) string { return `^(?:` + re + `)$` }
+
+// SecretRefs are the environment variables and files the policy names
+// (key PEMs and the trusted root): terraform makes a secret of each and
+// gives it to the reconcile function (terraform/registries.tf).
+func (p Policy) SecretRefs() (envs, files []string) {
+	for _, k := range p.Keys {
+		if k.PEMEnv != "" {
+			envs = append(envs, k.PEMEnv)
+		}
+		if k.PEMFile != "" {
+			files = append(files, k.PEMFile)
+		}
+	}
+	if p.Keyless != nil && p.Keyless.TrustedRootFile != "" {
+		files = append(files, p.Keyless.TrustedRootFile)
+	}
+	return envs, files
+}
+
+// String says what the policy accepts, for people: where each key is
+// read from and the keyless identity, never key material.
+func (p Policy) String() string {
+	var parts []string
+	for _, k := range p.Keys {
+		if k.PEMEnv != "" {
+			parts = append(parts, "key from env "+k.PEMEnv)
+		} else {
+			parts = append(parts, "key from file "+k.PEMFile)
+		}
+	}
+	if kl := p.Keyless; kl != nil {
+		id, iss := kl.Identity, kl.Issuer
+		if id == "" {
+			id = "/" + kl.IdentityRegexp + "/"
+		}
+		if iss == "" {
+			iss = "/" + kl.IssuerRegexp + "/"
+		}
+		parts = append(parts, fmt.Sprintf("keyless %s from %s", id, iss))
+	}
+	return strings.Join(parts, "; ")
+}
