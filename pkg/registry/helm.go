@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -119,6 +119,10 @@ type Helm struct {
 	google   *googleTokens
 
 	mu sync.Mutex
+	// noHints makes fetches take neither hints nor the previous digest
+	// (helmWithoutHints, benchmarks only): the cost before they were taken.
+	noHints bool
+
 	// cache maps a chart version's digest (the index's digest of the
 	// archive, or the OCI manifest digest) to what it holds. A digest
 	// names its content, so an entry never goes stale; it is pruned to
@@ -188,7 +192,7 @@ func (h *Helm) Fetch(ctx context.Context, opts FetchOptions) (*Listing, error) {
 	if h.repo != nil {
 		return h.fetchRepository(ctx, opts)
 	}
-	return h.fetchOCI(ctx)
+	return h.fetchOCI(ctx, opts)
 }
 
 // chartVersion is one version of a chart as a listing names it.
@@ -206,14 +210,31 @@ type chartVersion struct {
 	tag string
 }
 
-// chartOutcome is what one chart offers: an entry, or nothing.
+// chartOutcome is what one chart offers: an entry, nothing, or (pending)
+// a version looked up but not yet read.
 type chartOutcome struct {
+	name  string
 	entry *Entry
 	// unreachable marks a failure to talk to the registry about the
 	// chart, as opposed to a problem with what it holds.
 	unreachable bool
 	// key is the cache key of the version read, to keep in the cache.
 	key string
+	// upstream is the chart's Upstream (helmUpstream), known from the
+	// listing before the archive is read: "" when the listing names no
+	// digest of it (an index entry without one).
+	upstream string
+	// quiet: the version read at upstream offers nothing (deprecated in
+	// its Chart.yaml, a library chart, not a chart at all).
+	quiet bool
+	// pending: looked up, to be read (or given back from a hint); v is
+	// the version chosen, ref where it is read, at (OCI) or url (a chart
+	// repository) how to read it.
+	pending bool
+	v       chartVersion
+	ref     string
+	at      name.Digest
+	url     *url.URL
 }
 
 // unreached is the entry of a chart whose registry could not be talked to
@@ -223,6 +244,21 @@ func (o chartOutcome) unreached() *Entry {
 		return o.entry
 	}
 	return nil
+}
+
+// helmReadVersion names how this code reads a chart version into an
+// entry (Chart.yaml, values.schema.json and annotations into a spec,
+// pkg/spec's parsing and digest), as ociReadVersion does for images:
+// change it whenever the same archive would give another entry, so that
+// every chart is read again once.
+const helmReadVersion = "1"
+
+// helmUpstream is the Upstream of a chart version: the repository it is
+// offered from (part of the spec), the version the listing chose and
+// the digest that names its content (the OCI manifest's, or the archive's
+// SHA-256 the index gives).
+func helmUpstream(repository, version, digest string) string {
+	return "helm" + helmReadVersion + " " + repository + " " + version + "@" + digest
 }
 
 // pick chooses the version a chart offers: the highest semantic version
@@ -283,21 +319,108 @@ func (h *Helm) collect(ctx context.Context, names []string, load func(ctx contex
 // listing makes the listing of outcomes and prunes the cache to the keys
 // they read.
 func (h *Helm) listing(outcomes []chartOutcome, secrets []string) *Listing {
-	entries := []Entry{}
+	entries, quiet := []Entry{}, []Entry(nil)
 	keep := map[string]bool{}
 	for _, o := range outcomes {
 		if o.key != "" {
 			keep[o.key] = true
 		}
-		if o.entry != nil {
-			e := *o.entry
-			e.Err = redact(e.Err, secrets)
-			entries = append(entries, e)
+		switch {
+		case o.entry != nil:
+			entries = append(entries, redacted(*o.entry, secrets))
+		case o.quiet:
+			quiet = append(quiet, Entry{Name: o.name, Ref: o.ref, Upstream: o.upstream})
 		}
 	}
-	sort.SliceStable(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
+	byName := func(a, b Entry) int { return strings.Compare(a.Name, b.Name) }
+	slices.SortStableFunc(entries, byName)
+	slices.SortStableFunc(quiet, byName)
 	pruneCache(&h.mu, h.cache, keep)
-	return &Listing{Entries: entries, Digest: ListingDigest(entries)}
+	return &Listing{Entries: entries, Quiet: quiet, Digest: ListingDigest(slices.Concat(entries, quiet))}
+}
+
+// settle finishes a fetch whose charts were looked up (the chosen
+// version and its digest, from the index or a HEAD): as the oci source
+// does, a listing whose upstream digests sum to opts.PreviousDigest is
+// NotModified, unread; otherwise each pending chart is taken from the
+// cache, given back from the run's hint at the same Upstream (asked once,
+// only when the cache does not know some chart), or read.
+func (h *Helm) settle(ctx context.Context, looked []chartOutcome, opts FetchOptions, secrets []string,
+	read func(context.Context, chartOutcome) chartOutcome) (*Listing, error) {
+	if opts.PreviousDigest != "" && !h.noHints {
+		known := true
+		var entries []Entry
+		keep := map[string]bool{}
+		for _, o := range looked {
+			switch {
+			case o.entry != nil:
+				entries = append(entries, redacted(*o.entry, secrets))
+			case o.pending && o.upstream == "":
+				known = false
+			case o.pending:
+				entries = append(entries, Entry{Name: o.name, Ref: o.ref, Upstream: o.upstream})
+				keep[o.key] = true
+			}
+		}
+		if d := ListingDigest(entries); known && d == opts.PreviousDigest {
+			pruneCache(&h.mu, h.cache, keep)
+			return &Listing{Entries: []Entry{}, Digest: d, NotModified: true}, nil
+		}
+	}
+	var hints map[string]Hint
+	if opts.Hints != nil && !h.noHints && slices.ContainsFunc(looked, func(o chartOutcome) bool {
+		_, cached := h.cached(o.key)
+		return o.pending && o.upstream != "" && !cached
+	}) {
+		var err error
+		if hints, err = opts.Hints(ctx); err != nil {
+			return nil, fmt.Errorf("the run's hints: %w", err)
+		}
+	}
+	outcomes := make([]chartOutcome, len(looked))
+	each(h.cfg.Concurrency, len(looked), func(i int) {
+		o := looked[i]
+		if !o.pending {
+			outcomes[i] = o
+			return
+		}
+		if _, cached := h.cached(o.key); !cached && o.upstream != "" {
+			if hint, ok := hints[o.name]; ok && hint.Upstream == o.upstream {
+				out := chartOutcome{name: o.name, ref: o.ref, upstream: o.upstream, quiet: hint.Quiet()}
+				if !out.quiet {
+					out.entry = &Entry{Name: o.name, Ref: o.ref, Upstream: o.upstream, Hint: &hint}
+				}
+				outcomes[i] = out
+				return
+			}
+		}
+		outcomes[i] = read(ctx, o)
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, timedOut(ctx, h.cfg.Timeout, err)
+	}
+	// As in the oci source, a registry that fails every chart is down;
+	// a chart repository's archives failing are each chart's error (the
+	// index, read whole, is what shows a repository down).
+	if err := allFailed(outcomes); err != nil && h.repo == nil {
+		return nil, err
+	}
+	return h.listing(outcomes, secrets), nil
+}
+
+// readOutcome is what a pending chart's content offers: its entry, at
+// its Upstream, or nothing (quiet when the Upstream names it).
+func (h *Helm) readOutcome(o chartOutcome, c chartContent, repository string) chartOutcome {
+	out := chartOutcome{name: o.name, key: o.key, ref: o.ref, upstream: o.upstream}
+	if !c.notChart {
+		out.entry = h.offer(o.name, o.ref, o.v, c, repository)
+	}
+	if out.entry == nil {
+		out.quiet = o.upstream != ""
+		return out
+	}
+	out.entry.Upstream = o.upstream
+	return out
 }
 
 // cached returns what the cache holds for key ("" is never cached).
