@@ -119,10 +119,6 @@ type Helm struct {
 	google   *googleTokens
 
 	mu sync.Mutex
-	// noHints makes fetches take neither hints nor the previous digest
-	// (helmWithoutHints, benchmarks only): the cost before they were taken.
-	noHints bool
-
 	// cache maps a chart version's digest (the index's digest of the
 	// archive, or the OCI manifest digest) to what it holds. A digest
 	// names its content, so an entry never goes stale; it is pruned to
@@ -347,7 +343,7 @@ func (h *Helm) listing(outcomes []chartOutcome, secrets []string) *Listing {
 // only when the cache does not know some chart), or read.
 func (h *Helm) settle(ctx context.Context, looked []chartOutcome, opts FetchOptions, secrets []string,
 	read func(context.Context, chartOutcome) chartOutcome) (*Listing, error) {
-	if opts.PreviousDigest != "" && !h.noHints {
+	if opts.PreviousDigest != "" {
 		known := true
 		var entries []Entry
 		keep := map[string]bool{}
@@ -368,7 +364,7 @@ func (h *Helm) settle(ctx context.Context, looked []chartOutcome, opts FetchOpti
 		}
 	}
 	var hints map[string]Hint
-	if opts.Hints != nil && !h.noHints && slices.ContainsFunc(looked, func(o chartOutcome) bool {
+	if opts.Hints != nil && slices.ContainsFunc(looked, func(o chartOutcome) bool {
 		_, cached := h.cached(o.key)
 		return o.pending && o.upstream != "" && !cached
 	}) {
