@@ -67,7 +67,9 @@ func (w googleWalk) applies() bool { return w.prefix != "" && googleRegistryHost
 // tags/list of the prefix, then of each child, recursively, every page of
 // each. Any failed request fails the whole listing: a partial list would
 // read as repositories having disappeared.
-func (o *OCI) children(ctx context.Context, c *conn) ([]string, error) { return o.walk().children(ctx, c) }
+func (o *OCI) children(ctx context.Context, c *conn) ([]string, error) {
+	return o.walk().children(ctx, c)
+}
 
 func (w googleWalk) children(ctx context.Context, c *conn) ([]string, error) {
 	rt := transport.NewUserAgent(transport.NewRetry(w.transport,
