@@ -128,32 +128,38 @@ type Helm struct {
 
 // NewHelm checks cfg and fills in defaults.
 func NewHelm(cfg HelmConfig) (*Helm, error) {
+	var probs problems
 	cfg.URL, cfg.Host = strings.TrimSpace(cfg.URL), strings.TrimSpace(cfg.Host)
 	switch {
 	case cfg.URL == "" && cfg.Host == "":
-		return nil, errors.New("helm: set url (a chart repository) or host (charts in an OCI registry)")
+		probs.add(errors.New("set helm.url (a chart repository) or helm.host (charts in an OCI registry)"))
 	case cfg.URL != "" && cfg.Host != "":
-		return nil, errors.New("helm: set either url (a chart repository) or host (charts in an OCI registry), not both")
-	case cfg.Concurrency < 0:
-		return nil, fmt.Errorf("helm: concurrency %d must not be negative", cfg.Concurrency)
-	case cfg.Timeout < 0:
-		return nil, fmt.Errorf("helm: timeout %s must not be negative", cfg.Timeout)
-	case cfg.MaxIndexBytes < 0:
-		return nil, fmt.Errorf("helm: max index bytes %d must not be negative", cfg.MaxIndexBytes)
-	case cfg.MaxChartBytes < 0:
-		return nil, fmt.Errorf("helm: max chart bytes %d must not be negative", cfg.MaxChartBytes)
-	case cfg.MaxChartUnpackedBytes < 0:
-		return nil, fmt.Errorf("helm: max chart unpacked bytes %d must not be negative", cfg.MaxChartUnpackedBytes)
+		probs.add(errors.New("set either helm.url (a chart repository) or helm.host (charts in an OCI registry), not both"))
 	}
-	if err := cfg.Auth.Validate(); err != nil {
-		return nil, fmt.Errorf("helm: %w", err)
-	}
-	h := &Helm{cache: map[string]chartContent{}}
-	if cfg.URL != "" {
-		if err := h.checkRepository(&cfg); err != nil {
-			return nil, err
+	formOK := len(probs) == 0
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"concurrency", int64(cfg.Concurrency)}, {"timeout", int64(cfg.Timeout)}, {"max_bytes", cfg.MaxIndexBytes},
+		{"max_chart_bytes", cfg.MaxChartBytes}, {"max_chart_unpacked_bytes", cfg.MaxChartUnpackedBytes}} {
+		if f.v < 0 {
+			shown := fmt.Sprint(f.v)
+			if f.name == "timeout" {
+				shown = cfg.Timeout.String()
+			}
+			probs.add(fmt.Errorf("helm.%s %s must not be negative", f.name, shown))
 		}
-	} else if err := h.checkOCI(&cfg); err != nil {
+	}
+	authOK := !probs.add(cfg.Auth.validate("helm"))
+	h := &Helm{cache: map[string]chartContent{}}
+	switch {
+	case !formOK:
+	case cfg.URL != "":
+		probs.add(h.checkRepository(&cfg, authOK))
+	default:
+		probs.add(h.checkOCI(&cfg, authOK))
+	}
+	if err := probs.err(); err != nil {
 		return nil, err
 	}
 	if cfg.Concurrency == 0 {
@@ -509,26 +515,6 @@ type HelmBlock struct {
 // Build checks the block and builds its source. Its errors name the
 // block's fields, so that `config check` reports them at their line.
 func (h *HelmBlock) Build(bc BuildContext) (Source, error) {
-	if err := h.Auth.Validate(); err != nil {
-		return nil, fmt.Errorf("helm.auth: %w", err)
-	}
-	switch {
-	case h.URL == "" && h.Host == "":
-		return nil, errors.New("set helm.url (a chart repository) or helm.host (charts in an OCI registry)")
-	case h.URL != "" && h.Host != "":
-		return nil, errors.New("set either helm.url (a chart repository) or helm.host (charts in an OCI registry), not both")
-	case h.URL != "":
-		for _, f := range []struct {
-			name string
-			set  bool
-		}{{"helm.prefix", h.Prefix != ""}, {"helm.insecure", h.Insecure}, {"helm.repositories", len(h.Repositories) > 0}, {"helm.page_size", h.PageSize != 0}} {
-			if f.set {
-				return nil, fmt.Errorf("%s is for charts in an OCI registry (helm.host), not a chart repository (helm.url)", f.name)
-			}
-		}
-	case h.MaxBytes != 0:
-		return nil, errors.New("helm.max_bytes bounds a chart repository's index (helm.url); charts in an OCI registry (helm.host) have none")
-	}
 	return NewHelm(HelmConfig{
 		URL: h.URL, Host: h.Host, Prefix: h.Prefix, Insecure: h.Insecure, Repositories: h.Repositories, PageSize: h.PageSize,
 		Prereleases: h.Prereleases, Filter: bc.Filter, Auth: h.Auth, Concurrency: h.Concurrency, Timeout: time.Duration(h.Timeout),

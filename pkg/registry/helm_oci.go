@@ -17,25 +17,27 @@ import (
 
 // checkOCI checks the configuration of charts in an OCI registry, as the
 // oci source checks its own (checkOCIHost, repositoryPrefix,
-// checkRepositories), in messages of the helm block.
-func (h *Helm) checkOCI(cfg *HelmConfig) error {
+// checkRepositories), every problem naming its field of the helm block.
+func (h *Helm) checkOCI(cfg *HelmConfig, authOK bool) error {
+	var probs problems
 	var err error
-	if h.nameOpts, err = checkOCIHost("helm", cfg.Host, cfg.Insecure); err != nil {
-		return err
+	h.nameOpts, err = checkOCIHost("helm", cfg.Host, cfg.Insecure)
+	hostOK := !probs.add(err)
+	if cfg.PageSize < 0 {
+		probs.add(fmt.Errorf("helm.page_size %d must not be negative", cfg.PageSize))
 	}
-	switch {
-	case cfg.PageSize < 0:
-		return fmt.Errorf("helm: page size %d must not be negative", cfg.PageSize)
-	case cfg.MaxIndexBytes != 0:
-		return errors.New("helm: max_bytes bounds a chart repository's index (url); charts in an OCI registry have none")
-	case cfg.Client != nil:
-		return errors.New("helm: client is for a chart repository; an OCI registry takes a transport")
+	if cfg.MaxIndexBytes != 0 {
+		probs.add(errors.New("helm.max_bytes bounds a chart repository's index (helm.url); charts in an OCI registry (helm.host) have none"))
 	}
-	if cfg.Prefix, err = repositoryPrefix(cfg.Host, cfg.Prefix, h.nameOpts); err != nil {
-		return fmt.Errorf("helm: prefix %q is not a repository path", cfg.Prefix)
+	if cfg.Client != nil {
+		probs.add(errors.New("helm: client is for a chart repository; an OCI registry takes a transport"))
 	}
-	if err := checkRepositories("helm", cfg.Host, cfg.Prefix, cfg.Repositories, h.nameOpts); err != nil {
-		return err
+	if hostOK {
+		if cfg.Prefix, err = repositoryPrefix(cfg.Host, cfg.Prefix, h.nameOpts); err != nil {
+			probs.add(fmt.Errorf("helm.prefix %q is not a repository path", cfg.Prefix))
+		} else {
+			probs.add(checkRepositories("helm", cfg.Host, cfg.Prefix, cfg.Repositories, h.nameOpts))
+		}
 	}
 	if cfg.PageSize == 0 {
 		cfg.PageSize = DefaultOCIPageSize
@@ -47,8 +49,11 @@ func (h *Helm) checkOCI(cfg *HelmConfig) error {
 	if h.backoff.Steps == 0 {
 		h.backoff = defaultOCIBackoff
 	}
-	h.google, err = checkGoogleOCI("helm", cfg.Auth, cfg.Host, cfg.Insecure, &cfg.Transport)
-	return err
+	if hostOK && authOK {
+		h.google, err = checkGoogleOCI("helm", cfg.Auth, cfg.Host, cfg.Insecure, &cfg.Transport)
+		probs.add(err)
+	}
+	return probs.err()
 }
 
 // fetchOCI lists the charts of an OCI registry: the repositories (listed

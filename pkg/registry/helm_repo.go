@@ -16,42 +16,59 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// checkRepository checks a chart repository's configuration.
-func (h *Helm) checkRepository(cfg *HelmConfig) error {
+// checkRepository checks a chart repository's configuration: every
+// problem, each naming its field (authOK: the auth checked out, so its
+// host may be checked against it).
+func (h *Helm) checkRepository(cfg *HelmConfig, authOK bool) error {
+	var probs problems
 	u, err := url.Parse(cfg.URL)
 	switch {
 	case err != nil:
-		return fmt.Errorf("helm: url: %w", err)
+		probs.add(fmt.Errorf("helm.url: %w", err))
 	case u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Errorf("helm: url %q must be http or https (charts in an OCI registry: set host instead)", cfg.URL)
+		probs.add(fmt.Errorf("helm.url %q must be http or https (charts in an OCI registry: set host instead)", cfg.URL))
 	case u.Host == "":
-		return fmt.Errorf("helm: url %q has no host", cfg.URL)
+		probs.add(fmt.Errorf("helm.url %q has no host", cfg.URL))
 	case u.User != nil:
 		// It would end up in every ref and error; auth takes the password
 		// from the environment instead.
-		return errors.New("helm: url must not carry credentials; use auth")
-	case cfg.Prefix != "" || cfg.Insecure || len(cfg.Repositories) > 0 || cfg.PageSize != 0:
-		return errors.New("helm: prefix, insecure, repositories and page_size are for charts in an OCI registry (host), not a chart repository (url)")
-	case cfg.Transport != nil:
-		return errors.New("helm: transport is for charts in an OCI registry; a chart repository takes a client")
+		probs.add(errors.New("helm.url must not carry credentials; use auth"))
+	}
+	urlOK := len(probs) == 0
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"helm.prefix", cfg.Prefix != ""}, {"helm.insecure", cfg.Insecure}, {"helm.repositories", len(cfg.Repositories) > 0}, {"helm.page_size", cfg.PageSize != 0}} {
+		if f.set {
+			probs.add(fmt.Errorf("%s is for charts in an OCI registry (helm.host), not a chart repository (helm.url)", f.name))
+		}
+	}
+	if cfg.Transport != nil {
+		probs.add(errors.New("helm: transport is for charts in an OCI registry; a chart repository takes a client"))
+	}
+	if !urlOK {
+		return probs.err()
 	}
 	// A Google token goes to Cloud Storage alone: a chart repository in a
 	// bucket (https://storage.googleapis.com/BUCKET/PATH), read as the
 	// function's own identity.
-	google, err := checkGoogleStorage("helm", cfg.Auth, cfg.URL, u.Scheme, u.Host, &cfg.Client)
-	if err != nil {
-		return err
+	if authOK {
+		google, err := checkGoogleStorage("helm", cfg.Auth, cfg.URL, u.Scheme, u.Host, &cfg.Client)
+		probs.add(err)
+		h.google = google
 	}
-	h.google = google
 	index, err := resolveChartURL(u, "index.yaml")
 	if err != nil {
-		return fmt.Errorf("helm: url: %w", err)
+		probs.add(fmt.Errorf("helm.url: %w", err))
 	}
 	if cfg.MaxIndexBytes == 0 {
 		cfg.MaxIndexBytes = DefaultHelmIndexMaxBytes
 	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{}
+	}
+	if err := probs.err(); err != nil {
+		return err
 	}
 	h.repo, h.index = u, index.String()
 	return nil
