@@ -191,7 +191,7 @@ func (l dockerHubLister) ListRepositories(ctx context.Context, creds authn.AuthC
 		}
 		var body hubRepositoriesPage
 		if err := json.Unmarshal(p.body, &body); err != nil {
-			return fail(k, fmt.Errorf("not a page of repositories: %w", err))
+			return fail(k, malformed(fmt.Errorf("not a page of repositories: %w", err)))
 		}
 		switch {
 		case body.Count == nil || body.Results == nil:

@@ -291,7 +291,7 @@ func (l ghcrLister) read(ctx context.Context, authz string) ([]string, int, erro
 			if err == nil {
 				err = errors.New("null")
 			}
-			return fail(k, fmt.Errorf("not a page of packages: %w", err))
+			return fail(k, malformed(fmt.Errorf("not a page of packages: %w", err)))
 		}
 		links := parseLinks(p.header.Values("Link"))
 		if last, ok := links["last"]; ok {

@@ -142,7 +142,7 @@ func (h *Helm) fetchRepository(ctx context.Context, opts FetchOptions) (*Listing
 	}
 	index, err := parseIndex(body)
 	if err != nil {
-		return fail(err)
+		return fail(malformed(err))
 	}
 
 	names := make([]string, 0, len(index.Entries))

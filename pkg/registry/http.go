@@ -127,7 +127,7 @@ func (h *HTTP) Fetch(ctx context.Context, opts FetchOptions) (*Listing, error) {
 	}
 	items, err := spec.ParseList(body)
 	if err != nil {
-		return fail(err)
+		return fail(malformed(err))
 	}
 
 	entries := []Entry{}
@@ -201,7 +201,9 @@ func readBounded(resp *http.Response, limit int64) ([]byte, error) {
 func readResponse(resp *http.Response, limit int64) (body []byte, over bool, err error) {
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
-		return nil, false, fmt.Errorf("status %s: %q", resp.Status, snippet)
+		ra := resp.Header.Get("Retry-After")
+		return nil, false, &StatusError{Code: resp.StatusCode, RetryAfter: ra,
+			Err: fmt.Errorf("status %s: %q%s", resp.Status, snippet, retryAfterNote(ra))}
 	}
 	if resp.ContentLength > limit {
 		return nil, true, nil

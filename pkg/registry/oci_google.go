@@ -172,7 +172,7 @@ func getTagsPage(ctx context.Context, client *http.Client, repo name.Repository,
 		return nil, fmt.Errorf("body is more than the %d bytes allowed", googleListMaxBytes)
 	}
 	if err := json.Unmarshal(body, p); err != nil {
-		return nil, fmt.Errorf("not a tags/list answer: %w", err)
+		return nil, malformed(fmt.Errorf("not a tags/list answer: %w", err))
 	}
 	return nextLink(resp, repo)
 }
