@@ -33,6 +33,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/specsync/specsync/emulator/googletest"
 	"github.com/specsync/specsync/pkg/registry"
 	"github.com/specsync/specsync/pkg/registry/helmtest"
 )
@@ -80,6 +81,7 @@ type driver struct {
 
 var drivers = []driver{
 	{name: "oci", new: newOCIUpstream, paginates: true},
+	{name: "oci-artifact-registry", new: newARUpstream, paginates: true},
 	{name: "http", new: newIndexUpstream},
 	{name: "dir", new: newDirUpstream},
 	{name: "dockerhub", new: func(t *testing.T) upstream { return newDockerHubRig(t) }, paginates: true},
@@ -589,4 +591,59 @@ func (u helmOCIUpstream) source(t *testing.T, c suiteConfig) registry.Source {
 		t.Fatal(err)
 	}
 	return src
+}
+
+// arUpstream is Artifact Registry in process (emulator/googletest: its
+// tags/list with children, over HTTPS as europe-docker.pkg.dev), read by
+// an oci source with a prefix, which lists it by walking the children:
+// the listing is the prefix's tags/list, then each child's.
+type arUpstream struct {
+	reg  *googletest.Registry
+	push *server
+}
+
+const arPrefix = "project/specs"
+
+func newARUpstream(t *testing.T) upstream {
+	reg := googletest.NewRegistry(t, nil)
+	return &arUpstream{reg: reg, push: &server{host: reg.PushHost}}
+}
+
+func (u *arUpstream) put(t *testing.T, entry, yamlText string) {
+	u.push.pushSpec(t, arPrefix+"/"+entry, yamlText)
+}
+
+func (u *arUpstream) putBroken(t *testing.T, entry string) {
+	u.push.pushImage(t, arPrefix+"/"+entry, "latest", image(t, map[string]string{"com.redhat.apb.spec": "%%% neither base64 nor YAML: ["}, nil))
+}
+
+func (u *arUpstream) remove(t *testing.T, entry string) {
+	t.Helper()
+	// The stand-in keeps a tag whose manifest is deleted by digest:
+	// delete the tag.
+	ref := u.push.ref(t, arPrefix+"/"+entry, "latest")
+	if err := remote.Delete(ref); err != nil {
+		t.Fatalf("delete %s: %v", ref, err)
+	}
+}
+
+func (u *arUpstream) unavailable(*testing.T) {
+	u.reg.SetFault(func(w http.ResponseWriter, _ *http.Request) bool {
+		http.Error(w, "gone", http.StatusServiceUnavailable)
+		return true
+	})
+}
+
+func (u *arUpstream) setFault(f func(w http.ResponseWriter, r *http.Request) bool) { u.reg.SetFault(f) }
+
+func (u *arUpstream) isListing(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/tags/list") }
+
+func (u *arUpstream) source(t *testing.T, c suiteConfig) registry.Source {
+	t.Helper()
+	src, err := registry.NewOCI(registry.OCIConfig{Host: "europe-docker.pkg.dev", Prefix: arPrefix,
+		Transport: googletest.Transport(u.reg.Server), Timeout: c.timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return registry.FastRetry(src)
 }

@@ -72,7 +72,7 @@ func (o *OCI) children(ctx context.Context, c *conn) ([]string, error) {
 }
 
 func (w googleWalk) children(ctx context.Context, c *conn) ([]string, error) {
-	rt := transport.NewUserAgent(transport.NewRetry(w.transport,
+	rt := transport.NewUserAgent(transport.NewRetry(retryAfters{inner: w.transport, last: &c.retryAfter},
 		transport.WithRetryBackoff(w.backoff),
 		transport.WithRetryStatusCodes(http.StatusRequestTimeout, http.StatusTooManyRequests, http.StatusInternalServerError,
 			http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout)), "specsync")
@@ -83,6 +83,11 @@ func (w googleWalk) children(ctx context.Context, c *conn) ([]string, error) {
 		path := queue[0]
 		queue = queue[1:]
 		tags, err := w.tagsList(ctx, c, rt, path)
+		if notFound(err) {
+			// Nothing under the prefix (the catalog under it would be
+			// empty too), or a child deleted since its parent listed it.
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("tags/list of %s: %w", path, err)
 		}
