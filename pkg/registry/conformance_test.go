@@ -636,7 +636,9 @@ func (u *arUpstream) unavailable(*testing.T) {
 
 func (u *arUpstream) setFault(f func(w http.ResponseWriter, r *http.Request) bool) { u.reg.SetFault(f) }
 
-func (u *arUpstream) isListing(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/tags/list") }
+func (u *arUpstream) isListing(r *http.Request) bool {
+	return strings.HasSuffix(r.URL.Path, "/tags/list")
+}
 
 func (u *arUpstream) source(t *testing.T, c suiteConfig) registry.Source {
 	t.Helper()
