@@ -189,6 +189,18 @@ var mutants = []mutant{
 		"\tif s == nil {\n\t\treturn\n\t}\n",
 		"",
 		[]string{"./emulator/stack"}, `^TestStartFailureReturnsTheError$`},
+	{"helm: a chart given back from a hint at another version or digest",
+		"a new instance reads what moved (design.md: upstream digests)",
+		"pkg/registry/helm.go",
+		"if hint, ok := hints[o.name]; ok && hint.Upstream == o.upstream {",
+		"if hint, ok := hints[o.name]; ok {",
+		[]string{"./pkg/registry"}, `^TestHelmTakesHints$`},
+	{"config check: one problem of a registry, not every one",
+		"config check reports every problem of a registries file, each at its line (docs/cli.md)",
+		"pkg/config/check.go",
+		"\t\t\tfor _, e := range re.errs {",
+		"\t\t\tfor _, e := range re.errs[:1] {",
+		[]string{"./pkg/config"}, `^TestCheckReportsEveryProblemOfABlockAtItsField$`},
 }
 
 // result is what running one mutant's tests found.
