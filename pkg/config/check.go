@@ -190,7 +190,17 @@ func Check(data []byte, source, baseDir string) *CheckResult {
 			add(item.Line, item.Column, "%s: %v", where, err)
 			continue
 		}
-		if _, err := Parse(b, source, baseDir); err != nil {
+		_, err = Parse(b, source, baseDir)
+		var re *registryError
+		msgs := []string{}
+		switch {
+		case err == nil:
+		case errors.As(err, &re):
+			// Each problem of the registry at its own field's line.
+			for _, e := range re.errs {
+				msgs = append(msgs, e.Error())
+			}
+		default:
 			msg := err.Error()
 			if k := strings.Index(msg, "registries[0]"); k >= 0 {
 				msg = msg[k+len("registries[0]"):]
@@ -200,6 +210,9 @@ func Check(data []byte, source, baseDir string) *CheckResult {
 				}
 				msg = strings.TrimPrefix(msg, ": ")
 			}
+			msgs = append(msgs, msg)
+		}
+		for _, msg := range msgs {
 			// A check that finds several problems joins them (errors.Join,
 			// one a line): each is reported at its own field's line.
 			for _, one := range strings.Split(msg, "\n") {

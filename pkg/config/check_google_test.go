@@ -56,9 +56,9 @@ func TestCheckReportsGoogleAuthWhereItCannotGo(t *testing.T) {
 		got[p.Line] += p.Message + "|"
 	}
 	for line, want := range map[int]string{
-		11: `registries[1] (elsewhere): oci: auth type google sends Google access tokens only to Google's registries (gcr.io, *.gcr.io, *.pkg.dev, over HTTPS); oci.host "registry.example.com" is not one`,
-		18: "registries[2] (plain): oci: auth type google never sends a Google access token over plain HTTP; remove oci.insecure",
-		23: `registries[3] (index): http: auth type google sends Google access tokens only to https://storage.googleapis.com`,
+		11: `registries[1] (elsewhere): oci.host "registry.example.com" is not one of Google's registries (gcr.io, *.gcr.io, *.pkg.dev, over HTTPS)`,
+		18: "registries[2] (plain): oci.insecure: auth type google never sends a Google access token over plain HTTP; remove oci.insecure",
+		23: `registries[3] (index): http.url "https://specs.example.com/index.yaml" is not in Cloud Storage`,
 		34: "registries[5] (extra): oci.auth: auth type google does not use token_env",
 	} {
 		if !strings.Contains(got[line], want) {

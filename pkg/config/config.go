@@ -265,7 +265,7 @@ func parse(data []byte, source string, dirs dirs) (*Config, error) {
 		seen[r.Name] = i
 		src, err := build(r, dirs)
 		if err != nil {
-			return fail(fmt.Errorf("%s: %w", where, err))
+			return fail(&registryError{where: where, errs: flatten(err)})
 		}
 		cfg.Registries = append(cfg.Registries, Built{Registry: r, Source: src})
 	}
@@ -350,44 +350,92 @@ func parseExpanded(data []byte) (*yaml3.Node, []unsetRef, error) {
 	return &doc, missing, nil
 }
 
-// build checks one registry's own settings and builds its source.
+// build checks one registry's own settings and builds its source. It
+// reports every problem it finds (errors.Join), each naming its field, so
+// that `config check` can put each at its line; a check that needs
+// another to pass (the block needs its type) runs only after it.
 func build(r Registry, dirs dirs) (registry.Source, error) {
+	var probs []error
 	if r.MaxMarkShare != nil && (*r.MaxMarkShare <= 0 || *r.MaxMarkShare > 1) {
-		return nil, fmt.Errorf("max_mark_share %v must be in (0, 1]", *r.MaxMarkShare)
+		probs = append(probs, fmt.Errorf("max_mark_share %v must be in (0, 1]", *r.MaxMarkShare))
 	}
 	if r.Hook != nil {
 		if err := r.Hook.Validate(); err != nil {
-			return nil, err
+			probs = append(probs, err)
+		}
+		if f := r.Hook.SecretFile; f != "" && !filepath.IsAbs(f) {
+			probs = append(probs, relativeFile("hook.secret_file", f, "the hooks"))
 		}
 	}
 	filter, err := registry.NewFilter(r.Allow, r.Deny)
 	if err != nil {
-		return nil, err
+		probs = append(probs, err)
 	}
 	types := registry.Types()
-	if len(r.Blocks) != 1 {
-		return nil, fmt.Errorf("exactly one of the %s blocks is required, found %d", joinLast(types, "and"), len(r.Blocks))
+	kind, known := registry.LookupKind(r.Type)
+	before := len(probs)
+	switch {
+	case len(r.Blocks) != 1:
+		probs = append(probs, fmt.Errorf("exactly one of the %s blocks is required, found %d", joinLast(types, "and"), len(r.Blocks)))
+	case r.Type == "":
+		probs = append(probs, fmt.Errorf("type is required (%s)", joinLast(types, "or")))
+	case !known:
+		probs = append(probs, fmt.Errorf("type %q is not one of %s", r.Type, strings.Join(types, ", ")))
+	case r.Block() == nil:
+		probs = append(probs, fmt.Errorf("type %s needs %s %s block", r.Type, article(r.Type), r.Type))
 	}
-	if r.Type == "" {
-		return nil, fmt.Errorf("type is required (%s)", joinLast(types, "or"))
-	}
-	if _, ok := registry.LookupKind(r.Type); !ok {
-		return nil, fmt.Errorf("type %q is not one of %s", r.Type, strings.Join(types, ", "))
-	}
-	blk := r.Block()
-	if blk == nil {
-		return nil, fmt.Errorf("type %s needs %s %s block", r.Type, article(r.Type), r.Type)
+	if len(probs) > before || r.Block() == nil {
+		return nil, errors.Join(probs...)
 	}
 	if err := checkVerify(r); err != nil {
-		return nil, err
+		probs = append(probs, err)
 	}
-	// A source names its block in its errors ("oci: host is required",
-	// "helm.url"), which config check locates: returned as they are.
-	src, err := blk.Build(registry.BuildContext{Filter: filter, OpenDir: dirs})
+	probs = append(probs, relativeCredentialFiles(kind, r.Block())...)
+	// A source names its block's fields in its errors ("oci.host ...",
+	// "helm.url"), which config check locates: kept as they are.
+	src, err := r.Block().Build(registry.BuildContext{Filter: filter, OpenDir: dirs})
 	if err != nil {
-		return nil, err
+		probs = append(probs, err)
+	}
+	if len(probs) > 0 {
+		return nil, errors.Join(probs...)
 	}
 	return src, nil
+}
+
+// relativeCredentialFiles are the problems of a block's credential files
+// (its kind's Credentials ending in _file) given relative: terraform
+// mounts each secret file at its absolute path (registries.tf refuses a
+// relative one at plan time), and the function has no directory a
+// relative one would be read from.
+func relativeCredentialFiles(k registry.Kind, b registry.Block) []error {
+	raw, err := json.Marshal(b)
+	if err != nil {
+		return []error{err}
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return []error{err}
+	}
+	var probs []error
+	for _, p := range k.Credentials {
+		if !strings.HasSuffix(p, "_file") {
+			continue
+		}
+		var v any = doc
+		for _, part := range strings.Split(p, ".") {
+			m, _ := v.(map[string]any)
+			v = m[part]
+		}
+		if f, _ := v.(string); f != "" && !filepath.IsAbs(f) {
+			probs = append(probs, relativeFile(k.Type+"."+p, f, "the reconcile"))
+		}
+	}
+	return probs
+}
+
+func relativeFile(field, file, function string) error {
+	return fmt.Errorf("%s %q must be an absolute path: a secret file is mounted at its path in %s function, and terraform refuses a relative one", field, file, function)
 }
 
 // plainTag is the tag YAML gives v written as a plain scalar: !!int for
@@ -415,4 +463,35 @@ func joinLast(words []string, last string) string {
 		return strings.Join(words, "")
 	}
 	return strings.Join(words[:len(words)-1], ", ") + " " + last + " " + words[len(words)-1]
+}
+
+// registryError is every problem of one registry: its text lists them
+// ("registries[0] (a): x; y"), and Unwrap gives each, which `config
+// check` reports at its own line.
+type registryError struct {
+	where string
+	errs  []error
+}
+
+func (e *registryError) Error() string {
+	msgs := make([]string, len(e.errs))
+	for i, err := range e.errs {
+		msgs[i] = err.Error()
+	}
+	return e.where + ": " + strings.Join(msgs, "; ")
+}
+
+func (e *registryError) Unwrap() []error { return e.errs }
+
+// flatten is the errors err joins (errors.Join, at any depth), or err.
+func flatten(err error) []error {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, flatten(e)...)
+	}
+	return out
 }

@@ -75,43 +75,45 @@ func (a Auth) Validate() error {
 	user := set("username", a.Username, "username_env", a.UsernameEnv)
 	pass := set("password_env", a.PasswordEnv, "password_file", a.PasswordFile)
 	tok := set("token_env", a.TokenEnv, "token_file", a.TokenFile)
-	exactlyOne := func(what string, got []string, choices string) error {
+	var probs problems
+	exactlyOne := func(what string, got []string, choices string) {
 		switch len(got) {
-		case 1:
-			return nil
 		case 0:
-			return fmt.Errorf("auth type %s needs %s (one of %s)", a.kind(), what, choices)
+			probs.add(fmt.Errorf("auth type %s needs %s (one of %s)", a.kind(), what, choices))
+		case 1:
 		default:
-			return fmt.Errorf("auth type %s: set only one of %s", a.kind(), strings.Join(got, ", "))
+			probs.add(fmt.Errorf("auth type %s: set only one of %s", a.kind(), strings.Join(got, ", ")))
 		}
 	}
-	unused := func(fields []string) error {
+	unused := func(fields []string) {
 		if len(fields) > 0 {
-			return fmt.Errorf("auth type %s does not use %s", a.kind(), strings.Join(fields, ", "))
+			probs.add(fmt.Errorf("auth type %s does not use %s", a.kind(), strings.Join(fields, ", ")))
 		}
-		return nil
 	}
 	switch a.kind() {
-	case AuthAnonymous:
-		return unused(append(append(user, pass...), tok...))
+	case AuthAnonymous, AuthGoogle:
+		unused(append(append(user, pass...), tok...))
 	case AuthBasic:
-		if err := exactlyOne("a user name", user, "username, username_env"); err != nil {
-			return err
-		}
-		if err := exactlyOne("a password", pass, "password_env, password_file"); err != nil {
-			return err
-		}
-		return unused(tok)
+		exactlyOne("a user name", user, "username, username_env")
+		exactlyOne("a password", pass, "password_env, password_file")
+		unused(tok)
 	case AuthToken:
-		if err := exactlyOne("a token", tok, "token_env, token_file"); err != nil {
-			return err
-		}
-		return unused(append(user, pass...))
-	case AuthGoogle:
-		return unused(append(append(user, pass...), tok...))
+		exactlyOne("a token", tok, "token_env, token_file")
+		unused(append(user, pass...))
 	default:
-		return fmt.Errorf("auth type %q is not one of anonymous, basic, token, google", a.Type)
+		probs.add(fmt.Errorf("auth type %q is not one of anonymous, basic, token, google", a.Type))
 	}
+	return probs.err()
+}
+
+// validate is Validate's problems, each an error of block's auth field
+// ("oci.auth: auth type basic needs a password ...").
+func (a Auth) validate(block string) error {
+	var probs problems
+	for _, err := range joined(a.Validate()) {
+		probs.add(&fieldError{block: block, err: fmt.Errorf("auth: %w", err)})
+	}
+	return probs.err()
 }
 
 // Authenticator reads the credentials now and returns them for

@@ -14,7 +14,9 @@ package registry_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -31,6 +33,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/specsync/specsync/emulator/googletest"
 	"github.com/specsync/specsync/pkg/registry"
 	"github.com/specsync/specsync/pkg/registry/helmtest"
 )
@@ -78,6 +81,7 @@ type driver struct {
 
 var drivers = []driver{
 	{name: "oci", new: newOCIUpstream, paginates: true},
+	{name: "oci-artifact-registry", new: newARUpstream, paginates: true},
 	{name: "http", new: newIndexUpstream},
 	{name: "dir", new: newDirUpstream},
 	{name: "dockerhub", new: func(t *testing.T) upstream { return newDockerHubRig(t) }, paginates: true},
@@ -181,7 +185,10 @@ func runConformance(t *testing.T, d driver) {
 		fetchFails(t, src)
 	})
 
-	// The faults of a listing over HTTP: each fails the fetch whole.
+	// The faults of a listing over HTTP: each fails the fetch whole, with
+	// an error of its class (registry.Status's code and Retry-After, a
+	// truncated or unparseable body, a timeout) whose text, which the
+	// registry's status records, says so.
 	for _, f := range []struct {
 		name string
 		// on is the first listing request to break: 1 the first, 2 the
@@ -190,45 +197,58 @@ func runConformance(t *testing.T, d driver) {
 		// the page meets the fault again.
 		on    int
 		fault func(w http.ResponseWriter, r *http.Request)
-		// want is what the error says, one of these.
-		want []string
+		// class checks the fetch's error.
+		class func(t *testing.T, err error)
 	}{
 		{"401", 1, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("WWW-Authenticate", `Basic realm="conformance"`)
 			http.Error(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`, http.StatusUnauthorized)
-		}, []string{"401", "UNAUTHORIZED"}},
+		}, statusClass(http.StatusUnauthorized, "", "401", "UNAUTHORIZED")},
 		{"429 with Retry-After", 1, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Retry-After", "3600")
 			http.Error(w, `{"errors":[{"code":"TOOMANYREQUESTS","message":"slow down"}]}`, http.StatusTooManyRequests)
-		}, []string{"429", "TOOMANYREQUESTS"}},
+		}, statusClass(http.StatusTooManyRequests, "3600", "Retry-After: 3600")},
 		{"5xx", 1, func(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "upstream is down", http.StatusServiceUnavailable)
-		}, []string{"503"}},
+		}, statusClass(http.StatusServiceUnavailable, "", "503")},
 		{"5xx on a later page", 2, func(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "upstream is down", http.StatusInternalServerError)
-		}, []string{"500"}},
-		{"partial page", 2, truncate, []string{"EOF"}},
+		}, statusClass(http.StatusInternalServerError, "", "500")},
+		{"partial page", 2, truncate, func(t *testing.T, err error) {
+			if code, _ := registry.Status(err); code != 0 || !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Errorf("a truncated page: status %d, error %q; want no status and io.ErrUnexpectedEOF", code, err)
+			}
+		}},
 		{"garbage page", 2, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprint(w, `{"repositories": [ "cut`)
-		}, nil},
+			fmt.Fprint(w, `{"repositories": ["svc-3", ]]] garbage`) // whole, and no JSON or YAML
+		}, func(t *testing.T, err error) {
+			if code, _ := registry.Status(err); code != 0 || !registry.Malformed(err) {
+				t.Errorf("a garbage page: status %d, error %q; want no status and registry.Malformed", code, err)
+			}
+		}},
 		{"timeout", 1, func(w http.ResponseWriter, r *http.Request) {
 			select {
 			case <-r.Context().Done():
 			case <-time.After(time.Minute):
 			}
-		}, []string{"within"}},
+		}, func(t *testing.T, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "did not finish within") {
+				t.Errorf("a timeout: error %q; want context.DeadlineExceeded, saying the fetch did not finish within its bound", err)
+			}
+		}},
 	} {
 		t.Run(f.name, func(t *testing.T) {
 			u := d.new(t)
 			fu, ok := u.(faulty)
 			if !ok {
-				// Not reached over HTTP (a directory): its one fault is the
-				// unavailable case above.
-				return
+				t.Skip("not read over HTTP (a directory): its one fault is the upstream unavailable")
 			}
 			on := f.on
-			if !d.paginates {
+			if on > 1 && !d.paginates {
+				if f.name == "5xx on a later page" {
+					t.Skip("the listing is one request: there is no later page")
+				}
 				on = 1 // one listing request: the fault is on it
 			}
 			for i := range 7 {
@@ -256,20 +276,38 @@ func runConformance(t *testing.T, d driver) {
 				return hit
 			})
 			err := fetchFails(t, src)
-			if len(f.want) > 0 && !slices.ContainsFunc(f.want, func(w string) bool { return strings.Contains(err.Error(), w) }) {
-				t.Errorf("error %q names none of %v", err, f.want)
-			}
+			f.class(t, err)
 			mu.Lock()
 			if seen < on {
 				t.Errorf("the fetch made %d listing requests; the fault was on request %d", seen, on)
 			}
 			mu.Unlock()
-			// The next fetch, without the fault, lists everything.
+			// The next fetch, without the fault, lists everything (a new
+			// instance after the timeout, whose bound is short for a
+			// loaded machine).
 			fu.setFault(nil)
+			if f.name == "timeout" {
+				src = u.source(t, quick)
+			}
 			if l := fetch(t, src); len(l.Entries) != 7 {
 				t.Errorf("after the fault (%v) the upstream lists %d entries, want 7", err, len(l.Entries))
 			}
 		})
+	}
+}
+
+// statusClass checks that a fetch failed on the upstream's status code,
+// with its Retry-After, and that its text names them (one of says).
+func statusClass(code int, retryAfter string, says ...string) func(t *testing.T, err error) {
+	return func(t *testing.T, err error) {
+		t.Helper()
+		got, ra := registry.Status(err)
+		if got != code || ra != retryAfter {
+			t.Errorf("status %d, Retry-After %q; want %d, %q (error %q)", got, ra, code, retryAfter, err)
+		}
+		if !slices.ContainsFunc(says, func(w string) bool { return strings.Contains(err.Error(), w) }) {
+			t.Errorf("error %q names none of %v", err, says)
+		}
 	}
 }
 
@@ -553,4 +591,61 @@ func (u helmOCIUpstream) source(t *testing.T, c suiteConfig) registry.Source {
 		t.Fatal(err)
 	}
 	return src
+}
+
+// arUpstream is Artifact Registry in process (emulator/googletest: its
+// tags/list with children, over HTTPS as europe-docker.pkg.dev), read by
+// an oci source with a prefix, which lists it by walking the children:
+// the listing is the prefix's tags/list, then each child's.
+type arUpstream struct {
+	reg  *googletest.Registry
+	push *server
+}
+
+const arPrefix = "project/specs"
+
+func newARUpstream(t *testing.T) upstream {
+	reg := googletest.NewRegistry(t, nil)
+	return &arUpstream{reg: reg, push: &server{host: reg.PushHost}}
+}
+
+func (u *arUpstream) put(t *testing.T, entry, yamlText string) {
+	u.push.pushSpec(t, arPrefix+"/"+entry, yamlText)
+}
+
+func (u *arUpstream) putBroken(t *testing.T, entry string) {
+	u.push.pushImage(t, arPrefix+"/"+entry, "latest", image(t, map[string]string{"com.redhat.apb.spec": "%%% neither base64 nor YAML: ["}, nil))
+}
+
+func (u *arUpstream) remove(t *testing.T, entry string) {
+	t.Helper()
+	// The stand-in keeps a tag whose manifest is deleted by digest:
+	// delete the tag.
+	ref := u.push.ref(t, arPrefix+"/"+entry, "latest")
+	if err := remote.Delete(ref); err != nil {
+		t.Fatalf("delete %s: %v", ref, err)
+	}
+}
+
+func (u *arUpstream) unavailable(*testing.T) {
+	u.reg.SetFault(func(w http.ResponseWriter, _ *http.Request) bool {
+		http.Error(w, "gone", http.StatusServiceUnavailable)
+		return true
+	})
+}
+
+func (u *arUpstream) setFault(f func(w http.ResponseWriter, r *http.Request) bool) { u.reg.SetFault(f) }
+
+func (u *arUpstream) isListing(r *http.Request) bool {
+	return strings.HasSuffix(r.URL.Path, "/tags/list")
+}
+
+func (u *arUpstream) source(t *testing.T, c suiteConfig) registry.Source {
+	t.Helper()
+	src, err := registry.NewOCI(registry.OCIConfig{Host: "europe-docker.pkg.dev", Prefix: arPrefix,
+		Transport: googletest.Transport(u.reg.Server), Timeout: c.timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return registry.FastRetry(src)
 }

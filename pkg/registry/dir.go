@@ -118,7 +118,7 @@ func (b *DirBlock) Build(bc BuildContext) (Source, error) {
 	var root string
 	switch {
 	case b.Embedded && b.Path != "":
-		return nil, errors.New("dir: set either path or embedded, not both")
+		return nil, errors.New("dir.embedded: set either path or embedded, not both")
 	case b.Embedded:
 		sub, err := fs.Sub(examples.Registry, examples.RegistryDir)
 		if err != nil {

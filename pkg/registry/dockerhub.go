@@ -69,23 +69,34 @@ var namespacePattern = regexp.MustCompile(`^[a-z0-9]+(?:[._-]+[a-z0-9]+)*$`)
 
 // NewDockerHub checks cfg and fills in defaults.
 func NewDockerHub(cfg DockerHubConfig) (*DockerHub, error) {
+	var probs problems
 	cfg.Namespace = strings.TrimSpace(cfg.Namespace)
+	// The OCI path checks the rest (host, tag, concurrency, timeout); it
+	// is given stand-ins for what is reported here, not to say it twice.
+	prefix, auth := cfg.Namespace, cfg.Auth
 	switch {
 	case cfg.Namespace == "":
-		return nil, errors.New("dockerhub.namespace is required")
+		probs.add(errors.New("dockerhub.namespace is required"))
 	case !namespacePattern.MatchString(cfg.Namespace):
-		return nil, fmt.Errorf("dockerhub.namespace %q is not a Docker Hub namespace (lowercase letters and digits, separated by . _ or -)", cfg.Namespace)
-	case cfg.PageSize < 0 || cfg.PageSize > DefaultHubPageSize:
-		return nil, fmt.Errorf("dockerhub.page_size %d must be between 1 and %d", cfg.PageSize, DefaultHubPageSize)
+		probs.add(fmt.Errorf("dockerhub.namespace %q is not a Docker Hub namespace (lowercase letters and digits, separated by . _ or -)", cfg.Namespace))
 	}
-	if cfg.Auth.kind() == AuthToken {
-		return nil, errors.New("dockerhub.auth.type token is not how Docker Hub authenticates: use basic, with your Docker ID as username and a personal access token as password_env or password_file")
+	if len(probs) > 0 {
+		prefix = "library"
 	}
-	if err := cfg.Auth.Validate(); err != nil {
-		return nil, fmt.Errorf("dockerhub.auth: %w", err)
+	if cfg.PageSize < 0 || cfg.PageSize > DefaultHubPageSize {
+		probs.add(fmt.Errorf("dockerhub.page_size %d must be between 1 and %d", cfg.PageSize, DefaultHubPageSize))
 	}
-	if k := cfg.Auth.kind(); k != AuthAnonymous && k != AuthBasic {
-		return nil, fmt.Errorf("dockerhub.auth.type %s is not one Docker Hub takes: anonymous or basic", k)
+	authProbs := len(probs)
+	switch k := cfg.Auth.kind(); {
+	case k == AuthToken:
+		probs.add(errors.New("dockerhub.auth.type token is not how Docker Hub authenticates: use basic, with your Docker ID as username and a personal access token as password_env or password_file"))
+	case k != AuthAnonymous && k != AuthBasic && cfg.Auth.Validate() == nil:
+		probs.add(fmt.Errorf("dockerhub.auth.type %s is not one Docker Hub takes: anonymous or basic", k))
+	default:
+		probs.add(cfg.Auth.validate("dockerhub"))
+	}
+	if len(probs) > authProbs {
+		auth = Auth{}
 	}
 	if cfg.APIURL == "" {
 		cfg.APIURL = DefaultDockerHubAPI
@@ -98,16 +109,19 @@ func NewDockerHub(cfg DockerHubConfig) (*DockerHub, error) {
 	}
 	api, err := newListAPI("Docker Hub", cfg.APIURL, cfg.Transport, http.Header{"Accept": {"application/json"}})
 	if err != nil {
-		return nil, fmt.Errorf("dockerhub.api_url: %w", err)
+		probs.add(fmt.Errorf("dockerhub.api_url: %w", err))
 	}
 	d := &DockerHub{cfg: cfg, api: api}
 	d.oci, err = NewOCI(OCIConfig{
-		Host: cfg.Host, Prefix: cfg.Namespace, Insecure: cfg.Insecure, Lister: dockerHubLister{d},
-		Tag: cfg.Tag, Filter: cfg.Filter, Auth: cfg.Auth, Concurrency: cfg.Concurrency,
+		Host: cfg.Host, Prefix: prefix, Insecure: cfg.Insecure, Lister: dockerHubLister{d},
+		Tag: cfg.Tag, Filter: cfg.Filter, Auth: auth, Concurrency: cfg.Concurrency,
 		Timeout: cfg.Timeout, Transport: cfg.Transport,
 	})
 	if err != nil {
-		return nil, innerOCIError("dockerhub", err)
+		probs.add(innerOCIError("dockerhub", err))
+	}
+	if err := probs.err(); err != nil {
+		return nil, err
 	}
 	return d, nil
 }
@@ -177,7 +191,7 @@ func (l dockerHubLister) ListRepositories(ctx context.Context, creds authn.AuthC
 		}
 		var body hubRepositoriesPage
 		if err := json.Unmarshal(p.body, &body); err != nil {
-			return fail(k, fmt.Errorf("not a page of repositories: %w", err))
+			return fail(k, malformed(fmt.Errorf("not a page of repositories: %w", err)))
 		}
 		switch {
 		case body.Count == nil || body.Results == nil:
@@ -250,11 +264,16 @@ func (l dockerHubLister) login(ctx context.Context, creds authn.AuthConfig) (aut
 // source's checks ("oci: tag ..." is "dockerhub.tag ..."), so that
 // `specsync config check` points at its line.
 func innerOCIError(block string, err error) error {
-	var fe *fieldError
-	if errors.As(err, &fe) {
-		return fe.in(block)
+	var probs problems
+	for _, e := range joined(err) {
+		var fe *fieldError
+		if errors.As(e, &fe) {
+			probs.add(fe.in(block))
+		} else {
+			probs.add(fmt.Errorf("%s: %w", block, e))
+		}
 	}
-	return fmt.Errorf("%s: %w", block, err)
+	return probs.err()
 }
 
 func init() {

@@ -88,35 +88,48 @@ var gitHubLogin = regexp.MustCompile(`^[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*$`)
 
 // NewGHCR checks cfg and fills in defaults.
 func NewGHCR(cfg GHCRConfig) (*GHCR, error) {
+	var probs problems
 	cfg.Owner = strings.TrimSpace(cfg.Owner)
+	// The OCI path checks the rest (host, tag, concurrency, timeout); it
+	// is given stand-ins for what is reported here, not to say it twice.
+	owner := strings.ToLower(cfg.Owner)
 	switch {
 	case cfg.Owner == "":
-		return nil, errors.New("ghcr.owner is required")
+		probs.add(errors.New("ghcr.owner is required"))
 	case len(cfg.Owner) > 39 || !gitHubLogin.MatchString(cfg.Owner):
-		return nil, fmt.Errorf("ghcr.owner %q is not a GitHub user or organization name (letters, digits and single hyphens, at most 39)", cfg.Owner)
-	case cfg.OwnerType == "":
-		return nil, errors.New("ghcr.owner_type is required: user or org")
-	case cfg.OwnerType != GHCRUser && cfg.OwnerType != GHCROrg:
-		return nil, fmt.Errorf("ghcr.owner_type %q is not one of user, org", cfg.OwnerType)
-	case cfg.PageSize < 0 || cfg.PageSize > DefaultHubPageSize:
-		return nil, fmt.Errorf("ghcr.page_size %d must be between 1 and %d", cfg.PageSize, DefaultHubPageSize)
+		probs.add(fmt.Errorf("ghcr.owner %q is not a GitHub user or organization name (letters, digits and single hyphens, at most 39)", cfg.Owner))
 	}
-	if err := cfg.Auth.Validate(); err != nil {
-		return nil, fmt.Errorf("ghcr.auth: %w", err)
+	if len(probs) > 0 {
+		owner = "owner"
+	}
+	switch {
+	case cfg.OwnerType == "":
+		probs.add(errors.New("ghcr.owner_type is required: user or org"))
+	case cfg.OwnerType != GHCRUser && cfg.OwnerType != GHCROrg:
+		probs.add(fmt.Errorf("ghcr.owner_type %q is not one of user, org", cfg.OwnerType))
+	}
+	if cfg.PageSize < 0 || cfg.PageSize > DefaultHubPageSize {
+		probs.add(fmt.Errorf("ghcr.page_size %d must be between 1 and %d", cfg.PageSize, DefaultHubPageSize))
 	}
 	// pull is cfg.Auth as basic credentials: what the registry trades for a
 	// pull token, and whose password the listing sends as a bearer token
 	// (the OCI path reads it, once a fetch, and hands it to ghcrLister).
 	pull := cfg.Auth
-	switch cfg.Auth.kind() {
-	case AuthAnonymous:
-		return nil, errors.New("ghcr.auth is required: GitHub lists packages, public ones too, only to a token with read:packages " +
-			"(type token with token_env or token_file, or type basic with your GitHub user name and the token as password_env or password_file)")
-	case AuthToken:
-		pull = Auth{Type: AuthBasic, Username: GHCRTokenUser, PasswordEnv: cfg.Auth.TokenEnv, PasswordFile: cfg.Auth.TokenFile}
-	case AuthBasic:
-	default:
-		return nil, fmt.Errorf("ghcr.auth.type %s is not one GHCR takes: token or basic", cfg.Auth.kind())
+	authOK := !probs.add(cfg.Auth.validate("ghcr"))
+	if authOK {
+		switch cfg.Auth.kind() {
+		case AuthAnonymous:
+			probs.add(errors.New("ghcr.auth is required: GitHub lists packages, public ones too, only to a token with read:packages " +
+				"(type token with token_env or token_file, or type basic with your GitHub user name and the token as password_env or password_file)"))
+		case AuthToken:
+			pull = Auth{Type: AuthBasic, Username: GHCRTokenUser, PasswordEnv: cfg.Auth.TokenEnv, PasswordFile: cfg.Auth.TokenFile}
+		case AuthBasic:
+		default:
+			probs.add(fmt.Errorf("ghcr.auth.type %s is not one GHCR takes: token or basic", cfg.Auth.kind()))
+		}
+	}
+	if k := cfg.Auth.kind(); !authOK || (k != AuthBasic && k != AuthToken) {
+		pull = Auth{}
 	}
 	if cfg.APIURL == "" {
 		cfg.APIURL = DefaultGHCRAPI
@@ -132,16 +145,19 @@ func NewGHCR(cfg GHCRConfig) (*GHCR, error) {
 		"X-Github-Api-Version": {gitHubAPIVersion},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("ghcr.api_url: %w", err)
+		probs.add(fmt.Errorf("ghcr.api_url: %w", err))
 	}
-	g := &GHCR{cfg: cfg, owner: strings.ToLower(cfg.Owner), api: api}
+	g := &GHCR{cfg: cfg, owner: owner, api: api}
 	g.oci, err = NewOCI(OCIConfig{
 		Host: cfg.Host, Prefix: g.owner, Insecure: cfg.Insecure, Lister: ghcrLister{g},
 		Tag: cfg.Tag, Filter: cfg.Filter, Auth: pull, Concurrency: cfg.Concurrency,
 		Timeout: cfg.Timeout, Transport: cfg.Transport,
 	})
 	if err != nil {
-		return nil, innerOCIError("ghcr", err)
+		probs.add(innerOCIError("ghcr", err))
+	}
+	if err := probs.err(); err != nil {
+		return nil, err
 	}
 	return g, nil
 }
@@ -275,7 +291,7 @@ func (l ghcrLister) read(ctx context.Context, authz string) ([]string, int, erro
 			if err == nil {
 				err = errors.New("null")
 			}
-			return fail(k, fmt.Errorf("not a page of packages: %w", err))
+			return fail(k, malformed(fmt.Errorf("not a page of packages: %w", err)))
 		}
 		links := parseLinks(p.header.Values("Link"))
 		if last, ok := links["last"]; ok {

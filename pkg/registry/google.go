@@ -165,10 +165,10 @@ func checkGoogleOCI(block string, auth Auth, host string, insecure bool, transpo
 	}
 	switch {
 	case !googleRegistryHost(host):
-		return nil, fieldErrorf(block, "auth type google sends Google access tokens only to Google's registries "+
-			"(gcr.io, *.gcr.io, *.pkg.dev, over HTTPS); %s.host %q is not one", block, host)
+		return nil, fieldErrorf(block, "host %q is not one of Google's registries (gcr.io, *.gcr.io, *.pkg.dev, over HTTPS), "+
+			"the only ones auth type google sends Google access tokens to", host)
 	case insecure:
-		return nil, fieldErrorf(block, "auth type google never sends a Google access token over plain HTTP; remove %s.insecure", block)
+		return nil, fieldErrorf(block, "insecure: auth type google never sends a Google access token over plain HTTP; remove %s.insecure", block)
 	}
 	*transport = googleOnly{inner: *transport, allow: googleRegistryHost, hosts: "gcr.io, *.gcr.io, *.pkg.dev"}
 	return &googleTokens{}, nil
@@ -185,8 +185,8 @@ func checkGoogleStorage(block string, auth Auth, rawURL, scheme, host string, cl
 		return nil, nil
 	}
 	if scheme != "https" || !googleStorageHost(host) {
-		return nil, fieldErrorf(block, "auth type google sends Google access tokens only to https://storage.googleapis.com "+
-			"(a Cloud Storage bucket); %s.url %q is not there", block, rawURL)
+		return nil, fieldErrorf(block, "url %q is not in Cloud Storage (https://storage.googleapis.com), "+
+			"the only place auth type google sends Google access tokens to", rawURL)
 	}
 	c := http.Client{}
 	if *client != nil {

@@ -39,7 +39,7 @@ func TestGoogleAuthIsCheckedAtLoad(t *testing.T) {
 		want string
 	}{
 		{registry.OCIConfig{Host: "registry.example.com"}, `oci.host "registry.example.com" is not one`},
-		{registry.OCIConfig{Host: "ghcr.io"}, "only to Google's registries"},
+		{registry.OCIConfig{Host: "ghcr.io"}, "is not one of Google's registries"},
 		{registry.OCIConfig{Host: "pkg.dev.example.com"}, "is not one"},
 		{registry.OCIConfig{Host: "gcr.io.example.com"}, "is not one"},
 		{registry.OCIConfig{Host: "127.0.0.1:5000"}, "is not one"},
@@ -236,11 +236,11 @@ func TestHelmGoogleAuthIsCheckedAtLoad(t *testing.T) {
 		cfg  registry.HelmConfig
 		want string
 	}{
-		{registry.HelmConfig{Host: "registry.example.com"}, `helm: auth type google sends Google access tokens only to Google's registries (gcr.io, *.gcr.io, *.pkg.dev, over HTTPS); helm.host "registry.example.com" is not one`},
-		{registry.HelmConfig{Host: "europe-docker.pkg.dev:5000"}, `helm.host "europe-docker.pkg.dev:5000" is not one`},
-		{registry.HelmConfig{Host: "europe-docker.pkg.dev", Insecure: true}, "helm: auth type google never sends a Google access token over plain HTTP; remove helm.insecure"},
-		{registry.HelmConfig{URL: "https://charts.example.com"}, `helm: auth type google sends Google access tokens only to https://storage.googleapis.com (a Cloud Storage bucket); helm.url "https://charts.example.com" is not there`},
-		{registry.HelmConfig{URL: "http://storage.googleapis.com/charts"}, `helm.url "http://storage.googleapis.com/charts" is not there`},
+		{registry.HelmConfig{Host: "registry.example.com"}, `helm.host "registry.example.com" is not one of Google's registries (gcr.io, *.gcr.io, *.pkg.dev, over HTTPS), the only ones auth type google sends Google access tokens to`},
+		{registry.HelmConfig{Host: "europe-docker.pkg.dev:5000"}, `helm.host "europe-docker.pkg.dev:5000" is not one of Google's registries`},
+		{registry.HelmConfig{Host: "europe-docker.pkg.dev", Insecure: true}, "helm.insecure: auth type google never sends a Google access token over plain HTTP; remove helm.insecure"},
+		{registry.HelmConfig{URL: "https://charts.example.com"}, `helm.url "https://charts.example.com" is not in Cloud Storage (https://storage.googleapis.com), the only place auth type google sends Google access tokens to`},
+		{registry.HelmConfig{URL: "http://storage.googleapis.com/charts"}, `helm.url "http://storage.googleapis.com/charts" is not in Cloud Storage`},
 	} {
 		c.cfg.Auth = google
 		if _, err := registry.NewHelm(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -128,32 +128,38 @@ type Helm struct {
 
 // NewHelm checks cfg and fills in defaults.
 func NewHelm(cfg HelmConfig) (*Helm, error) {
+	var probs problems
 	cfg.URL, cfg.Host = strings.TrimSpace(cfg.URL), strings.TrimSpace(cfg.Host)
 	switch {
 	case cfg.URL == "" && cfg.Host == "":
-		return nil, errors.New("helm: set url (a chart repository) or host (charts in an OCI registry)")
+		probs.add(errors.New("set helm.url (a chart repository) or helm.host (charts in an OCI registry)"))
 	case cfg.URL != "" && cfg.Host != "":
-		return nil, errors.New("helm: set either url (a chart repository) or host (charts in an OCI registry), not both")
-	case cfg.Concurrency < 0:
-		return nil, fmt.Errorf("helm: concurrency %d must not be negative", cfg.Concurrency)
-	case cfg.Timeout < 0:
-		return nil, fmt.Errorf("helm: timeout %s must not be negative", cfg.Timeout)
-	case cfg.MaxIndexBytes < 0:
-		return nil, fmt.Errorf("helm: max index bytes %d must not be negative", cfg.MaxIndexBytes)
-	case cfg.MaxChartBytes < 0:
-		return nil, fmt.Errorf("helm: max chart bytes %d must not be negative", cfg.MaxChartBytes)
-	case cfg.MaxChartUnpackedBytes < 0:
-		return nil, fmt.Errorf("helm: max chart unpacked bytes %d must not be negative", cfg.MaxChartUnpackedBytes)
+		probs.add(errors.New("set either helm.url (a chart repository) or helm.host (charts in an OCI registry), not both"))
 	}
-	if err := cfg.Auth.Validate(); err != nil {
-		return nil, fmt.Errorf("helm: %w", err)
-	}
-	h := &Helm{cache: map[string]chartContent{}}
-	if cfg.URL != "" {
-		if err := h.checkRepository(&cfg); err != nil {
-			return nil, err
+	formOK := len(probs) == 0
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"concurrency", int64(cfg.Concurrency)}, {"timeout", int64(cfg.Timeout)}, {"max_bytes", cfg.MaxIndexBytes},
+		{"max_chart_bytes", cfg.MaxChartBytes}, {"max_chart_unpacked_bytes", cfg.MaxChartUnpackedBytes}} {
+		if f.v < 0 {
+			shown := fmt.Sprint(f.v)
+			if f.name == "timeout" {
+				shown = cfg.Timeout.String()
+			}
+			probs.add(fmt.Errorf("helm.%s %s must not be negative", f.name, shown))
 		}
-	} else if err := h.checkOCI(&cfg); err != nil {
+	}
+	authOK := !probs.add(cfg.Auth.validate("helm"))
+	h := &Helm{cache: map[string]chartContent{}}
+	switch {
+	case !formOK:
+	case cfg.URL != "":
+		probs.add(h.checkRepository(&cfg, authOK))
+	default:
+		probs.add(h.checkOCI(&cfg, authOK))
+	}
+	if err := probs.err(); err != nil {
 		return nil, err
 	}
 	if cfg.Concurrency == 0 {
@@ -188,7 +194,7 @@ func (h *Helm) Fetch(ctx context.Context, opts FetchOptions) (*Listing, error) {
 	if h.repo != nil {
 		return h.fetchRepository(ctx, opts)
 	}
-	return h.fetchOCI(ctx)
+	return h.fetchOCI(ctx, opts)
 }
 
 // chartVersion is one version of a chart as a listing names it.
@@ -206,14 +212,31 @@ type chartVersion struct {
 	tag string
 }
 
-// chartOutcome is what one chart offers: an entry, or nothing.
+// chartOutcome is what one chart offers: an entry, nothing, or (pending)
+// a version looked up but not yet read.
 type chartOutcome struct {
+	name  string
 	entry *Entry
 	// unreachable marks a failure to talk to the registry about the
 	// chart, as opposed to a problem with what it holds.
 	unreachable bool
 	// key is the cache key of the version read, to keep in the cache.
 	key string
+	// upstream is the chart's Upstream (helmUpstream), known from the
+	// listing before the archive is read: "" when the listing names no
+	// digest of it (an index entry without one).
+	upstream string
+	// quiet: the version read at upstream offers nothing (deprecated in
+	// its Chart.yaml, a library chart, not a chart at all).
+	quiet bool
+	// pending: looked up, to be read (or given back from a hint); v is
+	// the version chosen, ref where it is read, at (OCI) or url (a chart
+	// repository) how to read it.
+	pending bool
+	v       chartVersion
+	ref     string
+	at      name.Digest
+	url     *url.URL
 }
 
 // unreached is the entry of a chart whose registry could not be talked to
@@ -223,6 +246,21 @@ func (o chartOutcome) unreached() *Entry {
 		return o.entry
 	}
 	return nil
+}
+
+// helmReadVersion names how this code reads a chart version into an
+// entry (Chart.yaml, values.schema.json and annotations into a spec,
+// pkg/spec's parsing and digest), as ociReadVersion does for images:
+// change it whenever the same archive would give another entry, so that
+// every chart is read again once.
+const helmReadVersion = "1"
+
+// helmUpstream is the Upstream of a chart version: the repository it is
+// offered from (part of the spec), the version the listing chose and
+// the digest that names its content (the OCI manifest's, or the archive's
+// SHA-256 the index gives).
+func helmUpstream(repository, version, digest string) string {
+	return "helm" + helmReadVersion + " " + repository + " " + version + "@" + digest
 }
 
 // pick chooses the version a chart offers: the highest semantic version
@@ -283,21 +321,108 @@ func (h *Helm) collect(ctx context.Context, names []string, load func(ctx contex
 // listing makes the listing of outcomes and prunes the cache to the keys
 // they read.
 func (h *Helm) listing(outcomes []chartOutcome, secrets []string) *Listing {
-	entries := []Entry{}
+	entries, quiet := []Entry{}, []Entry(nil)
 	keep := map[string]bool{}
 	for _, o := range outcomes {
 		if o.key != "" {
 			keep[o.key] = true
 		}
-		if o.entry != nil {
-			e := *o.entry
-			e.Err = redact(e.Err, secrets)
-			entries = append(entries, e)
+		switch {
+		case o.entry != nil:
+			entries = append(entries, redacted(*o.entry, secrets))
+		case o.quiet:
+			quiet = append(quiet, Entry{Name: o.name, Ref: o.ref, Upstream: o.upstream})
 		}
 	}
-	sort.SliceStable(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
+	byName := func(a, b Entry) int { return strings.Compare(a.Name, b.Name) }
+	slices.SortStableFunc(entries, byName)
+	slices.SortStableFunc(quiet, byName)
 	pruneCache(&h.mu, h.cache, keep)
-	return &Listing{Entries: entries, Digest: ListingDigest(entries)}
+	return &Listing{Entries: entries, Quiet: quiet, Digest: ListingDigest(slices.Concat(entries, quiet))}
+}
+
+// settle finishes a fetch whose charts were looked up (the chosen
+// version and its digest, from the index or a HEAD): as the oci source
+// does, a listing whose upstream digests sum to opts.PreviousDigest is
+// NotModified, unread; otherwise each pending chart is taken from the
+// cache, given back from the run's hint at the same Upstream (asked once,
+// only when the cache does not know some chart), or read.
+func (h *Helm) settle(ctx context.Context, looked []chartOutcome, opts FetchOptions, secrets []string,
+	read func(context.Context, chartOutcome) chartOutcome) (*Listing, error) {
+	if opts.PreviousDigest != "" {
+		known := true
+		var entries []Entry
+		keep := map[string]bool{}
+		for _, o := range looked {
+			switch {
+			case o.entry != nil:
+				entries = append(entries, redacted(*o.entry, secrets))
+			case o.pending && o.upstream == "":
+				known = false
+			case o.pending:
+				entries = append(entries, Entry{Name: o.name, Ref: o.ref, Upstream: o.upstream})
+				keep[o.key] = true
+			}
+		}
+		if d := ListingDigest(entries); known && d == opts.PreviousDigest {
+			pruneCache(&h.mu, h.cache, keep)
+			return &Listing{Entries: []Entry{}, Digest: d, NotModified: true}, nil
+		}
+	}
+	var hints map[string]Hint
+	if opts.Hints != nil && slices.ContainsFunc(looked, func(o chartOutcome) bool {
+		_, cached := h.cached(o.key)
+		return o.pending && o.upstream != "" && !cached
+	}) {
+		var err error
+		if hints, err = opts.Hints(ctx); err != nil {
+			return nil, fmt.Errorf("the run's hints: %w", err)
+		}
+	}
+	outcomes := make([]chartOutcome, len(looked))
+	each(h.cfg.Concurrency, len(looked), func(i int) {
+		o := looked[i]
+		if !o.pending {
+			outcomes[i] = o
+			return
+		}
+		if _, cached := h.cached(o.key); !cached && o.upstream != "" {
+			if hint, ok := hints[o.name]; ok && hint.Upstream == o.upstream {
+				out := chartOutcome{name: o.name, ref: o.ref, upstream: o.upstream, quiet: hint.Quiet()}
+				if !out.quiet {
+					out.entry = &Entry{Name: o.name, Ref: o.ref, Upstream: o.upstream, Hint: &hint}
+				}
+				outcomes[i] = out
+				return
+			}
+		}
+		outcomes[i] = read(ctx, o)
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, timedOut(ctx, h.cfg.Timeout, err)
+	}
+	// As in the oci source, a registry that fails every chart is down;
+	// a chart repository's archives failing are each chart's error (the
+	// index, read whole, is what shows a repository down).
+	if err := allFailed(outcomes); err != nil && h.repo == nil {
+		return nil, err
+	}
+	return h.listing(outcomes, secrets), nil
+}
+
+// readOutcome is what a pending chart's content offers: its entry, at
+// its Upstream, or nothing (quiet when the Upstream names it).
+func (h *Helm) readOutcome(o chartOutcome, c chartContent, repository string) chartOutcome {
+	out := chartOutcome{name: o.name, key: o.key, ref: o.ref, upstream: o.upstream}
+	if !c.notChart {
+		out.entry = h.offer(o.name, o.ref, o.v, c, repository)
+	}
+	if out.entry == nil {
+		out.quiet = o.upstream != ""
+		return out
+	}
+	out.entry.Upstream = o.upstream
+	return out
 }
 
 // cached returns what the cache holds for key ("" is never cached).
@@ -390,26 +515,6 @@ type HelmBlock struct {
 // Build checks the block and builds its source. Its errors name the
 // block's fields, so that `config check` reports them at their line.
 func (h *HelmBlock) Build(bc BuildContext) (Source, error) {
-	if err := h.Auth.Validate(); err != nil {
-		return nil, fmt.Errorf("helm.auth: %w", err)
-	}
-	switch {
-	case h.URL == "" && h.Host == "":
-		return nil, errors.New("set helm.url (a chart repository) or helm.host (charts in an OCI registry)")
-	case h.URL != "" && h.Host != "":
-		return nil, errors.New("set either helm.url (a chart repository) or helm.host (charts in an OCI registry), not both")
-	case h.URL != "":
-		for _, f := range []struct {
-			name string
-			set  bool
-		}{{"helm.prefix", h.Prefix != ""}, {"helm.insecure", h.Insecure}, {"helm.repositories", len(h.Repositories) > 0}, {"helm.page_size", h.PageSize != 0}} {
-			if f.set {
-				return nil, fmt.Errorf("%s is for charts in an OCI registry (helm.host), not a chart repository (helm.url)", f.name)
-			}
-		}
-	case h.MaxBytes != 0:
-		return nil, errors.New("helm.max_bytes bounds a chart repository's index (helm.url); charts in an OCI registry (helm.host) have none")
-	}
 	return NewHelm(HelmConfig{
 		URL: h.URL, Host: h.Host, Prefix: h.Prefix, Insecure: h.Insecure, Repositories: h.Repositories, PageSize: h.PageSize,
 		Prereleases: h.Prereleases, Filter: bc.Filter, Auth: h.Auth, Concurrency: h.Concurrency, Timeout: time.Duration(h.Timeout),

@@ -17,25 +17,27 @@ import (
 
 // checkOCI checks the configuration of charts in an OCI registry, as the
 // oci source checks its own (checkOCIHost, repositoryPrefix,
-// checkRepositories), in messages of the helm block.
-func (h *Helm) checkOCI(cfg *HelmConfig) error {
+// checkRepositories), every problem naming its field of the helm block.
+func (h *Helm) checkOCI(cfg *HelmConfig, authOK bool) error {
+	var probs problems
 	var err error
-	if h.nameOpts, err = checkOCIHost("helm", cfg.Host, cfg.Insecure); err != nil {
-		return err
+	h.nameOpts, err = checkOCIHost("helm", cfg.Host, cfg.Insecure)
+	hostOK := !probs.add(err)
+	if cfg.PageSize < 0 {
+		probs.add(fmt.Errorf("helm.page_size %d must not be negative", cfg.PageSize))
 	}
-	switch {
-	case cfg.PageSize < 0:
-		return fmt.Errorf("helm: page size %d must not be negative", cfg.PageSize)
-	case cfg.MaxIndexBytes != 0:
-		return errors.New("helm: max_bytes bounds a chart repository's index (url); charts in an OCI registry have none")
-	case cfg.Client != nil:
-		return errors.New("helm: client is for a chart repository; an OCI registry takes a transport")
+	if cfg.MaxIndexBytes != 0 {
+		probs.add(errors.New("helm.max_bytes bounds a chart repository's index (helm.url); charts in an OCI registry (helm.host) have none"))
 	}
-	if cfg.Prefix, err = repositoryPrefix(cfg.Host, cfg.Prefix, h.nameOpts); err != nil {
-		return fmt.Errorf("helm: prefix %q is not a repository path", cfg.Prefix)
+	if cfg.Client != nil {
+		probs.add(errors.New("helm: client is for a chart repository; an OCI registry takes a transport"))
 	}
-	if err := checkRepositories("helm", cfg.Host, cfg.Prefix, cfg.Repositories, h.nameOpts); err != nil {
-		return err
+	if hostOK {
+		if cfg.Prefix, err = repositoryPrefix(cfg.Host, cfg.Prefix, h.nameOpts); err != nil {
+			probs.add(fmt.Errorf("helm.prefix %q is not a repository path", cfg.Prefix))
+		} else {
+			probs.add(checkRepositories("helm", cfg.Host, cfg.Prefix, cfg.Repositories, h.nameOpts))
+		}
 	}
 	if cfg.PageSize == 0 {
 		cfg.PageSize = DefaultOCIPageSize
@@ -47,14 +49,19 @@ func (h *Helm) checkOCI(cfg *HelmConfig) error {
 	if h.backoff.Steps == 0 {
 		h.backoff = defaultOCIBackoff
 	}
-	h.google, err = checkGoogleOCI("helm", cfg.Auth, cfg.Host, cfg.Insecure, &cfg.Transport)
-	return err
+	if hostOK && authOK {
+		h.google, err = checkGoogleOCI("helm", cfg.Auth, cfg.Host, cfg.Insecure, &cfg.Transport)
+		probs.add(err)
+	}
+	return probs.err()
 }
 
 // fetchOCI lists the charts of an OCI registry: the repositories (listed
-// or from the catalog under the prefix), each one's tags, and the chosen
-// version's manifest, config and archive unless the cache has its digest.
-func (h *Helm) fetchOCI(ctx context.Context) (*Listing, error) {
+// or from the catalog under the prefix), each one's tags and the chosen
+// version's digest (a HEAD), then, unless the digests show the listing
+// unchanged, each chart's manifest, config and archive, unless the cache
+// or the run's hint knows its digest (settle).
+func (h *Helm) fetchOCI(ctx context.Context, opts FetchOptions) (*Listing, error) {
 	c, err := connectOCI(ctx, h.cfg.Host, h.cfg.Prefix, ociClient{
 		auth: h.cfg.Auth, google: h.google, transport: h.cfg.Transport,
 		pageSize: h.cfg.PageSize, concurrency: h.cfg.Concurrency, backoff: h.backoff,
@@ -67,7 +74,7 @@ func (h *Helm) fetchOCI(ctx context.Context) (*Listing, error) {
 	}
 	names := h.cfg.Repositories
 	if len(names) == 0 {
-		paths, err := h.ociCatalog(ctx, c)
+		paths, err := h.ociRepositories(ctx, c)
 		if err != nil {
 			return fail(err)
 		}
@@ -78,24 +85,37 @@ func (h *Helm) fetchOCI(ctx context.Context) (*Listing, error) {
 		}
 	}
 	names = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return !h.cfg.Filter.Allows(n) })
-	outcomes, err := h.collect(ctx, names, func(ctx context.Context, entry string) chartOutcome {
-		return h.ociChart(ctx, c, entry)
+	looked, err := h.collect(ctx, names, func(ctx context.Context, entry string) chartOutcome {
+		return h.ociLookup(ctx, c, entry)
 	})
 	if err != nil {
 		return fail(err)
 	}
-	if err := allFailed(outcomes); err != nil {
+	if err := allFailed(looked); err != nil {
 		return fail(err)
 	}
-	return h.listing(outcomes, c.secrets), nil
+	l, err := h.settle(ctx, looked, opts, c.secrets, func(ctx context.Context, o chartOutcome) chartOutcome {
+		return h.ociRead(ctx, c, o)
+	})
+	if err != nil {
+		return fail(err)
+	}
+	return l, nil
 }
 
-// ociCatalog lists every repository, page by page; any failed page fails
-// the list (a partial catalog would read as charts having disappeared).
-// A full last page without a Link header is checked with one "last="
-// request, as the oci source checks it: a registry that cut the list
-// there without paginating fails the fetch.
-func (h *Helm) ociCatalog(ctx context.Context, c *conn) ([]string, error) {
+// ociRepositories lists every repository under the prefix as the oci
+// source does: on Google's hosts with a prefix by walking tags/list
+// children (oci_google.go), so Artifact Registry is asked about the
+// prefix alone, not the whole region's catalog; elsewhere the catalog,
+// page by page. Any failed page fails the list (a partial catalog would
+// read as charts having disappeared). A full last page without a Link
+// header is checked with one "last=" request, as the oci source checks
+// it: a registry that cut the list there without paginating fails the
+// fetch.
+func (h *Helm) ociRepositories(ctx context.Context, c *conn) ([]string, error) {
+	if w := (googleWalk{host: h.cfg.Host, prefix: h.cfg.Prefix, nameOpts: h.nameOpts, transport: h.cfg.Transport, backoff: h.backoff}); w.applies() {
+		return w.children(ctx, c)
+	}
 	reg, err := name.NewRegistry(h.cfg.Host, h.nameOpts...)
 	if err != nil {
 		return nil, err
@@ -103,8 +123,10 @@ func (h *Helm) ociCatalog(ctx context.Context, c *conn) ([]string, error) {
 	return catalogRepositories(ctx, c.puller, reg, c.opts, h.cfg.PageSize, "helm")
 }
 
-// ociChart reads what one repository offers.
-func (h *Helm) ociChart(ctx context.Context, c *conn, entry string) chartOutcome {
+// ociLookup looks one repository's chart up: its tags, the version
+// they offer and that version's manifest digest (a HEAD), pending; or
+// nothing, or the chart's error.
+func (h *Helm) ociLookup(ctx context.Context, c *conn, entry string) chartOutcome {
 	path := join(h.cfg.Prefix, entry)
 	where := h.cfg.Host + "/" + path
 	// broken is the chart's error; version is the one read ("" before
@@ -113,7 +135,7 @@ func (h *Helm) ociChart(ctx context.Context, c *conn, entry string) chartOutcome
 		if version != "" {
 			err = fmt.Errorf("version %s: %w", version, err)
 		}
-		return chartOutcome{unreachable: unreachable, entry: &Entry{Name: entry, Ref: ref, Err: fmt.Errorf("chart %s %w", entry, err)}}
+		return chartOutcome{name: entry, unreachable: unreachable, entry: &Entry{Name: entry, Ref: ref, Err: fmt.Errorf("chart %s %w", entry, err)}}
 	}
 	repo, err := name.NewRepository(where, h.nameOpts...)
 	if err != nil {
@@ -132,12 +154,9 @@ func (h *Helm) ociChart(ctx context.Context, c *conn, entry string) chartOutcome
 		versions[i] = chartVersion{version: strings.ReplaceAll(t, "_", "+"), tag: t}
 	}
 	v, ok, err := h.pick(versions)
-	switch {
-	case err != nil:
+	if err != nil || !ok {
 		// A repository none of whose tags is a version holds no chart
 		// (registries hold images too): it offers nothing.
-		return chartOutcome{}
-	case !ok:
 		return chartOutcome{}
 	}
 	tag := repo.Tag(v.tag)
@@ -149,23 +168,28 @@ func (h *Helm) ociChart(ctx context.Context, c *conn, entry string) chartOutcome
 		return broken(tag.String(), true, v.version, err)
 	}
 	digest := desc.Digest.String()
-	ref := where + "@" + digest
-	content, ok := h.cached(digest)
+	return chartOutcome{name: entry, pending: true, v: v, key: digest, ref: where + "@" + digest,
+		at: repo.Digest(digest), upstream: helmUpstream("oci://"+where, v.version, digest)}
+}
+
+// ociRead reads what a looked-up chart's manifest offers, from the cache
+// when it knows the digest.
+func (h *Helm) ociRead(ctx context.Context, c *conn, o chartOutcome) chartOutcome {
+	content, ok := h.cached(o.key)
 	if !ok {
 		var unreachable bool
-		if content, unreachable, err = h.ociContent(ctx, c, repo.Digest(digest), v); err != nil {
-			return broken(ref, unreachable, v.version, err)
+		var err error
+		if content, unreachable, err = h.ociContent(ctx, c, o.at, o.v); err != nil {
+			// Read again next time: no Upstream.
+			return chartOutcome{name: o.name, unreachable: unreachable,
+				entry: &Entry{Name: o.name, Ref: o.ref, Err: fmt.Errorf("chart %s version %s: %w", o.name, o.v.version, err)}}
 		}
 		// What a digest holds does not change: a broken chart stays
 		// broken, and is not read again.
-		h.remember(digest, content)
+		h.remember(o.key, content)
 	}
-	out := chartOutcome{key: digest}
-	if content.notChart {
-		return out // an image, a signature, another artifact
-	}
-	out.entry = h.offer(entry, ref, v, content, "oci://"+where)
-	return out
+	where, _, _ := strings.Cut(o.ref, "@")
+	return h.readOutcome(o, content, "oci://"+where)
 }
 
 // ociContent is what a chart manifest holds: a problem with it is the

@@ -16,42 +16,59 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// checkRepository checks a chart repository's configuration.
-func (h *Helm) checkRepository(cfg *HelmConfig) error {
+// checkRepository checks a chart repository's configuration: every
+// problem, each naming its field (authOK: the auth checked out, so its
+// host may be checked against it).
+func (h *Helm) checkRepository(cfg *HelmConfig, authOK bool) error {
+	var probs problems
 	u, err := url.Parse(cfg.URL)
 	switch {
 	case err != nil:
-		return fmt.Errorf("helm: url: %w", err)
+		probs.add(fmt.Errorf("helm.url: %w", err))
 	case u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Errorf("helm: url %q must be http or https (charts in an OCI registry: set host instead)", cfg.URL)
+		probs.add(fmt.Errorf("helm.url %q must be http or https (charts in an OCI registry: set host instead)", cfg.URL))
 	case u.Host == "":
-		return fmt.Errorf("helm: url %q has no host", cfg.URL)
+		probs.add(fmt.Errorf("helm.url %q has no host", cfg.URL))
 	case u.User != nil:
 		// It would end up in every ref and error; auth takes the password
 		// from the environment instead.
-		return errors.New("helm: url must not carry credentials; use auth")
-	case cfg.Prefix != "" || cfg.Insecure || len(cfg.Repositories) > 0 || cfg.PageSize != 0:
-		return errors.New("helm: prefix, insecure, repositories and page_size are for charts in an OCI registry (host), not a chart repository (url)")
-	case cfg.Transport != nil:
-		return errors.New("helm: transport is for charts in an OCI registry; a chart repository takes a client")
+		probs.add(errors.New("helm.url must not carry credentials; use auth"))
+	}
+	urlOK := len(probs) == 0
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"helm.prefix", cfg.Prefix != ""}, {"helm.insecure", cfg.Insecure}, {"helm.repositories", len(cfg.Repositories) > 0}, {"helm.page_size", cfg.PageSize != 0}} {
+		if f.set {
+			probs.add(fmt.Errorf("%s is for charts in an OCI registry (helm.host), not a chart repository (helm.url)", f.name))
+		}
+	}
+	if cfg.Transport != nil {
+		probs.add(errors.New("helm: transport is for charts in an OCI registry; a chart repository takes a client"))
+	}
+	if !urlOK {
+		return probs.err()
 	}
 	// A Google token goes to Cloud Storage alone: a chart repository in a
 	// bucket (https://storage.googleapis.com/BUCKET/PATH), read as the
 	// function's own identity.
-	google, err := checkGoogleStorage("helm", cfg.Auth, cfg.URL, u.Scheme, u.Host, &cfg.Client)
-	if err != nil {
-		return err
+	if authOK {
+		google, err := checkGoogleStorage("helm", cfg.Auth, cfg.URL, u.Scheme, u.Host, &cfg.Client)
+		probs.add(err)
+		h.google = google
 	}
-	h.google = google
 	index, err := resolveChartURL(u, "index.yaml")
 	if err != nil {
-		return fmt.Errorf("helm: url: %w", err)
+		probs.add(fmt.Errorf("helm.url: %w", err))
 	}
 	if cfg.MaxIndexBytes == 0 {
 		cfg.MaxIndexBytes = DefaultHelmIndexMaxBytes
 	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{}
+	}
+	if err := probs.err(); err != nil {
+		return err
 	}
 	h.repo, h.index = u, index.String()
 	return nil
@@ -125,7 +142,7 @@ func (h *Helm) fetchRepository(ctx context.Context, opts FetchOptions) (*Listing
 	}
 	index, err := parseIndex(body)
 	if err != nil {
-		return fail(err)
+		return fail(malformed(err))
 	}
 
 	names := make([]string, 0, len(index.Entries))
@@ -135,13 +152,22 @@ func (h *Helm) fetchRepository(ctx context.Context, opts FetchOptions) (*Listing
 		}
 	}
 	sort.Strings(names)
-	outcomes, err := h.collect(ctx, names, func(ctx context.Context, name string) chartOutcome {
-		return h.repositoryChart(ctx, name, index.Entries[name], authz)
+	looked := make([]chartOutcome, len(names))
+	for i, n := range names {
+		looked[i] = h.repositoryLookup(n, index.Entries[n])
+	}
+	l, err := h.settle(ctx, looked, opts, secrets, func(ctx context.Context, o chartOutcome) chartOutcome {
+		return h.repositoryRead(ctx, o, authz)
 	})
 	if err != nil {
 		return fail(err)
 	}
-	l := h.listing(outcomes, secrets)
+	if l.NotModified {
+		// The index changed, not what it offers: its new validator saves
+		// the next run the index.
+		l.ETag = resp.Header.Get("ETag")
+		return l, nil
+	}
 	// A chart that failed is tried again next run, so the next run must
 	// not learn from a 304 that nothing changed: the listing depends on
 	// the archives too. (A chart broken for good is in the cache: reading
@@ -179,24 +205,26 @@ func plainURLError(err error, u *url.URL) error {
 
 var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
-// repositoryChart reads what one chart of an index offers.
-func (h *Helm) repositoryChart(ctx context.Context, name string, versions []indexVersion, authz string) chartOutcome {
+// repositoryLookup is what one chart of an index offers as far as the
+// index says: the version chosen and its archive's URL and digest,
+// pending; or nothing, or the chart's error.
+func (h *Helm) repositoryLookup(name string, versions []indexVersion) chartOutcome {
 	cvs := make([]chartVersion, len(versions))
 	for i, v := range versions {
 		cvs[i] = chartVersion{version: v.Version, deprecated: v.Deprecated, urls: v.URLs, digest: v.Digest}
 	}
 	// broken is the chart's error; version is the one read ("" before
 	// one is chosen).
-	broken := func(ref string, unreachable bool, version string, err error) chartOutcome {
+	broken := func(ref string, version string, err error) chartOutcome {
 		if version != "" {
 			err = fmt.Errorf("version %s: %w", version, err)
 		}
-		return chartOutcome{unreachable: unreachable, entry: &Entry{Name: name, Ref: ref, Err: fmt.Errorf("chart %s %w", name, err)}}
+		return chartOutcome{name: name, entry: &Entry{Name: name, Ref: ref, Err: fmt.Errorf("chart %s %w", name, err)}}
 	}
 	v, ok, err := h.pick(cvs)
 	switch {
 	case err != nil:
-		return broken(RedactURL(h.repo), false, "", err)
+		return broken(RedactURL(h.repo), "", err)
 	case !ok:
 		return chartOutcome{}
 	case v.deprecated:
@@ -204,47 +232,57 @@ func (h *Helm) repositoryChart(ctx context.Context, name string, versions []inde
 		// helm hides it from searches, and it offers nothing here.
 		return chartOutcome{}
 	case len(v.urls) == 0:
-		return broken(RedactURL(h.repo), false, v.version, errors.New("the index gives no urls"))
+		return broken(RedactURL(h.repo), v.version, errors.New("the index gives no urls"))
 	}
 	u, err := resolveChartURL(h.repo, v.urls[0])
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return broken(RedactURL(h.repo), false, v.version, fmt.Errorf("url %q is not an http(s) URL", v.urls[0]))
+		return broken(RedactURL(h.repo), v.version, fmt.Errorf("url %q is not an http(s) URL", v.urls[0]))
 	}
 	ref := RedactURL(u)
 	digest := strings.ToLower(strings.TrimPrefix(v.digest, "sha256:"))
 	if digest != "" && !sha256Hex.MatchString(digest) {
-		return broken(ref, false, v.version, fmt.Errorf("the index's digest %q is not a SHA-256", v.digest))
+		return broken(ref, v.version, fmt.Errorf("the index's digest %q is not a SHA-256", v.digest))
 	}
-	// The digest names the archive: the cache key, and the ref the spec
-	// came from. Without one nothing is cached (the same URL may serve
-	// another archive tomorrow) and every fetch downloads the archive.
-	key := ""
+	out := chartOutcome{name: name, pending: true, v: v, ref: ref, url: u}
+	// The digest names the archive: the cache key, the ref the spec came
+	// from and, with the version, the chart's Upstream. Without one
+	// nothing is cached or hinted (the same URL may serve another archive
+	// tomorrow) and every fetch downloads the archive.
 	if digest != "" {
-		key, ref = "sha256:"+digest, ref+"@sha256:"+digest
+		out.key, out.ref = "sha256:"+digest, ref+"@sha256:"+digest
+		out.upstream = helmUpstream(RedactURL(h.repo), v.version, out.key)
 	}
-	out := chartOutcome{key: key}
-	c, ok := h.cached(key)
+	return out
+}
+
+// repositoryRead reads what a looked-up chart's archive offers, from the
+// cache when it knows the digest.
+func (h *Helm) repositoryRead(ctx context.Context, o chartOutcome, authz string) chartOutcome {
+	broken := func(unreachable bool, err error) chartOutcome {
+		return chartOutcome{name: o.name, unreachable: unreachable,
+			entry: &Entry{Name: o.name, Ref: o.ref, Err: fmt.Errorf("chart %s version %s: %w", o.name, o.v.version, err)}}
+	}
+	c, ok := h.cached(o.key)
 	if !ok {
-		archive, over, err := h.download(ctx, u, authz)
+		archive, over, err := h.download(ctx, o.url, authz)
 		switch {
 		case err != nil:
-			return broken(ref, true, v.version, fmt.Errorf("archive: %w", err))
+			return broken(true, fmt.Errorf("archive: %w", err))
 		case over:
-			return broken(ref, false, v.version, fmt.Errorf("the archive is more than the %d bytes allowed", h.cfg.MaxChartBytes))
+			return broken(false, fmt.Errorf("the archive is more than the %d bytes allowed", h.cfg.MaxChartBytes))
 		}
-		if digest != "" {
-			if sum := sha256.Sum256(archive); hex.EncodeToString(sum[:]) != digest {
-				// Not cached: the archive may be replaced, or the index
-				// fixed, by the next run.
-				return broken(ref, false, v.version, fmt.Errorf("the archive's digest is sha256:%s, the index says sha256:%s",
-					hex.EncodeToString(sum[:]), digest))
+		if o.key != "" {
+			if sum := sha256.Sum256(archive); "sha256:"+hex.EncodeToString(sum[:]) != o.key {
+				// Not cached, no Upstream: the archive may be replaced, or
+				// the index fixed, by the next run.
+				return broken(false, fmt.Errorf("the archive's digest is sha256:%s, the index says %s",
+					hex.EncodeToString(sum[:]), o.key))
 			}
 		}
 		c = readChartContent(archive, h.cfg.MaxChartUnpackedBytes)
-		h.remember(key, c)
+		h.remember(o.key, c)
 	}
-	out.entry = h.offer(name, ref, v, c, RedactURL(h.repo))
-	return out
+	return h.readOutcome(o, c, RedactURL(h.repo))
 }
 
 // download GETs a chart archive (over: it is bigger than MaxChartBytes).

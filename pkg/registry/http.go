@@ -45,28 +45,30 @@ type HTTP struct {
 
 // NewHTTP checks cfg and fills in defaults.
 func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
+	var probs problems
 	u, err := url.Parse(cfg.URL)
 	switch {
 	case cfg.URL == "":
-		return nil, errors.New("http: url is required")
+		probs.add(errors.New("http.url is required"))
 	case err != nil:
-		return nil, fmt.Errorf("http: url: %w", err)
+		probs.add(fmt.Errorf("http.url: %w", err))
 	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fmt.Errorf("http: url %q must be http or https", cfg.URL)
+		probs.add(fmt.Errorf("http.url %q must be http or https", cfg.URL))
 	case u.Host == "":
-		return nil, fmt.Errorf("http: url %q has no host", cfg.URL)
+		probs.add(fmt.Errorf("http.url %q has no host", cfg.URL))
 	case u.User != nil:
 		// It would end up in every ref and error; auth takes the password
 		// from the environment instead.
-		return nil, errors.New("http: url must not carry credentials; use auth")
-	case cfg.Timeout < 0:
-		return nil, fmt.Errorf("http: timeout %s must not be negative", cfg.Timeout)
-	case cfg.MaxBytes < 0:
-		return nil, fmt.Errorf("http: max bytes %d must not be negative", cfg.MaxBytes)
+		probs.add(errors.New("http.url must not carry credentials; use auth"))
 	}
-	if err := cfg.Auth.Validate(); err != nil {
-		return nil, fmt.Errorf("http: %w", err)
+	urlOK := len(probs) == 0
+	if cfg.Timeout < 0 {
+		probs.add(fmt.Errorf("http.timeout %s must not be negative", cfg.Timeout))
 	}
+	if cfg.MaxBytes < 0 {
+		probs.add(fmt.Errorf("http.max_bytes %d must not be negative", cfg.MaxBytes))
+	}
+	authOK := !probs.add(cfg.Auth.validate("http"))
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultHTTPTimeout
 	}
@@ -76,8 +78,12 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{}
 	}
-	google, err := checkGoogleStorage("http", cfg.Auth, cfg.URL, u.Scheme, u.Host, &cfg.Client)
-	if err != nil {
+	var google *googleTokens
+	if urlOK && authOK {
+		google, err = checkGoogleStorage("http", cfg.Auth, cfg.URL, u.Scheme, u.Host, &cfg.Client)
+		probs.add(err)
+	}
+	if err := probs.err(); err != nil {
 		return nil, err
 	}
 	return &HTTP{cfg: cfg, google: google}, nil
@@ -121,7 +127,7 @@ func (h *HTTP) Fetch(ctx context.Context, opts FetchOptions) (*Listing, error) {
 	}
 	items, err := spec.ParseList(body)
 	if err != nil {
-		return fail(err)
+		return fail(malformed(err))
 	}
 
 	entries := []Entry{}
@@ -195,7 +201,9 @@ func readBounded(resp *http.Response, limit int64) ([]byte, error) {
 func readResponse(resp *http.Response, limit int64) (body []byte, over bool, err error) {
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
-		return nil, false, fmt.Errorf("status %s: %q", resp.Status, snippet)
+		ra := resp.Header.Get("Retry-After")
+		return nil, false, &StatusError{Code: resp.StatusCode, RetryAfter: ra,
+			Err: fmt.Errorf("status %s: %q%s", resp.Status, snippet, retryAfterNote(ra))}
 	}
 	if resp.ContentLength > limit {
 		return nil, true, nil
@@ -230,9 +238,6 @@ type HTTPBlock struct {
 
 // Build checks the block and builds its source.
 func (b *HTTPBlock) Build(bc BuildContext) (Source, error) {
-	if err := b.Auth.Validate(); err != nil {
-		return nil, fmt.Errorf("http.auth: %w", err)
-	}
 	return NewHTTP(HTTPConfig{
 		URL: b.URL, Filter: bc.Filter, Auth: b.Auth, Timeout: time.Duration(b.Timeout), MaxBytes: b.MaxBytes,
 	})

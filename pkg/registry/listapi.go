@@ -227,7 +227,8 @@ func (a *listAPI) statusError(resp *http.Response) error {
 		}
 		b.WriteString("; this run does not wait, a later one will try again)")
 	}
-	return fmt.Errorf("%s API answered %s", a.name, b.String())
+	return &StatusError{Code: resp.StatusCode, RetryAfter: resp.Header.Get("Retry-After"),
+		Err: fmt.Errorf("%s API answered %s", a.name, b.String())}
 }
 
 // apiMessage is an error body's own message: Docker Hub's "detail" or

@@ -108,38 +108,44 @@ type ociResult struct {
 
 // NewOCI checks cfg and fills in defaults.
 func NewOCI(cfg OCIConfig) (*OCI, error) {
+	var probs problems
 	cfg.Host = strings.TrimSpace(cfg.Host)
+	var opts []name.Option
+	hostOK := false
 	if cfg.Host == "" {
-		return nil, fieldErrorf("oci", "host is required")
+		probs.add(fieldErrorf("oci", "host is required"))
+	} else {
+		var err error
+		opts, err = checkOCIHost("oci", cfg.Host, cfg.Insecure)
+		hostOK = !probs.add(err)
 	}
-	opts, err := checkOCIHost("oci", cfg.Host, cfg.Insecure)
-	if err != nil {
-		return nil, err
+	if cfg.PageSize < 0 {
+		probs.add(fieldErrorf("oci", "page_size %d must not be negative", cfg.PageSize))
 	}
-	switch {
-	case cfg.PageSize < 0:
-		return nil, fieldErrorf("oci", "page size %d must not be negative", cfg.PageSize)
-	case cfg.Concurrency < 0:
-		return nil, fieldErrorf("oci", "concurrency %d must not be negative", cfg.Concurrency)
-	case cfg.Timeout < 0:
-		return nil, fieldErrorf("oci", "timeout %s must not be negative", cfg.Timeout)
+	if cfg.Concurrency < 0 {
+		probs.add(fieldErrorf("oci", "concurrency %d must not be negative", cfg.Concurrency))
 	}
-	if cfg.Prefix, err = repositoryPrefix(cfg.Host, cfg.Prefix, opts); err != nil {
-		return nil, fieldErrorf("oci", "prefix %q is not a repository path: %w", cfg.Prefix, err)
+	if cfg.Timeout < 0 {
+		probs.add(fieldErrorf("oci", "timeout %s must not be negative", cfg.Timeout))
 	}
 	if cfg.Tag == "" {
 		cfg.Tag = DefaultOCITag
 	}
-	if _, err := name.NewTag(cfg.Host+"/x:"+cfg.Tag, opts...); err != nil {
-		return nil, fieldErrorf("oci", "tag %q: %w", cfg.Tag, err)
-	}
-	if err := checkRepositories("oci", cfg.Host, cfg.Prefix, cfg.Repositories, opts); err != nil {
-		return nil, err
+	if hostOK {
+		var err error
+		prefixOK := true
+		if cfg.Prefix, err = repositoryPrefix(cfg.Host, cfg.Prefix, opts); err != nil {
+			prefixOK = !probs.add(fieldErrorf("oci", "prefix %q is not a repository path: %w", cfg.Prefix, err))
+		}
+		if _, err := name.NewTag(cfg.Host+"/x:"+cfg.Tag, opts...); err != nil {
+			probs.add(fieldErrorf("oci", "tag %q: %w", cfg.Tag, err))
+		}
+		if prefixOK {
+			probs.add(checkRepositories("oci", cfg.Host, cfg.Prefix, cfg.Repositories, opts))
+		}
 	}
 	cfg.Repositories = slices.Clone(cfg.Repositories)
-	if err := cfg.Auth.Validate(); err != nil {
-		return nil, &fieldError{block: "oci", err: err} // "auth type ..."
-	}
+	authOK := !probs.add(cfg.Auth.validate("oci"))
 	if cfg.PageSize == 0 {
 		cfg.PageSize = DefaultOCIPageSize
 	}
@@ -152,8 +158,13 @@ func NewOCI(cfg OCIConfig) (*OCI, error) {
 	if cfg.Transport == nil {
 		cfg.Transport = remote.DefaultTransport
 	}
-	google, err := checkGoogleOCI("oci", cfg.Auth, cfg.Host, cfg.Insecure, &cfg.Transport)
-	if err != nil {
+	var google *googleTokens
+	if hostOK && authOK {
+		var err error
+		google, err = checkGoogleOCI("oci", cfg.Auth, cfg.Host, cfg.Insecure, &cfg.Transport)
+		probs.add(err)
+	}
+	if err := probs.err(); err != nil {
 		return nil, err
 	}
 	return &OCI{
@@ -630,9 +641,6 @@ type OCIBlock struct {
 // Build checks the block and builds its source. NewOCI's errors name
 // the block ("oci: host is required").
 func (b *OCIBlock) Build(bc BuildContext) (Source, error) {
-	if err := b.Auth.Validate(); err != nil {
-		return nil, fmt.Errorf("oci.auth: %w", err)
-	}
 	return NewOCI(OCIConfig{
 		Host: b.Host, Prefix: b.Prefix, Insecure: b.Insecure, Repositories: b.Repositories, Tag: b.Tag,
 		Filter: bc.Filter, Auth: b.Auth, PageSize: b.PageSize, Concurrency: b.Concurrency,

@@ -15,8 +15,8 @@ import (
 
 // fieldError is a check's error about a field of a registries file's
 // block: its text (err) starts with the field as the block writes it
-// ("tag ...", "repositories[2] ...", "auth type ..."), and it reads
-// "block: text". Every error of NewOCI is one, so that the sources built
+// ("tag ...", "repositories[2] ...", "auth: ..."), and it reads
+// "block.text", so that `config check` finds the field. Every error of NewOCI is one, so that the sources built
 // on it (dockerhub, ghcr) can name the field as one of their own block
 // (innerOCIError) without reading the message.
 type fieldError struct {
@@ -29,7 +29,7 @@ func fieldErrorf(block, format string, args ...any) error {
 	return &fieldError{block: block, err: fmt.Errorf(format, args...)}
 }
 
-func (e *fieldError) Error() string { return e.block + ": " + e.err.Error() }
+func (e *fieldError) Error() string { return e.block + "." + e.err.Error() }
 
 func (e *fieldError) Unwrap() error { return e.err }
 
@@ -75,17 +75,19 @@ func repositoryPrefix(host, prefix string, opts []name.Option) (string, error) {
 // checkRepositories checks a repository list: names relative to the
 // prefix, each once.
 func checkRepositories(block, host, prefix string, repos []string, opts []name.Option) error {
+	var probs problems
 	seen := map[string]bool{}
 	for i, r := range repos {
 		if _, err := name.NewRepository(host+"/"+join(prefix, r), opts...); err != nil || r == "" || strings.HasPrefix(r, "/") {
-			return fieldErrorf(block, "repositories[%d] %q is not a repository name", i, r)
+			probs.add(fieldErrorf(block, "repositories[%d] %q is not a repository name", i, r))
+			continue
 		}
 		if seen[r] {
-			return fieldErrorf(block, "repositories[%d] %q is listed twice", i, r)
+			probs.add(fieldErrorf(block, "repositories[%d] %q is listed twice", i, r))
 		}
 		seen[r] = true
 	}
-	return nil
+	return probs.err()
 }
 
 // join joins repository path parts, skipping empty ones.

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 )
 
@@ -43,30 +44,54 @@ type googleTags struct {
 // may read on the regional host, across projects, which the prefix would
 // then filter page by page; the walk asks only about what lies under the
 // prefix. Other hosts keep the filtered catalog.
-func (o *OCI) walksChildren() bool {
-	return o.cfg.Prefix != "" && googleRegistryHost(o.cfg.Host)
+func (o *OCI) walksChildren() bool { return o.walk().applies() }
+
+// googleWalk is what walking a Google registry's children takes: the
+// oci source's and the helm source's (charts in Artifact Registry) alike.
+type googleWalk struct {
+	host, prefix string
+	nameOpts     []name.Option
+	transport    http.RoundTripper
+	backoff      remote.Backoff
 }
+
+func (o *OCI) walk() googleWalk {
+	return googleWalk{host: o.cfg.Host, prefix: o.cfg.Prefix, nameOpts: o.nameOpts, transport: o.cfg.Transport, backoff: o.backoff}
+}
+
+// applies says whether the walk lists the repositories: on Google's hosts
+// with a prefix (walksChildren).
+func (w googleWalk) applies() bool { return w.prefix != "" && googleRegistryHost(w.host) }
 
 // children lists every repository under the prefix that holds an image:
 // tags/list of the prefix, then of each child, recursively, every page of
 // each. Any failed request fails the whole listing: a partial list would
 // read as repositories having disappeared.
 func (o *OCI) children(ctx context.Context, c *conn) ([]string, error) {
-	rt := transport.NewUserAgent(transport.NewRetry(o.cfg.Transport,
-		transport.WithRetryBackoff(o.backoff),
+	return o.walk().children(ctx, c)
+}
+
+func (w googleWalk) children(ctx context.Context, c *conn) ([]string, error) {
+	rt := transport.NewUserAgent(transport.NewRetry(retryAfters{inner: w.transport, last: &c.retryAfter},
+		transport.WithRetryBackoff(w.backoff),
 		transport.WithRetryStatusCodes(http.StatusRequestTimeout, http.StatusTooManyRequests, http.StatusInternalServerError,
 			http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout)), "specsync")
 	var repos []string
-	queue := []string{o.cfg.Prefix}
-	seen := map[string]bool{o.cfg.Prefix: true}
+	queue := []string{w.prefix}
+	seen := map[string]bool{w.prefix: true}
 	for len(queue) > 0 {
 		path := queue[0]
 		queue = queue[1:]
-		tags, err := o.tagsList(ctx, c, rt, path)
+		tags, err := w.tagsList(ctx, c, rt, path)
+		if notFound(err) {
+			// Nothing under the prefix (the catalog under it would be
+			// empty too), or a child deleted since its parent listed it.
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("tags/list of %s: %w", path, err)
 		}
-		if path != o.cfg.Prefix && (len(tags.Tags) > 0 || len(tags.Manifests) > 0) {
+		if path != w.prefix && (len(tags.Tags) > 0 || len(tags.Manifests) > 0) {
 			repos = append(repos, path)
 		}
 		for _, child := range tags.Children {
@@ -74,7 +99,7 @@ func (o *OCI) children(ctx context.Context, c *conn) ([]string, error) {
 				return nil, fmt.Errorf("tags/list of %s: child %q is not one path component", path, child)
 			}
 			p := path + "/" + child
-			if _, err := name.NewRepository(o.cfg.Host+"/"+p, o.nameOpts...); err != nil {
+			if _, err := name.NewRepository(w.host+"/"+p, w.nameOpts...); err != nil {
 				return nil, fmt.Errorf("tags/list of %s: child %q: %w", path, child, err)
 			}
 			if !seen[p] {
@@ -88,8 +113,8 @@ func (o *OCI) children(ctx context.Context, c *conn) ([]string, error) {
 }
 
 // tagsList reads every page of one repository's tags/list.
-func (o *OCI) tagsList(ctx context.Context, c *conn, rt http.RoundTripper, path string) (*googleTags, error) {
-	repo, err := name.NewRepository(o.cfg.Host+"/"+path, o.nameOpts...)
+func (w googleWalk) tagsList(ctx context.Context, c *conn, rt http.RoundTripper, path string) (*googleTags, error) {
+	repo, err := name.NewRepository(w.host+"/"+path, w.nameOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +177,7 @@ func getTagsPage(ctx context.Context, client *http.Client, repo name.Repository,
 		return nil, fmt.Errorf("body is more than the %d bytes allowed", googleListMaxBytes)
 	}
 	if err := json.Unmarshal(body, p); err != nil {
-		return nil, fmt.Errorf("not a tags/list answer: %w", err)
+		return nil, malformed(fmt.Errorf("not a tags/list answer: %w", err))
 	}
 	return nextLink(resp, repo)
 }

@@ -8,12 +8,14 @@ package registry
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -40,9 +42,13 @@ type conn struct {
 	auth    authn.Authenticator
 	opts    []remote.Option
 	puller  *remote.Puller
+	// retryAfter is the last Retry-After the registry sent (retryAfters).
+	retryAfter atomic.Value
 }
 
-func (c *conn) fail(err error) (*Listing, error) { return nil, redact(err, c.secrets) }
+func (c *conn) fail(err error) (*Listing, error) {
+	return nil, redact(withRetryAfter(err, &c.retryAfter), c.secrets)
+}
 
 // ociClient is how a source talks to a registry.
 type ociClient struct {
@@ -70,7 +76,7 @@ func connectOCI(ctx context.Context, host, prefix string, client ociClient) (*co
 	}
 	c.opts = []remote.Option{
 		remote.WithAuth(c.auth),
-		remote.WithTransport(client.transport),
+		remote.WithTransport(retryAfters{inner: client.transport, last: &c.retryAfter}),
 		remote.WithPageSize(client.pageSize),
 		// Its blob limiter (4 by default) would otherwise cap config
 		// fetches below Concurrency.
@@ -153,7 +159,7 @@ func timedOut(ctx context.Context, timeout time.Duration, err error) error {
 func catalogRepositories(ctx context.Context, puller *remote.Puller, reg name.Registry, opts []remote.Option, pageSize int, block string) ([]string, error) {
 	cat, err := puller.Catalogger(ctx, reg)
 	if err != nil {
-		return nil, fmt.Errorf("catalog page 1: %w", err)
+		return nil, fmt.Errorf("catalog page 1: %w", catalogError(err))
 	}
 	var repos, last []string
 	dup := map[string]bool{}
@@ -171,7 +177,7 @@ func catalogRepositories(ctx context.Context, puller *remote.Puller, reg name.Re
 	for ; cat.HasNext(); page++ {
 		p, err := cat.Next(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("catalog page %d: %w", page, err)
+			return nil, fmt.Errorf("catalog page %d: %w", page, catalogError(err))
 		}
 		add(p.Repos)
 		if p.Next != "" {
@@ -214,6 +220,17 @@ func catalogRepositories(ctx context.Context, puller *remote.Puller, reg name.Re
 		page++
 	}
 	return repos, nil
+}
+
+// catalogError marks a catalog page go-containerregistry could not decode
+// as JSON (Malformed): its errors are the decoder's own.
+func catalogError(err error) error {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	if errors.As(err, &syntax) || errors.As(err, &typ) {
+		return malformed(err)
+	}
+	return err
 }
 
 // sameRepos reports whether a and b name the same repositories.
