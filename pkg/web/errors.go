@@ -15,6 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
@@ -153,7 +154,9 @@ func LimitBody(limit int64, next http.Handler) http.Handler {
 }
 
 // DecodeBody reads a JSON body of at most limit bytes into v: too big is
-// 413, whatever the bytes are, malformed is 400. A Content-Length over the
+// 413, whatever the bytes are, malformed is 400, and so is a key that
+// names one of v's fields in another case or appears twice in an object
+// (checkKeys). A Content-Length over the
 // limit is refused before a byte is read; a body without one (chunked) is
 // read up to the limit and no further. It reports whether the handler may
 // go on.
@@ -178,6 +181,12 @@ func DecodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) bool
 	// only the end of the body may follow the value.
 	if _, err := dec.Token(); err != io.EOF {
 		WriteError(w, http.StatusBadRequest, "MalformedJSON", "request body holds more than one JSON value")
+		return false
+	}
+	// Keys as the body wrote them: none read under another case, none
+	// given twice (strictjson.go).
+	if err := checkKeys(body, reflect.TypeOf(v)); err != nil {
+		WriteError(w, http.StatusBadRequest, "BadRequest", "%s", err)
 		return false
 	}
 	return true
