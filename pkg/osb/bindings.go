@@ -86,8 +86,14 @@ func (b *Broker) bind(w http.ResponseWriter, r *http.Request) {
 	if _, ok := decodeObject(w, req.Parameters, "parameters"); !ok {
 		return
 	}
+	if !checkText(w, text{"app_guid", req.AppGUID, MaxTextBytes}) {
+		return
+	}
 	bind := store.Binding{ID: bindingID, InstanceID: instanceID, SpecID: req.ServiceID, PlanID: req.PlanID, AppGUID: req.AppGUID, Context: ctxMap, Parameters: req.Parameters}
 	if br := req.BindResource; br != nil {
+		if !checkText(w, text{"bind_resource.app_guid", br.AppGUID, MaxTextBytes}, text{"bind_resource.route", br.Route, MaxRouteBytes}) {
+			return
+		}
 		if br.AppGUID != "" && req.AppGUID != "" && br.AppGUID != req.AppGUID {
 			web.WriteError(w, http.StatusBadRequest, "BadRequest", "app_guid %q and bind_resource.app_guid %q differ", req.AppGUID, br.AppGUID)
 			return

@@ -52,6 +52,9 @@ func (m *maintenanceInfo) version(w http.ResponseWriter) (string, bool) {
 		web.WriteError(w, http.StatusBadRequest, "BadRequest", "maintenance_info.version is required when maintenance_info is given")
 		return "", false
 	}
+	if !checkText(w, text{"maintenance_info.version", m.Version, MaxTextBytes}) {
+		return "", false
+	}
 	return m.Version, true
 }
 
@@ -112,8 +115,9 @@ type provisionRequest struct {
 	// The plan's maintenance_info the platform saw in the catalog.
 	MaintenanceInfo *maintenanceInfo `json:"maintenance_info,omitempty"`
 	// OSB v2.17 marks both deprecated in favour of context, yet required:
-	// each "MUST be a non-empty string". Checked, never recorded or
-	// compared (the context carries where an instance belongs).
+	// each "MUST be a non-empty string". Recorded and compared: a
+	// platform that sends no context says where an instance belongs only
+	// with them.
 	OrganizationGUID string `json:"organization_guid,omitempty"`
 	SpaceGUID        string `json:"space_guid,omitempty"`
 }
@@ -156,6 +160,9 @@ func (b *Broker) provision(w http.ResponseWriter, r *http.Request) {
 		web.WriteError(w, http.StatusBadRequest, "BadRequest", "organization_guid and space_guid are required, each a non-empty string (OSB v2.17; a platform without organizations or spaces sends a placeholder, and the context says where the instance belongs)")
 		return
 	}
+	if !checkText(w, text{"organization_guid", req.OrganizationGUID, MaxTextBytes}, text{"space_guid", req.SpaceGUID, MaxTextBytes}) {
+		return
+	}
 	ctxMap, platform, ok := decodeContext(w, req.Context)
 	if !ok {
 		return
@@ -174,7 +181,8 @@ func (b *Broker) provision(w http.ResponseWriter, r *http.Request) {
 	if !b.inView(w, r, req.ServiceID, func(err error) { web.WriteError(w, http.StatusBadRequest, "BadRequest", "%s", web.Describe(err)) }) {
 		return
 	}
-	inst := store.Instance{ID: id, SpecID: req.ServiceID, PlanID: req.PlanID, Platform: platform, Context: ctxMap, MaintenanceVersion: version, Parameters: req.Parameters}
+	inst := store.Instance{ID: id, SpecID: req.ServiceID, PlanID: req.PlanID, Platform: platform, Context: ctxMap, MaintenanceVersion: version, Parameters: req.Parameters,
+		OrganizationGUID: req.OrganizationGUID, SpaceGUID: req.SpaceGUID}
 	res, err := b.store.CreateInstance(r.Context(), inst)
 	switch {
 	case errors.Is(err, store.ErrMaintenanceInfo):
