@@ -16,6 +16,8 @@ import (
 	"sort"
 	"strconv"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/store"
@@ -140,7 +142,8 @@ func (b *Broker) instancesOf(ctx context.Context, specs []store.SpecRecord) ([]a
 		view := specView(rec)
 		for _, in := range insts {
 			iv := api.InstanceView{ID: in.ID, ServiceID: in.SpecID, ServiceName: rec.Name, ServiceState: rec.State, Registry: rec.Registry,
-				PlanID: in.PlanID, Platform: in.Platform, Context: in.Context, CreatedAt: in.CreatedAt}
+				PlanID: in.PlanID, Platform: in.Platform, Context: in.Context, OrganizationGUID: in.OrganizationGUID, SpaceGUID: in.SpaceGUID,
+				MaintenanceVersion: in.MaintenanceVersion, CreatedAt: in.CreatedAt, UpdatedAt: in.UpdatedAt, PreviousPlanID: in.PreviousPlanID}
 			for _, p := range view.Plans {
 				if p.ID == in.PlanID {
 					iv.PlanName = p.Name
@@ -183,7 +186,27 @@ func (b *Broker) adminInstances(w http.ResponseWriter, r *http.Request) {
 		web.WriteFailure(w, err)
 		return
 	}
+	if err := b.countBindings(r.Context(), out); err != nil {
+		web.WriteFailure(w, err)
+		return
+	}
 	web.WriteJSON(w, http.StatusOK, api.InstanceList{Instances: out})
+}
+
+// countBindings fills in each instance's bindings: one count query an
+// instance (a read per thousand bindings, at least one), a few at once.
+// Only the listing pays it: the status page shows no bindings.
+func (b *Broker) countBindings(ctx context.Context, insts []api.InstanceView) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for i := range insts {
+		g.Go(func() error {
+			n, err := b.store.CountBindings(ctx, insts[i].ID)
+			insts[i].Bindings = n
+			return err
+		})
+	}
+	return g.Wait()
 }
 
 func operationsLimit(w http.ResponseWriter, r *http.Request) (int, bool) {

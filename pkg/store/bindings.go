@@ -255,6 +255,16 @@ func (s *Store) countBindings(ctx context.Context, instRef *firestore.DocumentRe
 	return v.GetIntegerValue(), nil
 }
 
+// CountBindings counts an instance's bindings (0 for an instance that
+// does not exist).
+func (s *Store) CountBindings(ctx context.Context, instanceID string) (int64, error) {
+	n, err := s.countBindings(ctx, s.instances().Doc(instanceID))
+	if err != nil {
+		return 0, classify(err, "count the bindings of instance %s", instanceID)
+	}
+	return n, nil
+}
+
 // GetBinding reads one binding; a missing one is a failure.NotFound.
 func (s *Store) GetBinding(ctx context.Context, instanceID, bindingID string) (*Binding, error) {
 	snap, err := s.bindingRef(instanceID, bindingID).Get(ctx)
