@@ -115,7 +115,7 @@ func (b *Broker) adminSpecs(w http.ResponseWriter, r *http.Request) {
 	}
 	recs, err := b.store.ListSpecs(r.Context(), f)
 	if err != nil {
-		web.WriteFailure(w, err)
+		b.fail(w, err)
 		return
 	}
 	out := api.SpecList{Specs: make([]api.SpecView, 0, len(recs))}
@@ -168,7 +168,7 @@ func (b *Broker) adminInstances(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if err != nil {
-			web.WriteFailure(w, err)
+			b.fail(w, err)
 			return
 		}
 		if (f.Registry == "" || rec.Registry == f.Registry) && (f.State == "" || rec.State == f.State) {
@@ -177,17 +177,17 @@ func (b *Broker) adminInstances(w http.ResponseWriter, r *http.Request) {
 	} else {
 		var err error
 		if specs, err = b.store.ListSpecs(r.Context(), f); err != nil {
-			web.WriteFailure(w, err)
+			b.fail(w, err)
 			return
 		}
 	}
 	out, err := b.instancesOf(r.Context(), specs)
 	if err != nil {
-		web.WriteFailure(w, err)
+		b.fail(w, err)
 		return
 	}
 	if err := b.countBindings(r.Context(), out); err != nil {
-		web.WriteFailure(w, err)
+		b.fail(w, err)
 		return
 	}
 	web.WriteJSON(w, http.StatusOK, api.InstanceList{Instances: out})
@@ -234,7 +234,7 @@ func (b *Broker) adminOperations(w http.ResponseWriter, r *http.Request) {
 	}
 	ops, err := b.store.RecentOperations(r.Context(), n)
 	if err != nil {
-		web.WriteFailure(w, err)
+		b.fail(w, err)
 		return
 	}
 	out := api.OperationList{Operations: make([]api.OperationView, 0, len(ops))}

@@ -40,7 +40,13 @@ func WriteError(w http.ResponseWriter, status int, code, format string, args ...
 // the project, database and document path); the whole error then goes
 // to the log.
 func WriteFailure(w http.ResponseWriter, err error) {
-	desc := Describe(err)
+	WriteFailureTo(w, nil, err)
+}
+
+// WriteFailureTo is WriteFailure logging to log (nil: slog.Default), the
+// logger of the handler that answers.
+func WriteFailureTo(w http.ResponseWriter, log *slog.Logger, err error) {
+	desc := DescribeTo(log, err)
 	switch failure.KindOf(err) {
 	case failure.Invalid:
 		WriteError(w, http.StatusBadRequest, "BadRequest", "%s", desc)
@@ -58,9 +64,18 @@ func WriteFailure(w http.ResponseWriter, err error) {
 // Describe is what a client is told of err (failure.Describe); when that
 // is not the whole error (failure.Internal), the whole error is logged.
 func Describe(err error) string {
+	return DescribeTo(nil, err)
+}
+
+// DescribeTo is Describe logging to log (nil: slog.Default): a handler
+// given a logger logs there, where its tests and its deployment read.
+func DescribeTo(log *slog.Logger, err error) string {
 	desc := failure.Describe(err)
 	if failure.Internal(err) {
-		slog.Default().Warn("a store error answered without its text", "kind", failure.KindOf(err).String(), "error", err.Error())
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Warn("a store error answered without its text", "kind", failure.KindOf(err).String(), "error", err.Error())
 	}
 	return desc
 }
