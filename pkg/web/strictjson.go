@@ -35,11 +35,16 @@ type keyFrame struct {
 // it decodes into (t, a struct or anything else).
 func checkKeys(body []byte, t reflect.Type) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
+	// Numbers as written: a float64 would fail on one of any size (1e400,
+	// which a context may hold) and end the check there.
+	dec.UseNumber()
 	var stack []*keyFrame
 	for {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil // the end of the value; Decode has already refused malformed JSON
+			// Decode took the body, so this is not expected; refused
+			// rather than taken unchecked.
+			return fmt.Errorf("the request body's keys could not be read: %v", err)
 		}
 		var top *keyFrame
 		if len(stack) > 0 {

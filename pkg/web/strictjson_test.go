@@ -43,6 +43,7 @@ func TestDecodeBodyKeysAreStrict(t *testing.T) {
 		{`{"context":{"deep":[{},{"k":1,"k":2}]}}`, []string{`"k"`, "twice", "in context.deep[1]"}},
 		{`{"items":[{"Name":"a"},{"NAME":"b"}]}`, []string{`"NAME"`, "items[1]", `"Name"`}},
 		{`{"Ignored":"x"}`, nil}, // json:"-": no field of that name to fill
+		{`{"context":{"n":1e400},"service_id":"a","service_id":"b"}`, []string{`"service_id"`, "twice"}},
 	} {
 		var v strictBody
 		w := httptest.NewRecorder()
