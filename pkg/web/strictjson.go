@@ -53,6 +53,9 @@ func checkKeys(body []byte, t reflect.Type) error {
 		if top != nil && top.object && top.wantsKey {
 			if d, ok := tok.(json.Delim); ok && d == '}' {
 				stack = stack[:len(stack)-1]
+				if len(stack) == 0 {
+					return nil
+				}
 				valueDone(stack)
 				continue
 			}
