@@ -23,8 +23,11 @@ type keyFrame struct {
 	object bool
 	// typ is what the object or array decodes into: a struct's field
 	// names are exact; a map, json.RawMessage or any keep every key.
-	typ      reflect.Type
-	path     string
+	typ reflect.Type
+	// name is where it is in the object or array around it: its key, or
+	// its index as "[i]". Paths are joined only for an error: a path per
+	// frame would cost the square of the depth.
+	name     string
 	seen     map[string]bool
 	key      string // the key whose value comes next (objects)
 	wantsKey bool
@@ -61,30 +64,31 @@ func checkKeys(body []byte, t reflect.Type) error {
 			}
 			key := tok.(string)
 			if top.seen[key] {
-				return fmt.Errorf("key %s is given twice in %s: give it once", Quote(key), where(top.path))
+				return fmt.Errorf("key %s is given twice in %s: give it once", Quote(key), where(stack))
 			}
 			top.seen[key] = true
 			if name, ok := foldedField(top.typ, key); ok {
-				return fmt.Errorf("key %s in %s is not %q: field names are case-sensitive", Quote(key), where(top.path), name)
+				return fmt.Errorf("key %s in %s is not %q: field names are case-sensitive", Quote(key), where(stack), name)
 			}
 			top.key, top.wantsKey = key, false
 			continue
 		}
 		// A value: of the key just read, of an array's next element, or
 		// the body itself.
-		childType, childPath := t, ""
-		if top != nil {
-			if top.object {
-				childType, childPath = fieldType(top.typ, top.key), join(top.path, top.key)
-			} else {
-				childType, childPath = elemType(top.typ), fmt.Sprintf("%s[%d]", top.path, top.index)
-			}
+		var child keyFrame
+		if top == nil {
+			child.typ = t
+		} else if top.object {
+			child.typ, child.name = fieldType(top.typ, top.key), top.key
+		} else {
+			child.typ, child.name = elemType(top.typ), fmt.Sprintf("[%d]", top.index)
 		}
 		switch tok {
 		case json.Delim('{'):
-			stack = append(stack, &keyFrame{object: true, typ: childType, path: childPath, seen: map[string]bool{}, wantsKey: true})
+			child.object, child.seen, child.wantsKey = true, map[string]bool{}, true
+			stack = append(stack, &child)
 		case json.Delim('['):
-			stack = append(stack, &keyFrame{typ: childType, path: childPath})
+			stack = append(stack, &child)
 		case json.Delim(']'):
 			stack = stack[:len(stack)-1]
 			valueDone(stack)
@@ -110,23 +114,24 @@ func valueDone(stack []*keyFrame) {
 	}
 }
 
-// where names an object of the body by its path (keys joined by dots,
-// [i] for an element), at most 64 bytes of it.
-func where(path string) string {
-	switch {
+// where names the innermost open object of stack by its path (keys
+// joined by dots, [i] for an element), at most 64 bytes of it.
+func where(stack []*keyFrame) string {
+	var b strings.Builder
+	for _, f := range stack[1:] {
+		if b.Len() > 0 && !strings.HasPrefix(f.name, "[") {
+			b.WriteByte('.')
+		}
+		b.WriteString(f.name)
+	}
+	switch path := b.String(); {
 	case path == "":
 		return "the request body"
 	case len(path) > 64:
 		return Quote(path)
+	default:
+		return path
 	}
-	return path
-}
-
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
 }
 
 // indirect is t without its pointers (nil stays nil).

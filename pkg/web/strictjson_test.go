@@ -83,4 +83,14 @@ func TestDecodeBodyQuotesLongKeysInPart(t *testing.T) {
 	if w.Body.Len() > 600 {
 		t.Fatalf("the refusal is %d bytes: %.200s", w.Body.Len(), w.Body.String())
 	}
+	// 5,000 levels deep (a path per level would be 12 MB), the key
+	// given twice at the bottom.
+	deep := strings.Repeat(`{"k":`, 5000) + `{"a":1,"a":2}` + strings.Repeat(`}`, 5000)
+	w = httptest.NewRecorder()
+	if web.DecodeBody(w, httptest.NewRequest(http.MethodPut, "/x", strings.NewReader(`{"context":`+deep+`}`)), 1<<16, &v) {
+		t.Fatal("a key given twice 5,000 levels deep was accepted")
+	}
+	if !strings.Contains(w.Body.String(), `in \"context.k.k.k`) || w.Body.Len() > 600 {
+		t.Fatalf("the refusal: %.300s", w.Body.String())
+	}
 }
