@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
+	"unicode"
 )
 
 // keyFrame is one open object or array of the body being checked.
@@ -24,10 +26,11 @@ type keyFrame struct {
 	// typ is what the object or array decodes into: a struct's field
 	// names are exact; a map, json.RawMessage or any keep every key.
 	typ reflect.Type
-	// name is where it is in the object or array around it: its key, or
-	// its index as "[i]". Paths are joined only for an error: a path per
-	// frame would cost the square of the depth.
+	// name is where it is in the object around it (its key), or elem
+	// its index in the array around it. Paths are joined only for an
+	// error: a path per frame would cost the square of the depth.
 	name     string
+	elem     int
 	seen     map[string]bool
 	key      string // the key whose value comes next (objects)
 	wantsKey bool
@@ -81,7 +84,7 @@ func checkKeys(body []byte, t reflect.Type) error {
 		} else if top.object {
 			child.typ, child.name = fieldType(top.typ, top.key), top.key
 		} else {
-			child.typ, child.name = elemType(top.typ), fmt.Sprintf("[%d]", top.index)
+			child.typ, child.elem = elemType(top.typ), top.index
 		}
 		switch tok {
 		case json.Delim('{'):
@@ -118,8 +121,12 @@ func valueDone(stack []*keyFrame) {
 // joined by dots, [i] for an element), at most 64 bytes of it.
 func where(stack []*keyFrame) string {
 	var b strings.Builder
-	for _, f := range stack[1:] {
-		if b.Len() > 0 && !strings.HasPrefix(f.name, "[") {
+	for i, f := range stack[1:] {
+		if !stack[i].object {
+			fmt.Fprintf(&b, "[%d]", f.elem)
+			continue
+		}
+		if b.Len() > 0 {
 			b.WriteByte('.')
 		}
 		b.WriteString(f.name)
@@ -144,9 +151,23 @@ func indirect(t reflect.Type) reflect.Type {
 
 var rawMessage = reflect.TypeFor[json.RawMessage]()
 
-// jsonFields are a struct's JSON names and their fields' types.
-func jsonFields(t reflect.Type) map[string]reflect.Type {
-	out := map[string]reflect.Type{}
+// structFields are a struct's JSON names with their fields' types, and
+// the names by their lower case (for foldedField).
+type structFields struct {
+	types  map[string]reflect.Type
+	folded map[string]string
+}
+
+// fieldsCache holds each struct type's structFields: a body's keys are
+// looked up once each, and reflection over a struct is not cheap.
+var fieldsCache sync.Map // reflect.Type -> *structFields
+
+// jsonFields are struct t's fields by JSON name (t is a struct type).
+func jsonFields(t reflect.Type) *structFields {
+	if f, ok := fieldsCache.Load(t); ok {
+		return f.(*structFields)
+	}
+	out := &structFields{types: map[string]reflect.Type{}, folded: map[string]string{}}
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if !f.IsExported() {
@@ -159,8 +180,10 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		if name == "" {
 			name = f.Name
 		}
-		out[name] = f.Type
+		out.types[name] = f.Type
+		out.folded[foldKey(name)] = name
 	}
+	fieldsCache.Store(t, out)
 	return out
 }
 
@@ -173,7 +196,7 @@ func fieldType(t reflect.Type, key string) reflect.Type {
 	}
 	switch t.Kind() {
 	case reflect.Struct:
-		return indirect(jsonFields(t)[key])
+		return indirect(jsonFields(t).types[key])
 	case reflect.Map:
 		return indirect(t.Elem())
 	}
@@ -200,13 +223,24 @@ func foldedField(t reflect.Type, key string) (string, bool) {
 		return "", false
 	}
 	fields := jsonFields(t)
-	if _, exact := fields[key]; exact {
+	if _, exact := fields.types[key]; exact {
 		return "", false
 	}
-	for name := range fields {
-		if strings.EqualFold(name, key) {
-			return name, true
+	name, ok := fields.folded[foldKey(key)]
+	return name, ok
+}
+
+// foldKey is s with each rune replaced by the smallest of its case
+// folding orbit: two strings strings.EqualFold calls equal (which is how
+// encoding/json matches a key to a field: "ſervice_id", with a long s,
+// fills service_id) have the same foldKey, where lower-casing would miss
+// the long s and the Kelvin sign.
+func foldKey(s string) string {
+	return strings.Map(func(r rune) rune {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
 		}
-	}
-	return "", false
+		return least
+	}, s)
 }

@@ -35,6 +35,10 @@ func TestDecodeBodyKeysAreStrict(t *testing.T) {
 		{`{"service_id":"a","context":{"A":1,"a":2},"bind_resource":{"app_guid":"x"},"items":[{"Name":"n"}],"unknown":1,"Service_IDx":2}`, nil},
 		{`{"SERVICE_ID":"a"}`, []string{`"SERVICE_ID"`, `"service_id"`, "the request body", "case-sensitive"}},
 		{`{"service_id":"a","Service_Id":"b"}`, []string{`"Service_Id"`, `"service_id"`}},
+		{`{"ſervice_id":"a"}`, []string{`"service_id"`, "case-sensitive"}}, // a long s: encoding/json folds it to s
+		{`{"bind_resource":{"app_guid":"a","Key":1}}`, nil},                // a Kelvin sign names no field here
+		{`{"items":[{"Kame":"n"}]}`, nil},                                  // nor here
+		{`{"service_id":"a","items":[{"NAMe":"n","Name":"m"}]}`, []string{`"NAMe"`, `"Name"`}},
 		{`{"service_id":"a","service_id":"b"}`, []string{`"service_id"`, "twice", "the request body"}},
 		{`{"service_id":"a","service\u005fid":"b"}`, []string{`"service_id"`, "twice"}},
 		{`{"bind_resource":{"APP_GUID":"x"}}`, []string{`"APP_GUID"`, "bind_resource", `"app_guid"`}},
