@@ -56,7 +56,22 @@ type InstanceView struct {
 	PlanName     string         `json:"plan_name,omitempty"`
 	Platform     string         `json:"platform,omitempty"`
 	Context      map[string]any `json:"context,omitempty"`
-	CreatedAt    time.Time      `json:"created_at"`
+	// OrganizationGUID and SpaceGUID are the provision's (absent on
+	// records from before they were kept).
+	OrganizationGUID string `json:"organization_guid,omitempty"`
+	SpaceGUID        string `json:"space_guid,omitempty"`
+	// MaintenanceVersion is the maintenance_info version of the spec
+	// version the instance is on (absent on records from before it was
+	// kept).
+	MaintenanceVersion string    `json:"maintenance_version,omitempty"`
+	CreatedAt          time.Time `json:"created_at"`
+	// UpdatedAt is when a PATCH last changed the instance (absent: never).
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
+	// PreviousPlanID is the plan before its last plan change.
+	PreviousPlanID string `json:"previous_plan_id,omitempty"`
+	// Bindings is how many bindings the instance has (GET
+	// /admin/instances counts them; the status page does not).
+	Bindings int64 `json:"bindings"`
 }
 
 // OperationList is the body of GET /admin/operations, newest first.

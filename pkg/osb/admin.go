@@ -16,6 +16,8 @@ import (
 	"sort"
 	"strconv"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/store"
@@ -113,7 +115,7 @@ func (b *Broker) adminSpecs(w http.ResponseWriter, r *http.Request) {
 	}
 	recs, err := b.store.ListSpecs(r.Context(), f)
 	if err != nil {
-		web.WriteFailure(w, err)
+		b.fail(w, err)
 		return
 	}
 	out := api.SpecList{Specs: make([]api.SpecView, 0, len(recs))}
@@ -140,7 +142,8 @@ func (b *Broker) instancesOf(ctx context.Context, specs []store.SpecRecord) ([]a
 		view := specView(rec)
 		for _, in := range insts {
 			iv := api.InstanceView{ID: in.ID, ServiceID: in.SpecID, ServiceName: rec.Name, ServiceState: rec.State, Registry: rec.Registry,
-				PlanID: in.PlanID, Platform: in.Platform, Context: in.Context, CreatedAt: in.CreatedAt}
+				PlanID: in.PlanID, Platform: in.Platform, Context: in.Context, OrganizationGUID: in.OrganizationGUID, SpaceGUID: in.SpaceGUID,
+				MaintenanceVersion: in.MaintenanceVersion, CreatedAt: in.CreatedAt, UpdatedAt: in.UpdatedAt, PreviousPlanID: in.PreviousPlanID}
 			for _, p := range view.Plans {
 				if p.ID == in.PlanID {
 					iv.PlanName = p.Name
@@ -165,7 +168,7 @@ func (b *Broker) adminInstances(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if err != nil {
-			web.WriteFailure(w, err)
+			b.fail(w, err)
 			return
 		}
 		if (f.Registry == "" || rec.Registry == f.Registry) && (f.State == "" || rec.State == f.State) {
@@ -174,16 +177,36 @@ func (b *Broker) adminInstances(w http.ResponseWriter, r *http.Request) {
 	} else {
 		var err error
 		if specs, err = b.store.ListSpecs(r.Context(), f); err != nil {
-			web.WriteFailure(w, err)
+			b.fail(w, err)
 			return
 		}
 	}
 	out, err := b.instancesOf(r.Context(), specs)
 	if err != nil {
-		web.WriteFailure(w, err)
+		b.fail(w, err)
+		return
+	}
+	if err := b.countBindings(r.Context(), out); err != nil {
+		b.fail(w, err)
 		return
 	}
 	web.WriteJSON(w, http.StatusOK, api.InstanceList{Instances: out})
+}
+
+// countBindings fills in each instance's bindings: one count query an
+// instance (a read per thousand bindings, at least one), a few at once.
+// Only the listing pays it: the status page shows no bindings.
+func (b *Broker) countBindings(ctx context.Context, insts []api.InstanceView) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for i := range insts {
+		g.Go(func() error {
+			n, err := b.store.CountBindings(ctx, insts[i].ID)
+			insts[i].Bindings = n
+			return err
+		})
+	}
+	return g.Wait()
 }
 
 func operationsLimit(w http.ResponseWriter, r *http.Request) (int, bool) {
@@ -211,7 +234,7 @@ func (b *Broker) adminOperations(w http.ResponseWriter, r *http.Request) {
 	}
 	ops, err := b.store.RecentOperations(r.Context(), n)
 	if err != nil {
-		web.WriteFailure(w, err)
+		b.fail(w, err)
 		return
 	}
 	out := api.OperationList{Operations: make([]api.OperationView, 0, len(ops))}

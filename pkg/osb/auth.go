@@ -57,9 +57,9 @@ func Version(next http.Handler) http.Handler {
 func (b *Broker) logWrite(w http.ResponseWriter, r *http.Request, operation string, h http.HandlerFunc) {
 	sw := &logging.StatusWriter{ResponseWriter: w}
 	h(sw, r)
-	attrs := []any{"operation", operation, "instance", r.PathValue("id")}
+	attrs := []any{"operation", operation, "instance", loggedID(r.PathValue("id"))}
 	if id := r.PathValue("binding_id"); id != "" {
-		attrs = append(attrs, "binding", id)
+		attrs = append(attrs, "binding", loggedID(id))
 	}
 	attrs = append(attrs, "status", sw.Status)
 	if v := viewOf(r); v != nil {
@@ -72,6 +72,17 @@ func (b *Broker) logWrite(w http.ResponseWriter, r *http.Request, operation stri
 		attrs = append(attrs, originatingIdentity(oi))
 	}
 	b.cfg.Logger.InfoContext(r.Context(), "osb write", attrs...)
+}
+
+// loggedID is a path id as a log line carries it: whole when it could be
+// an id (web.CheckID allows 255 bytes), or else a refused request's
+// first 64 bytes and its size, as a refusal quotes it (web.Quote): the
+// line of a request refused for its id stays as small as any other.
+func loggedID(id string) string {
+	if len(id) <= 255 {
+		return id
+	}
+	return web.Quote(id)
 }
 
 // identityPlatform is what OSB's profile names platforms with

@@ -86,8 +86,14 @@ func (b *Broker) bind(w http.ResponseWriter, r *http.Request) {
 	if _, ok := decodeObject(w, req.Parameters, "parameters"); !ok {
 		return
 	}
+	if !checkText(w, text{"app_guid", req.AppGUID, MaxTextBytes}) {
+		return
+	}
 	bind := store.Binding{ID: bindingID, InstanceID: instanceID, SpecID: req.ServiceID, PlanID: req.PlanID, AppGUID: req.AppGUID, Context: ctxMap, Parameters: req.Parameters}
 	if br := req.BindResource; br != nil {
+		if !checkText(w, text{"bind_resource.app_guid", br.AppGUID, MaxTextBytes}, text{"bind_resource.route", br.Route, MaxRouteBytes}) {
+			return
+		}
 		if br.AppGUID != "" && req.AppGUID != "" && br.AppGUID != req.AppGUID {
 			web.WriteError(w, http.StatusBadRequest, "BadRequest", "app_guid %q and bind_resource.app_guid %q differ", req.AppGUID, br.AppGUID)
 			return
@@ -97,7 +103,7 @@ func (b *Broker) bind(w http.ResponseWriter, r *http.Request) {
 		}
 		bind.Route = br.Route
 	}
-	if !b.inView(w, r, req.ServiceID, func(err error) { web.WriteError(w, http.StatusBadRequest, "BadRequest", "%s", web.Describe(err)) }) {
+	if !b.inView(w, r, req.ServiceID, func(err error) { web.WriteError(w, http.StatusBadRequest, "BadRequest", "%s", b.describe(err)) }) {
 		return
 	}
 	res, err := b.store.CreateBinding(r.Context(), bind)
@@ -109,15 +115,15 @@ func (b *Broker) bind(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, store.ErrNoInstance):
 		// OSB defines no 404 for a bind: instance_id "MUST be the ID of a
 		// previously provisioned Service Instance".
-		web.WriteError(w, http.StatusBadRequest, "InstanceNotFound", "%s", web.Describe(err))
+		web.WriteError(w, http.StatusBadRequest, "InstanceNotFound", "%s", b.describe(err))
 	case errors.Is(err, store.ErrNotBindable):
-		web.WriteError(w, http.StatusBadRequest, "NotBindable", "%s", web.Describe(err))
+		web.WriteError(w, http.StatusBadRequest, "NotBindable", "%s", b.describe(err))
 	case errors.Is(err, store.ErrBindingLimit):
-		web.WriteError(w, http.StatusUnprocessableEntity, "BindingLimit", "%s; delete bindings it no longer needs", web.Describe(err))
+		web.WriteError(w, http.StatusUnprocessableEntity, "BindingLimit", "%s; delete bindings it no longer needs", b.describe(err))
 	case failure.Is(err, failure.NotFound), failure.Is(err, failure.Invalid):
-		web.WriteError(w, http.StatusBadRequest, "BadRequest", "%s", web.Describe(err))
+		web.WriteError(w, http.StatusBadRequest, "BadRequest", "%s", b.describe(err))
 	default:
-		web.WriteFailure(w, err)
+		b.fail(w, err)
 	}
 }
 
@@ -129,7 +135,7 @@ func (b *Broker) getBinding(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := b.store.GetBinding(r.Context(), instanceID, bindingID); err != nil {
-		web.WriteFailure(w, err)
+		b.fail(w, err)
 		return
 	}
 	web.WriteJSON(w, http.StatusOK, struct{}{})
@@ -157,9 +163,9 @@ func (b *Broker) unbind(w http.ResponseWriter, r *http.Request) {
 	case failure.Is(err, failure.NotFound):
 		web.WriteJSON(w, http.StatusGone, struct{}{})
 	case failure.Is(err, failure.Invalid):
-		web.WriteError(w, http.StatusBadRequest, "BadRequest", "%s", web.Describe(err))
+		web.WriteError(w, http.StatusBadRequest, "BadRequest", "%s", b.describe(err))
 	default:
-		web.WriteFailure(w, err)
+		b.fail(w, err)
 	}
 }
 
@@ -177,7 +183,7 @@ func (b *Broker) bindingLastOperation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		web.WriteFailure(w, err)
+		b.fail(w, err)
 		return
 	}
 	web.WriteJSON(w, http.StatusOK, api.OSBLastOperation{State: api.Succeeded,

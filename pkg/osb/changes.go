@@ -161,7 +161,7 @@ func (b *Broker) position(w http.ResponseWriter, r *http.Request, q changesQuery
 	// once per refresh window however many watchers wait on it.
 	cat, _, err := b.Cache.Get(ctx)
 	if err != nil {
-		web.WriteFailure(w, err)
+		b.fail(w, err)
 		return 0, "", false
 	}
 	known = cat.Epoch
@@ -189,7 +189,7 @@ func (b *Broker) position(w http.ResponseWriter, r *http.Request, q changesQuery
 		// Firestore before calling the watcher's revision bogus.
 		meta, _, err := b.store.CatalogMetaAt(ctx)
 		if err != nil {
-			web.WriteFailure(w, err)
+			b.fail(w, err)
 			return 0, "", false
 		}
 		cur, known = meta.Revision, meta.Epoch
@@ -213,7 +213,7 @@ func (b *Broker) position(w http.ResponseWriter, r *http.Request, q changesQuery
 func (b *Broker) answerChanges(w http.ResponseWriter, r *http.Request, q changesQuery, cur int64, known string, deadline time.Time) (next int64, done bool) {
 	cs, err := b.store.ChangesAfter(r.Context(), q.since, q.limit)
 	if err != nil {
-		web.WriteFailure(w, err)
+		b.fail(w, err)
 		return 0, true
 	}
 	if q.epoch != "" {
@@ -289,7 +289,7 @@ func (b *Broker) gone(w http.ResponseWriter, rev int64, epoch string, format str
 func (b *Broker) confirmEpoch(w http.ResponseWriter, r *http.Request, epoch string) (*Rendered, bool) {
 	fresh, _, err := b.Cache.GetFresh(r.Context())
 	if err != nil {
-		web.WriteFailure(w, err)
+		b.fail(w, err)
 		return nil, false
 	}
 	if fresh.Epoch != epoch {

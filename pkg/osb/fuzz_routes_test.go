@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -256,6 +257,10 @@ func FuzzChangeFeed(f *testing.F) {
 				t.Fatalf("since=%d answered changes although revision %d is pruned", since, since+1)
 			}
 		case http.StatusBadRequest:
+			if !feedQueryRefused(query, 20*time.Millisecond) {
+				t.Fatalf("GET changes?%s: 400 for a query the contract takes: %s", query, w.Body.String())
+			}
+			return
 		case http.StatusGone:
 			var gone api.Gone
 			if err := json.Unmarshal(w.Body.Bytes(), &gone); err != nil || gone.Revision != 5 {
@@ -264,7 +269,42 @@ func FuzzChangeFeed(f *testing.F) {
 		default:
 			t.Fatalf("GET changes?%s: %d %s", query, w.Code, w.Body.String())
 		}
+		if feedQueryRefused(query, 20*time.Millisecond) {
+			t.Fatalf("GET changes?%s: %d for a query the contract refuses: %s", query, w.Code, w.Body.String())
+		}
 	})
+}
+
+// feedQueryRefused is the change feed's query contract as docs/api.md
+// states it, written out apart from the handler's parsing: a query that
+// does not parse or repeats a parameter, a parameter other than since,
+// epoch, wait and limit, a since that is not a decimal integer >= 0, a
+// wait that is not a duration from 0 to the maximum (maxWait), a limit
+// that is not an integer from 1 to 1,000, an epoch longer than 64 bytes.
+func feedQueryRefused(query string, maxWait time.Duration) bool {
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return true
+	}
+	for k, vs := range q {
+		if len(vs) > 1 || (k != "since" && k != "epoch" && k != "wait" && k != "limit") {
+			return true
+		}
+	}
+	if since, err := strconv.ParseInt(q.Get("since"), 10, 64); err != nil || since < 0 {
+		return true
+	}
+	if s := q.Get("wait"); s != "" {
+		if d, err := time.ParseDuration(s); err != nil || d < 0 || d > maxWait {
+			return true
+		}
+	}
+	if s := q.Get("limit"); s != "" {
+		if n, err := strconv.Atoi(s); err != nil || n < 1 || n > 1000 {
+			return true
+		}
+	}
+	return len(q.Get("epoch")) > 64
 }
 
 // FuzzAdmin: the admin endpoints with any path among them, query and
@@ -279,14 +319,48 @@ func FuzzAdmin(f *testing.F) {
 		}
 		e := *fb.e // the env's helpers, on this input's t
 		e.t = t
-		before := e.dbState()
+		before := e.dbContent()
 		path := paths[int(which)%len(paths)]
 		w := fb.send(method, path, fb.fill(query), "", credential(auth))
 		fb.check(t, method+" "+path+"?"+query, method+query, w)
-		if after := e.dbState(); len(after) != len(before) {
-			t.Fatalf("%s %s wrote", method, path)
+		after := e.dbContent()
+		for p, doc := range before {
+			if after[p] != doc {
+				t.Fatalf("%s %s?%s changed %s:\nbefore %s\nafter  %s", method, path, query, p, doc, after[p])
+			}
+		}
+		if len(after) != len(before) {
+			t.Fatalf("%s %s?%s created documents: %d before, %d after", method, path, query, len(before), len(after))
 		}
 	})
+}
+
+// dbContent is every document of the project (subcollections included,
+// as dbState lists them) with its content and update time: equal maps
+// mean nothing was created, deleted or rewritten, even with the same
+// number of documents.
+func (e *env) dbContent() map[string]string {
+	e.t.Helper()
+	out := map[string]string{}
+	for p, updated := range e.dbState() {
+		snap, err := e.client.Doc(strings.TrimPrefix(p, e.docsPrefix())).Get(e.ctx)
+		if err != nil {
+			e.t.Fatalf("read %s: %v", p, err)
+		}
+		data, err := json.Marshal(snap.Data())
+		if err != nil {
+			e.t.Fatalf("encode %s: %v", p, err)
+		}
+		out[p] = updated.UTC().Format(time.RFC3339Nano) + " " + string(data)
+	}
+	return out
+}
+
+// docsPrefix is what a document's full path has before its path in the
+// database (projects/P/databases/D/documents/).
+func (e *env) docsPrefix() string {
+	ref := e.client.Collection("x").Doc("y")
+	return strings.TrimSuffix(ref.Path, "x/y")
 }
 
 func jsonString(s string) string {

@@ -109,7 +109,7 @@ func (b *Broker) getCatalog(w http.ResponseWriter, r *http.Request) {
 	full, reads, err := get(r.Context())
 	if err != nil {
 		b.cfg.Logger.ErrorContext(r.Context(), "catalog unavailable", "error", err)
-		web.WriteFailure(w, err)
+		b.fail(w, err)
 		return
 	}
 	cat := full.forView(viewOf(r)).r // views.go
@@ -144,7 +144,7 @@ func trimWeak(t string) string {
 func (b *Broker) getRegistries(w http.ResponseWriter, r *http.Request) {
 	statuses, err := b.store.RegistryStatuses(r.Context())
 	if err != nil {
-		web.WriteFailure(w, err)
+		b.fail(w, err)
 		return
 	}
 	if statuses == nil {
@@ -152,3 +152,10 @@ func (b *Broker) getRegistries(w http.ResponseWriter, r *http.Request) {
 	}
 	web.WriteJSON(w, http.StatusOK, api.RegistryList{Registries: statuses})
 }
+
+// describe and fail are web.Describe and web.WriteFailure logging to the
+// broker's logger: the whole text of a store error goes where the
+// broker's other lines go (and where its tests look for secrets).
+func (b *Broker) describe(err error) string { return web.DescribeTo(b.cfg.Logger, err) }
+
+func (b *Broker) fail(w http.ResponseWriter, err error) { web.WriteFailureTo(w, b.cfg.Logger, err) }

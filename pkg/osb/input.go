@@ -10,6 +10,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/web"
@@ -85,4 +87,52 @@ func depth(raw []byte) int {
 		}
 	}
 	return most
+}
+
+// Limits of the free-text fields OSB lets a request carry: enough for
+// what each names (a GUID is 36 bytes, a version a semantic version, a
+// route a URL), far below what a record or a log line should hold.
+const (
+	// MaxTextBytes bounds organization_guid, space_guid,
+	// maintenance_info.version and app_guid (top-level or bind_resource's).
+	MaxTextBytes = 255
+	// MaxRouteBytes bounds bind_resource.route, a URL.
+	MaxRouteBytes = 2048
+)
+
+// text is a free-text field of a request: its name, its value and its
+// limit.
+type text struct {
+	field, value string
+	limit        int
+}
+
+// checkText checks free-text fields (an empty value is not checked:
+// required is the caller's rule): each valid UTF-8 within its limit
+// without a control character, which no GUID, version or route holds and
+// which a record or a log line should not. It writes a 400 naming the
+// field for the first that breaks it.
+func checkText(w http.ResponseWriter, fields ...text) bool {
+	for _, f := range fields {
+		if err := textError(f); err != nil {
+			web.WriteError(w, http.StatusBadRequest, "BadRequest", "%s", err)
+			return false
+		}
+	}
+	return true
+}
+
+func textError(f text) error {
+	switch {
+	case len(f.value) > f.limit:
+		return failure.New(failure.Invalid, "%s is %d bytes; at most %d are allowed", f.field, len(f.value), f.limit)
+	case !utf8.ValidString(f.value):
+		return failure.New(failure.Invalid, "%s %s is not valid UTF-8", f.field, web.Quote(f.value))
+	}
+	for i, r := range f.value {
+		if unicode.IsControl(r) {
+			return failure.New(failure.Invalid, "%s %s holds a control character (%U at byte %d)", f.field, web.Quote(f.value), r, i)
+		}
+	}
+	return nil
 }

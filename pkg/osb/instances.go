@@ -26,7 +26,7 @@ var ociPlatform = regexp.MustCompile(`^[a-z0-9]+/[a-z0-9_]+(/[a-z0-9]+)?$`)
 func pathID(w http.ResponseWriter, r *http.Request, name, what string) (string, bool) {
 	id := r.PathValue(name)
 	if err := web.CheckID(what+" id", id); err != nil {
-		web.WriteError(w, http.StatusBadRequest, "BadRequest", "%s", web.Describe(err))
+		web.WriteError(w, http.StatusBadRequest, "BadRequest", "%s", failure.Describe(err)) // the edge's own refusal: no store text
 		return "", false
 	}
 	return id, true
@@ -52,6 +52,9 @@ func (m *maintenanceInfo) version(w http.ResponseWriter) (string, bool) {
 		web.WriteError(w, http.StatusBadRequest, "BadRequest", "maintenance_info.version is required when maintenance_info is given")
 		return "", false
 	}
+	if !checkText(w, text{"maintenance_info.version", m.Version, MaxTextBytes}) {
+		return "", false
+	}
 	return m.Version, true
 }
 
@@ -64,7 +67,7 @@ func present(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "
 func decodeObject(w http.ResponseWriter, raw json.RawMessage, field string) (map[string]any, bool) {
 	m, err := jsonObject(raw, field)
 	if err != nil {
-		web.WriteError(w, http.StatusBadRequest, "BadRequest", "%s", web.Describe(err))
+		web.WriteError(w, http.StatusBadRequest, "BadRequest", "%s", failure.Describe(err)) // the edge's own refusal: no store text
 		return nil, false
 	}
 	return m, true
@@ -112,8 +115,9 @@ type provisionRequest struct {
 	// The plan's maintenance_info the platform saw in the catalog.
 	MaintenanceInfo *maintenanceInfo `json:"maintenance_info,omitempty"`
 	// OSB v2.17 marks both deprecated in favour of context, yet required:
-	// each "MUST be a non-empty string". Checked, never recorded or
-	// compared (the context carries where an instance belongs).
+	// each "MUST be a non-empty string". Recorded and compared: a
+	// platform that sends no context says where an instance belongs only
+	// with them.
 	OrganizationGUID string `json:"organization_guid,omitempty"`
 	SpaceGUID        string `json:"space_guid,omitempty"`
 }
@@ -156,6 +160,9 @@ func (b *Broker) provision(w http.ResponseWriter, r *http.Request) {
 		web.WriteError(w, http.StatusBadRequest, "BadRequest", "organization_guid and space_guid are required, each a non-empty string (OSB v2.17; a platform without organizations or spaces sends a placeholder, and the context says where the instance belongs)")
 		return
 	}
+	if !checkText(w, text{"organization_guid", req.OrganizationGUID, MaxTextBytes}, text{"space_guid", req.SpaceGUID, MaxTextBytes}) {
+		return
+	}
 	ctxMap, platform, ok := decodeContext(w, req.Context)
 	if !ok {
 		return
@@ -171,14 +178,15 @@ func (b *Broker) provision(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if !b.inView(w, r, req.ServiceID, func(err error) { web.WriteError(w, http.StatusBadRequest, "BadRequest", "%s", web.Describe(err)) }) {
+	if !b.inView(w, r, req.ServiceID, func(err error) { web.WriteError(w, http.StatusBadRequest, "BadRequest", "%s", b.describe(err)) }) {
 		return
 	}
-	inst := store.Instance{ID: id, SpecID: req.ServiceID, PlanID: req.PlanID, Platform: platform, Context: ctxMap, MaintenanceVersion: version, Parameters: req.Parameters}
+	inst := store.Instance{ID: id, SpecID: req.ServiceID, PlanID: req.PlanID, Platform: platform, Context: ctxMap, MaintenanceVersion: version, Parameters: req.Parameters,
+		OrganizationGUID: req.OrganizationGUID, SpaceGUID: req.SpaceGUID}
 	res, err := b.store.CreateInstance(r.Context(), inst)
 	switch {
 	case errors.Is(err, store.ErrMaintenanceInfo):
-		web.WriteError(w, http.StatusUnprocessableEntity, "MaintenanceInfoConflict", "%s; read the catalog again", web.Describe(err))
+		web.WriteError(w, http.StatusUnprocessableEntity, "MaintenanceInfoConflict", "%s; read the catalog again", b.describe(err))
 	case err == nil && res.Existed:
 		web.WriteJSON(w, http.StatusOK, struct{}{})
 	case err == nil:
@@ -187,9 +195,9 @@ func (b *Broker) provision(w http.ResponseWriter, r *http.Request) {
 		// OSB: a service or plan the catalog does not offer (unknown, or
 		// marked for deletion) is a bad request. Contention (Precondition)
 		// falls through to a retryable 422.
-		web.WriteError(w, http.StatusBadRequest, "BadRequest", "%s", web.Describe(err))
+		web.WriteError(w, http.StatusBadRequest, "BadRequest", "%s", b.describe(err))
 	default:
-		web.WriteFailure(w, err)
+		b.fail(w, err)
 	}
 }
 
@@ -209,7 +217,7 @@ func (b *Broker) getInstance(w http.ResponseWriter, r *http.Request) {
 	}
 	inst, err := b.store.GetInstance(r.Context(), id)
 	if err != nil {
-		web.WriteFailure(w, err)
+		b.fail(w, err)
 		return
 	}
 	resp := instanceResponse{ServiceID: inst.SpecID, PlanID: inst.PlanID}
@@ -238,9 +246,9 @@ type updateRequest struct {
 // updateError is an OSB error of a failed update of an instance that
 // exists: it stays usable (a refused update changes nothing), and
 // repeatable says whether the same request may succeed later.
-func updateError(w http.ResponseWriter, status int, code string, repeatable bool, err error) {
+func (b *Broker) updateError(w http.ResponseWriter, status int, code string, repeatable bool, err error) {
 	usable := true
-	web.WriteJSON(w, status, api.ErrorBody{Error: code, Description: web.Describe(err), InstanceUsable: &usable, UpdateRepeatable: &repeatable})
+	web.WriteJSON(w, status, api.ErrorBody{Error: code, Description: b.describe(err), InstanceUsable: &usable, UpdateRepeatable: &repeatable})
 }
 
 // update is OSB's update: a plan change, new parameters, a
@@ -284,7 +292,7 @@ func (b *Broker) update(w http.ResponseWriter, r *http.Request) {
 	if u.MaintenanceVersion, ok = req.MaintenanceInfo.version(w); !ok {
 		return
 	}
-	if !b.inView(w, r, req.ServiceID, func(err error) { updateError(w, http.StatusBadRequest, "BadRequest", false, err) }) {
+	if !b.inView(w, r, req.ServiceID, func(err error) { b.updateError(w, http.StatusBadRequest, "BadRequest", false, err) }) {
 		return
 	}
 	res, err := b.store.UpdateInstance(r.Context(), u)
@@ -301,27 +309,27 @@ func (b *Broker) update(w http.ResponseWriter, r *http.Request) {
 		// is no instance for instance_usable to describe, so it is left
 		// out; update_repeatable still says a repeat fails alike.
 		repeatable := false
-		web.WriteJSON(w, http.StatusBadRequest, api.ErrorBody{Error: "InstanceNotFound", Description: web.Describe(err), UpdateRepeatable: &repeatable})
+		web.WriteJSON(w, http.StatusBadRequest, api.ErrorBody{Error: "InstanceNotFound", Description: b.describe(err), UpdateRepeatable: &repeatable})
 	case errors.Is(err, store.ErrMaintenanceInfo):
-		updateError(w, http.StatusUnprocessableEntity, "MaintenanceInfoConflict", false, err)
+		b.updateError(w, http.StatusUnprocessableEntity, "MaintenanceInfoConflict", false, err)
 	case errors.Is(err, store.ErrPlanNotUpdateable):
 		// The catalog says the plan is not plan_updateable, but a client
 		// that drops the plan-level field reads the service-level true
 		// and asks anyway: OSB's update table gives 422 for "the
 		// requested change is not supported", whichever way it was missed.
-		updateError(w, http.StatusUnprocessableEntity, "PlanChangeNotSupported", false, err)
+		b.updateError(w, http.StatusUnprocessableEntity, "PlanChangeNotSupported", false, err)
 	case errors.Is(err, store.ErrPlanChange):
 		// A plan updates_to does not list. The OSB catalog has no field
 		// for updates_to, so the platform could not know: OSB's 422 for a
 		// requested change that is not supported.
-		updateError(w, http.StatusUnprocessableEntity, "PlanChangeNotSupported", false,
+		b.updateError(w, http.StatusUnprocessableEntity, "PlanChangeNotSupported", false,
 			fmt.Errorf("%w (OSB's catalog has no field for the plans a plan moves to, so it could not say so): ask for one of those", err))
 	case failure.Is(err, failure.NotFound), failure.Is(err, failure.Invalid):
-		updateError(w, http.StatusBadRequest, "BadRequest", false, err)
+		b.updateError(w, http.StatusBadRequest, "BadRequest", false, err)
 	case failure.Is(err, failure.Precondition):
-		updateError(w, http.StatusUnprocessableEntity, "ConcurrencyError", true, err)
+		b.updateError(w, http.StatusUnprocessableEntity, "ConcurrencyError", true, err)
 	default:
-		web.WriteFailure(w, err)
+		b.fail(w, err)
 	}
 }
 
@@ -348,9 +356,9 @@ func (b *Broker) deprovision(w http.ResponseWriter, r *http.Request) {
 	case failure.Is(err, failure.NotFound):
 		web.WriteJSON(w, http.StatusGone, struct{}{})
 	case failure.Is(err, failure.Invalid):
-		web.WriteError(w, http.StatusBadRequest, "BadRequest", "%s", web.Describe(err))
+		web.WriteError(w, http.StatusBadRequest, "BadRequest", "%s", b.describe(err))
 	case err != nil:
-		web.WriteFailure(w, err)
+		b.fail(w, err)
 	default:
 		if inst.Bindings > 0 {
 			// OSB has platforms unbind first; one that did not lost nothing
@@ -378,7 +386,7 @@ func noOperation(w http.ResponseWriter, r *http.Request) bool {
 func (b *Broker) deleted(w http.ResponseWriter, r *http.Request, instanceID, bindingID, what string) {
 	t, err := b.store.Gone(r.Context(), instanceID, bindingID)
 	if err != nil {
-		web.WriteFailure(w, err)
+		b.fail(w, err)
 		return
 	}
 	if t == nil {
@@ -411,7 +419,7 @@ func (b *Broker) instanceLastOperation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		web.WriteFailure(w, err)
+		b.fail(w, err)
 		return
 	}
 	if s := q.Get("service_id"); s != "" && s != inst.SpecID {

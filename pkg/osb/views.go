@@ -303,7 +303,7 @@ func (b *Broker) inView(w http.ResponseWriter, r *http.Request, serviceID string
 	for _, get := range []func(context.Context) (*Rendered, int64, error){b.Cache.Get, b.Cache.GetFresh} {
 		cat, _, err := get(r.Context())
 		if err != nil {
-			web.WriteFailure(w, err)
+			b.fail(w, err)
 			return false
 		}
 		if cat.holds(v, serviceID) {
@@ -356,7 +356,7 @@ func (b *Broker) viewInfos(cat *Rendered) []api.ViewInfo {
 func (b *Broker) adminViews(w http.ResponseWriter, r *http.Request) {
 	cat, _, err := b.Cache.Get(r.Context())
 	if err != nil {
-		web.WriteFailure(w, err)
+		b.fail(w, err)
 		return
 	}
 	web.WriteJSON(w, http.StatusOK, api.ViewList{Revision: cat.Revision, Views: b.viewInfos(cat)})

@@ -9,6 +9,8 @@ import (
 
 	"cloud.google.com/go/firestore"
 	firestorepb "cloud.google.com/go/firestore/apiv1/firestorepb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/specsync/specsync/pkg/failure"
 )
@@ -90,17 +92,23 @@ func sameBinding(cur, b Binding, instancePlan string) bool {
 		(b.PlanID == cur.PlanID || b.PlanID == instancePlan)
 }
 
-// CreateBinding records a binding of an instance, in one transaction that
-// reads the instance (it must exist, with the service and plan the binding
-// names), the binding id (an identical binding is returned as is, another
-// one is a failure.Conflict) and the spec (the plan must be bindable), then
-// creates the binding and nothing else: binds of one instance share only
-// reads, so concurrent ones never queue on a document. The deprovision
-// that deletes the instance with its bindings lists them in its
-// transaction, which locks their range, and deletes the instance this
-// transaction read: one of the two commits first, and a bind that loses
-// finds no instance. The spec is read, never written: a binding pins
-// nothing its instance does not already pin, and a spec marked for
+// CreateBinding records a binding of an instance. A binding id that has a
+// record is answered from it, read outside any transaction
+// (existingBinding: the record for an identical bind, a failure.Conflict
+// otherwise). Otherwise one transaction reads the instance (it must exist,
+// with the service and plan the binding names) and the spec (the plan
+// must be bindable), then creates the binding with Firestore's
+// must-not-exist precondition, and writes nothing else; a bind that loses
+// that race to another under the same id is answered from the winner's
+// record. So binds of one instance share only reads, and binds under one
+// id no lock on it: a burst of either never queues behind a lock (a read
+// of the binding id in the transaction would lock it, and every bind of
+// the burst would hold that lock while one of them waits to write it).
+// The deprovision that deletes the instance with its bindings lists them
+// in its transaction, which locks their range, and deletes the instance
+// this transaction read: one of the two commits first, and a bind that
+// loses finds no instance. The spec is read, never written: a binding
+// pins nothing its instance does not already pin, and a spec marked for
 // deletion still takes bindings of its existing instances. Parameters are
 // digested and compared as CreateInstance does, outside the transaction;
 // the instance's bindings are counted there too (MaxBindingsPerInstance).
@@ -108,16 +116,25 @@ func (s *Store) CreateBinding(ctx context.Context, b Binding) (CreateBindingResu
 	if b.ID == "" || b.InstanceID == "" || b.SpecID == "" || b.PlanID == "" {
 		return CreateBindingResult{}, failure.New(failure.Invalid, "a binding needs an id, an instance id, a service id and a plan id")
 	}
-	digest, err := digestParameters(ctx, b.Parameters)
-	if err != nil {
-		return CreateBindingResult{}, classify(err, "digest the parameters of binding %s", b.ID)
-	}
-	b.ParametersDigest = digest
 	if err := b.encodeContext(); err != nil {
 		return CreateBindingResult{}, failure.Wrap(failure.Invalid, err)
 	}
 	instRef := s.instances().Doc(b.InstanceID)
 	ref := s.bindingRef(b.InstanceID, b.ID)
+	// A binding that exists is answered from the record as read, with no
+	// transaction: once created, a record is the answer to every bind of
+	// its id until it is unbound.
+	if cur, err := s.readBinding(ctx, ref); err != nil || cur != nil {
+		if err != nil {
+			return CreateBindingResult{}, classify(err, "read binding %s of instance %s", b.ID, b.InstanceID)
+		}
+		return s.existingBinding(ctx, *cur, b)
+	}
+	digest, err := digestParameters(ctx, b.Parameters)
+	if err != nil {
+		return CreateBindingResult{}, classify(err, "digest the parameters of binding %s", b.ID)
+	}
+	b.ParametersDigest = digest
 	bound, err := s.countBindings(ctx, instRef)
 	if err != nil {
 		return CreateBindingResult{}, classify(err, "count the bindings of instance %s", b.InstanceID)
@@ -131,21 +148,6 @@ func (s *Store) CreateBinding(ctx context.Context, b Binding) (CreateBindingResu
 		}
 		if inst == nil {
 			return refused(failure.NotFound, ErrNoInstance, "instance %s does not exist", b.InstanceID)
-		}
-		cur, err := txGet[Binding](s, tx, ref)
-		if err != nil {
-			return err
-		}
-		if cur != nil {
-			if !sameBinding(*cur, b, inst.PlanID) {
-				return failure.New(failure.Conflict, "binding %s of instance %s already exists with service %s plan %s app_guid %q route %q",
-					b.ID, b.InstanceID, cur.SpecID, cur.PlanID, cur.AppGUID, cur.Route)
-			}
-			if !sameContext(cur.Context, b.Context) {
-				return failure.New(failure.Conflict, "binding %s of instance %s already exists with another context", b.ID, b.InstanceID)
-			}
-			res = CreateBindingResult{Binding: *cur, Existed: true}
-			return nil
 		}
 		if b.SpecID != inst.SpecID || b.PlanID != inst.PlanID {
 			return failure.New(failure.Invalid, "instance %s is of service %s plan %s, not service %s plan %s", b.InstanceID, inst.SpecID, inst.PlanID, b.SpecID, b.PlanID)
@@ -168,23 +170,74 @@ func (s *Store) CreateBinding(ctx context.Context, b Binding) (CreateBindingResu
 			b.CreatedAt = s.now().UTC()
 		}
 		res.Binding = b
+		// Create, not a read of the id (see above): its precondition
+		// lets the first commit and fails the rest (AlreadyExists),
+		// which then answer from the record the winner wrote.
 		return tx.Create(ref, b)
 	})
+	if status.Code(err) == codes.AlreadyExists {
+		cur, rerr := s.readBinding(ctx, ref)
+		if rerr != nil {
+			return CreateBindingResult{}, classify(rerr, "read binding %s of instance %s", b.ID, b.InstanceID)
+		}
+		if cur != nil {
+			return s.existingBinding(ctx, *cur, b)
+		}
+	}
 	if err != nil {
 		return CreateBindingResult{}, classify(err, "bind %s to instance %s", b.ID, b.InstanceID)
 	}
-	if !res.Existed {
-		s.ops.write(1)
-		return res, nil
+	s.ops.write(1)
+	return res, nil
+}
+
+// readBinding reads a binding record outside any transaction (nil: there
+// is none).
+func (s *Store) readBinding(ctx context.Context, ref *firestore.DocumentRef) (*Binding, error) {
+	snap, err := ref.Get(ctx)
+	s.ops.read(1)
+	if isNotFound(err) {
+		return nil, nil
 	}
-	same, err := sameParameters(ctx, res.Binding.ParametersDigest, b.Parameters)
+	if err != nil {
+		return nil, err
+	}
+	var cur Binding
+	if err := dataTo(snap, &cur); err != nil {
+		return nil, err
+	}
+	return &cur, nil
+}
+
+// existingBinding answers a bind of an id that has a record: the record
+// when the bind is identical (OSB's 200), a failure.Conflict naming what
+// differs otherwise (409). The instance is read (outside any transaction)
+// for the plan it is on now, which a platform names after a plan change;
+// one deprovisioned since the binding was read is ErrNoInstance, as a
+// bind that lost to the deprovision in its transaction.
+func (s *Store) existingBinding(ctx context.Context, cur, b Binding) (CreateBindingResult, error) {
+	inst, err := s.readInstance(ctx, s.instances().Doc(b.InstanceID))
+	if err != nil {
+		return CreateBindingResult{}, classify(err, "read instance %s", b.InstanceID)
+	}
+	if inst == nil {
+		return CreateBindingResult{}, refused(failure.NotFound, ErrNoInstance, "instance %s does not exist", b.InstanceID)
+	}
+	if !sameBinding(cur, b, inst.PlanID) {
+		return CreateBindingResult{}, failure.New(failure.Conflict, "binding %s of instance %s already exists with service %s plan %s app_guid %q route %q",
+			b.ID, b.InstanceID, cur.SpecID, cur.PlanID, cur.AppGUID, cur.Route)
+	}
+	if !sameContext(cur.Context, b.Context) {
+		return CreateBindingResult{}, failure.New(failure.Conflict, "binding %s of instance %s already exists with another context", b.ID, b.InstanceID)
+	}
+	same, err := sameParameters(ctx, cur.ParametersDigest, b.Parameters)
 	if err != nil {
 		return CreateBindingResult{}, classify(err, "compare the parameters of binding %s", b.ID)
 	}
 	if !same {
 		return CreateBindingResult{}, failure.New(failure.Conflict, "binding %s of instance %s already exists with other parameters", b.ID, b.InstanceID)
 	}
-	return res, nil
+	return CreateBindingResult{Binding: cur, Existed: true}, nil
 }
 
 // countBindings counts an instance's bindings with an aggregation query
@@ -200,6 +253,16 @@ func (s *Store) countBindings(ctx context.Context, instRef *firestore.DocumentRe
 		return 0, fmt.Errorf("a count of bindings answered %T", res["n"])
 	}
 	return v.GetIntegerValue(), nil
+}
+
+// CountBindings counts an instance's bindings (0 for an instance that
+// does not exist).
+func (s *Store) CountBindings(ctx context.Context, instanceID string) (int64, error) {
+	n, err := s.countBindings(ctx, s.instances().Doc(instanceID))
+	if err != nil {
+		return 0, classify(err, "count the bindings of instance %s", instanceID)
+	}
+	return n, nil
 }
 
 // GetBinding reads one binding; a missing one is a failure.NotFound.

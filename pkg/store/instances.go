@@ -33,6 +33,14 @@ type Instance struct {
 	Context       map[string]any `firestore:"-" json:"context,omitempty"`
 	ContextJSON   string         `firestore:"context_json,omitempty" json:"-"`
 	LegacyContext map[string]any `firestore:"context,omitempty" json:"-"`
+	// OrganizationGUID and SpaceGUID are the provision's organization_guid
+	// and space_guid: OSB v2.17 deprecates them in favour of the context,
+	// but a platform that sends no context (Korifi's OSB client) says
+	// where an instance belongs only with them, so a provision of the id
+	// again must name the same ones. Empty on records from before they
+	// were kept: unknown, never a conflict.
+	OrganizationGUID string `firestore:"organization_guid,omitempty" json:"organization_guid,omitempty"`
+	SpaceGUID        string `firestore:"space_guid,omitempty" json:"space_guid,omitempty"`
 	// MaintenanceVersion is the OSB maintenance_info version of the spec
 	// version the instance is on: the current one when it was provisioned
 	// (a provision naming another is refused), the current one again after
@@ -118,7 +126,8 @@ type CreateInstanceResult struct {
 // first, and the other sees it.
 //
 // Identical is OSB's "the same attributes": the service, the plan, the
-// context (as recorded: a context update replaces it) and the parameters
+// organization and space, the context (as recorded: a context update
+// replaces it) and the parameters
 // (by their digest, derived outside the transaction so that the slow
 // derivation holds no lock: a new record's before it, a comparison
 // against the record read).
@@ -231,6 +240,9 @@ func (s *Store) readInstance(ctx context.Context, ref *firestore.DocumentRef) (*
 func (s *Store) existingInstance(ctx context.Context, cur, inst Instance) (CreateInstanceResult, error) {
 	if cur.SpecID != inst.SpecID || cur.PlanID != inst.PlanID {
 		return CreateInstanceResult{}, failure.New(failure.Conflict, "instance %s already exists with service %s and plan %s", inst.ID, cur.SpecID, cur.PlanID)
+	}
+	if (cur.OrganizationGUID != "" && cur.OrganizationGUID != inst.OrganizationGUID) || (cur.SpaceGUID != "" && cur.SpaceGUID != inst.SpaceGUID) {
+		return CreateInstanceResult{}, failure.New(failure.Conflict, "instance %s already exists in another organization or space (organization_guid %q, space_guid %q)", inst.ID, cur.OrganizationGUID, cur.SpaceGUID)
 	}
 	if !sameContext(cur.Context, inst.Context) {
 		return CreateInstanceResult{}, failure.New(failure.Conflict, "instance %s already exists with another context", inst.ID)

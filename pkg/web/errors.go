@@ -15,6 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/failure"
@@ -39,7 +40,13 @@ func WriteError(w http.ResponseWriter, status int, code, format string, args ...
 // the project, database and document path); the whole error then goes
 // to the log.
 func WriteFailure(w http.ResponseWriter, err error) {
-	desc := Describe(err)
+	WriteFailureTo(w, nil, err)
+}
+
+// WriteFailureTo is WriteFailure logging to log (nil: slog.Default), the
+// logger of the handler that answers.
+func WriteFailureTo(w http.ResponseWriter, log *slog.Logger, err error) {
+	desc := DescribeTo(log, err)
 	switch failure.KindOf(err) {
 	case failure.Invalid:
 		WriteError(w, http.StatusBadRequest, "BadRequest", "%s", desc)
@@ -57,9 +64,18 @@ func WriteFailure(w http.ResponseWriter, err error) {
 // Describe is what a client is told of err (failure.Describe); when that
 // is not the whole error (failure.Internal), the whole error is logged.
 func Describe(err error) string {
+	return DescribeTo(nil, err)
+}
+
+// DescribeTo is Describe logging to log (nil: slog.Default): a handler
+// given a logger logs there, where its tests and its deployment read.
+func DescribeTo(log *slog.Logger, err error) string {
 	desc := failure.Describe(err)
 	if failure.Internal(err) {
-		slog.Default().Warn("a store error answered without its text", "kind", failure.KindOf(err).String(), "error", err.Error())
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Warn("a store error answered without its text", "kind", failure.KindOf(err).String(), "error", err.Error())
 	}
 	return desc
 }
@@ -153,7 +169,9 @@ func LimitBody(limit int64, next http.Handler) http.Handler {
 }
 
 // DecodeBody reads a JSON body of at most limit bytes into v: too big is
-// 413, whatever the bytes are, malformed is 400. A Content-Length over the
+// 413, whatever the bytes are, malformed is 400, and so is a key that
+// names one of v's fields in another case or appears twice in an object
+// (checkKeys). A Content-Length over the
 // limit is refused before a byte is read; a body without one (chunked) is
 // read up to the limit and no further. It reports whether the handler may
 // go on.
@@ -178,6 +196,12 @@ func DecodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) bool
 	// only the end of the body may follow the value.
 	if _, err := dec.Token(); err != io.EOF {
 		WriteError(w, http.StatusBadRequest, "MalformedJSON", "request body holds more than one JSON value")
+		return false
+	}
+	// Keys as the body wrote them: none read under another case, none
+	// given twice (strictjson.go).
+	if err := checkKeys(body, reflect.TypeOf(v)); err != nil {
+		WriteError(w, http.StatusBadRequest, "BadRequest", "%s", err)
 		return false
 	}
 	return true
