@@ -181,11 +181,17 @@ var flushTimeout = 5 * time.Second
 
 // Flush exports what the instance's spans hold before the invocation
 // returns: Cloud Functions throttle the CPU once the response is sent,
-// so a batch left for later may never leave. It outlives ctx's
+// so a batch left for later may never leave. It flushes the provider of
+// ctx's span (the global one when that is not an SDK's), outlives ctx's
 // cancellation (the request may be done) but not flushTimeout. Without
 // an SDK provider it does nothing.
 func Flush(ctx context.Context) {
-	if f, ok := otel.GetTracerProvider().(interface{ ForceFlush(context.Context) error }); ok {
+	type flusher interface{ ForceFlush(context.Context) error }
+	f, ok := trace.SpanFromContext(ctx).TracerProvider().(flusher)
+	if !ok {
+		f, ok = otel.GetTracerProvider().(flusher)
+	}
+	if ok {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
 		defer cancel()
 		_ = f.ForceFlush(ctx)
