@@ -10,14 +10,16 @@ import (
 
 // A trace backend that takes the export and never answers costs a kept
 // request its flush's bound, never its answer: the request is answered
-// while the backend still holds the export (whose own timeout, set to
-// ten minutes here, would otherwise be what ended the wait).
+// while the backend still holds the export (whose own timeouts, the
+// exporter's and the batch's, set to ten minutes here, would otherwise
+// be what ended the wait).
 func TestFlushIsBoundedWhenTheBackendHangs(t *testing.T) {
 	noOTLPEnvironment(t)
 	rcv := &receiver{hold: make(chan struct{})}
 	endpoint := "http://" + rcv.serve(t, nil)
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
 	t.Setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "600000")
+	t.Setenv("OTEL_BSP_EXPORT_TIMEOUT", "600000")
 	was := flushTimeout
 	flushTimeout = 200 * time.Millisecond
 	t.Cleanup(func() { flushTimeout = was })
@@ -27,9 +29,13 @@ func TestFlushIsBoundedWhenTheBackendHangs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Shutdown would wait on the held export too; the receiver's cleanup
-	// lets it go.
-	t.Cleanup(func() { _ = tp.Shutdown(ctx) })
+	// Shutdown waits on the held export too, which the receiver's
+	// cleanup (after this one) lets go: it is cut short.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_ = tp.Shutdown(ctx)
+	})
 	h := handler(tp.Tracer("t"), "catalog", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("the catalog"))
 	}), nil)
