@@ -268,7 +268,7 @@ func TestE2ETraceOneBootstrapOneTrace(t *testing.T) {
 	// By now every kept span has been flushed by the handler it ended in.
 	for id, req := range forced {
 		if got := inTrace(exp.GetSpans(), id); len(got) != 0 {
-			t.Errorf("%s with a sampled traceparent and no say over sampling exported %d spans: %s", req, len(got), describe(got))
+			t.Errorf("%s with a sampled traceparent exported %d spans: the caller forced its trace: %s", req, len(got), describe(got))
 		}
 	}
 
