@@ -57,11 +57,16 @@ func (b *syncBuffer) String() string {
 // messages, each registry's message, run and steps, the reports, the
 // commit and the change publish, each under the right parent; and the
 // log lines written inside carry that trace. The stack runs in this
-// process, so the spans go to an in-memory exporter; the sampling ratio
-// is zero, so the trace is kept only because a bootstrap always is, and
-// its messages carry that decision. The request comes with a traceparent
-// that is not sampled (as Google's front end sends one): the bootstrap
-// continues its trace anyway.
+// process, so the spans go to an in-memory exporter behind a batch that
+// would hold them for an hour: what reaches it was flushed, the request's
+// server span before its answer came back. The sampling ratio is zero,
+// so the trace is kept only because a bootstrap the admin asked for
+// always is, and its messages carry that decision. The request comes
+// with a traceparent that is not sampled (as Google's front end sends
+// one): the bootstrap continues its trace anyway. Requests that carry a
+// sampled traceparent but not the admin's credential (a bootstrap, the
+// catalog), or the broker's but no say over the ratio (the catalog),
+// export nothing.
 //
 // Not parallel: the stack lives in this process and reads its settings
 // from the environment (set here for this test only); the functions'
@@ -72,7 +77,8 @@ func TestE2ETraceOneBootstrapOneTrace(t *testing.T) {
 		t.Fatal("the in-process stack runs once a test process (the functions build their instances once, with the first stack's settings): run this test with -count=1")
 	}
 	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSampler(telemetry.NewSampler(0)))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(telemetry.NewSampler(0)), sdktrace.WithBatcher(exp,
+		sdktrace.WithBatchTimeout(time.Hour), sdktrace.WithMaxExportBatchSize(1<<16), sdktrace.WithMaxQueueSize(1<<16)))
 	otel.SetTracerProvider(tp)
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 
@@ -108,10 +114,35 @@ func TestE2ETraceOneBootstrapOneTrace(t *testing.T) {
 	t.Cleanup(st.Close)
 	s := &stack{t: t, url: st.URL, project: project, admin: adminToken, client: &http.Client{Timeout: 30 * time.Second}}
 
+	// Forced sampling: a sampled traceparent on requests the service
+	// would not keep. None may leave a span.
+	forced := map[string]string{}
+	for i, c := range []struct {
+		method, path, auth string
+		headers            []string
+		status             int
+	}{
+		{http.MethodPost, "/bootstrap", "", []string{"Authorization", "Bearer not-the-admin-token"}, http.StatusUnauthorized},
+		{http.MethodPost, "/bootstrap", "", nil, http.StatusUnauthorized},
+		{http.MethodGet, "/v2/catalog", "", []string{"Authorization", "Basic bm90OnRoZS1icm9rZXI=", "X-Broker-API-Version", "2.17"}, http.StatusUnauthorized},
+		{http.MethodGet, "/v2/catalog", "broker", nil, http.StatusOK},
+	} {
+		id := fmt.Sprintf("%032x", 0xf0cced0+i)
+		r := s.do(c.method, c.path, c.auth, nil, append(c.headers, "traceparent", "00-"+id+"-00f067aa0ba902b7-01")...)
+		if r.status != c.status {
+			t.Fatalf("%s %s (%v): %d %s, want %d", c.method, c.path, c.headers, r.status, r.body, c.status)
+		}
+		forced[id] = c.method + " " + c.path
+	}
+
 	const callerTrace, callerSpan = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
 	r := s.do(http.MethodPost, "/bootstrap", "admin", nil, "traceparent", "00-"+callerTrace+"-"+callerSpan+"-00")
 	if r.status != http.StatusAccepted {
 		t.Fatalf("POST /bootstrap: %d %s", r.status, r.body)
+	}
+	// The request's span was flushed before its answer left.
+	if got := named(inTrace(exp.GetSpans(), callerTrace), "POST /bootstrap"); len(got) != 1 {
+		t.Errorf("when POST /bootstrap answered, the exporter had %d of its server spans, want 1: the request did not flush its trace", len(got))
 	}
 	var start api.BootstrapAccepted
 	r.json(t, &start)
@@ -231,6 +262,13 @@ func TestE2ETraceOneBootstrapOneTrace(t *testing.T) {
 				break
 			}
 			p = next
+		}
+	}
+
+	// By now every kept span has been flushed by the handler it ended in.
+	for id, req := range forced {
+		if got := inTrace(exp.GetSpans(), id); len(got) != 0 {
+			t.Errorf("%s with a sampled traceparent exported %d spans: the caller forced its trace: %s", req, len(got), describe(got))
 		}
 	}
 

@@ -36,7 +36,8 @@ import (
 // setup is what every cold start shares: the logger and tracing.
 func setup(ctx context.Context, r settings.Runtime) (*slog.Logger, error) {
 	log := logging.New(LogOutput, r.LogLevel, logging.Project(r.Project))
-	if err := telemetry.Setup(ctx, telemetry.Config{Exporter: r.Tracing.Exporter, SampleRatio: r.Tracing.SampleRatio, Project: r.Project}); err != nil {
+	if err := telemetry.Setup(ctx, telemetry.Config{Exporter: r.Tracing.Exporter, SampleRatio: r.Tracing.SampleRatio, Project: r.Project,
+		Endpoint: r.Tracing.OTLPEndpoint, Protocol: r.Tracing.OTLPProtocol, Logger: log}); err != nil {
 		return nil, err
 	}
 	return log, nil
@@ -73,10 +74,11 @@ func newBootstrap(ctx context.Context, env settings.Lookup) (http.Handler, error
 	if err != nil {
 		return nil, err
 	}
+	admin := verifyAdmin(s.Admin, log)
 	base := bootstrap.Service{
 		Operations:  bootstrap.NewOperations(st, s.Deadline, s.Retention),
 		Publisher:   queue.NewPublisher(ps, s.Topic),
-		VerifyAdmin: verifyAdmin(s.Admin, log),
+		VerifyAdmin: admin,
 		Logger:      log,
 	}
 	// The registries a bootstrap fans out to are the file's current ones:
@@ -88,9 +90,10 @@ func newBootstrap(ctx context.Context, env settings.Lookup) (http.Handler, error
 	})
 	// The bootstrap takes no body: one whose Content-Length is over the
 	// broker's default limit is refused unread (413), as the catalog does.
-	// Every request is a server span; a bootstrap's is kept whatever the
-	// sampling ratio, and with it everything its messages start.
-	return telemetry.Handler("bootstrap", web.LimitBody(web.DefaultMaxBodyBytes, current(services)), isBootstrap), nil
+	// Every request is a server span; a bootstrap the admin asked for is
+	// kept whatever the sampling ratio, and with it everything its
+	// messages start.
+	return telemetry.Handler("bootstrap", web.LimitBody(web.DefaultMaxBodyBytes, current(services)), adminBootstrap(admin)), nil
 }
 
 // registries opens the registries file SPECSYNC_REGISTRIES names: a path,
@@ -156,10 +159,15 @@ func newHooks(ctx context.Context, env settings.Lookup) (http.Handler, error) {
 	return telemetry.Handler("hooks", web.LimitBody(web.DefaultMaxBodyBytes, current(webhooks)), nil), nil
 }
 
-// isBootstrap says a request starts a bootstrap (the scheduler's or an
-// operator's).
-func isBootstrap(r *http.Request) bool {
-	return r.Method == http.MethodPost && r.URL.Path == "/bootstrap"
+// adminBootstrap says a request starts a bootstrap and carries the
+// admin's credential (the scheduler's token or an operator's). Its
+// credential is checked here, before the span starts, because that is
+// when the span is kept or not: anyone's POST /bootstrap kept would let
+// anyone have a trace exported and flushed at will.
+func adminBootstrap(verify func(*http.Request, string) bool) func(*http.Request) bool {
+	return func(r *http.Request) bool {
+		return r.Method == http.MethodPost && r.URL.Path == "/bootstrap" && web.IsAdmin(r, verify)
+	}
 }
 
 type reconcileApp struct {

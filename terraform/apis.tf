@@ -7,7 +7,7 @@ locals {
     "cloudbuild.googleapis.com",           # builds the source with the Go buildpack
     "cloudresourcemanager.googleapis.com", # project IAM
     "cloudscheduler.googleapis.com",       # the scheduled bootstrap
-    "cloudtrace.googleapis.com",           # the functions' spans (SPECSYNC_TRACE=cloudtrace)
+    "cloudtrace.googleapis.com",           # where the spans are kept and read (Trace Explorer)
     "firestore.googleapis.com",            # specs, instances, registries, operations
     "iam.googleapis.com",                  # service accounts
     "logging.googleapis.com",              # function and build logs, log-based metrics
@@ -16,6 +16,7 @@ locals {
     "run.googleapis.com",                  # the functions (Cloud Run functions)
     "secretmanager.googleapis.com",        # broker, admin and registry credentials
     "storage.googleapis.com",              # the source archive, the registries file
+    "telemetry.googleapis.com",            # the functions' spans, by OTLP (SPECSYNC_TRACE=otlp)
   ])
 }
 

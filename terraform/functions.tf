@@ -44,9 +44,10 @@ locals {
   common_env = {
     GOOGLE_CLOUD_PROJECT = var.project_id
     LOG_LEVEL            = var.log_level
-    # Spans to Cloud Trace (pkg/telemetry); a bootstrap's trace is kept
+    # Spans by OTLP to the Telemetry API, with the function's service
+    # account (pkg/telemetry); a bootstrap the admin asked for is kept
     # whatever the ratio.
-    SPECSYNC_TRACE              = var.tracing ? "cloudtrace" : "off"
+    SPECSYNC_TRACE              = var.tracing ? "otlp" : "off"
     SPECSYNC_TRACE_SAMPLE_RATIO = tostring(var.trace_sample_ratio)
   }
   firestore_env = { FIRESTORE_DATABASE = local.firestore_database }

@@ -13,7 +13,7 @@
 #              repositories, Cloud Storage buckets: derived, registries.tf)
 #   catalog    Firestore (reads; writes only instance records); no secret
 #              (it holds credential digests) and no Pub/Sub at all
-#   (each)     write its spans to Cloud Trace (roles/cloudtrace.agent)
+#   (each)     write its spans to the Telemetry API (roles/telemetry.tracesWriter)
 #   push       invoke the reconcile function, nothing else (all of its push
 #              subscriptions authenticate as it)
 #   scheduler  invoke the bootstrap function, nothing else
@@ -74,13 +74,14 @@ resource "google_project_iam_member" "function_firestore" {
   member  = "serviceAccount:${google_service_account.function[each.key].email}"
 }
 
-# Every function writes its spans to Cloud Trace (SPECSYNC_TRACE=cloudtrace):
-# cloudtrace.agent may write traces and nothing else (it cannot read them).
+# Every function sends its spans by OTLP to the Telemetry API
+# (SPECSYNC_TRACE=otlp): telemetry.tracesWriter may write spans and nothing
+# else (it cannot read them).
 resource "google_project_iam_member" "function_trace" {
   for_each = var.tracing ? local.function_entry_points : {}
 
   project = var.project_id
-  role    = "roles/cloudtrace.agent"
+  role    = "roles/telemetry.tracesWriter"
   member  = "serviceAccount:${google_service_account.function[each.key].email}"
 }
 

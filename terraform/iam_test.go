@@ -165,7 +165,7 @@ func leastPrivilege(t *testing.T, m *module) {
 			switch {
 			case b.Scope == "project:"+testProject && b.Role == "roles/datastore.user":
 				hasFirestore = true
-			case b.Scope == "project:"+testProject && b.Role == "roles/cloudtrace.agent":
+			case b.Scope == "project:"+testProject && b.Role == "roles/telemetry.tracesWriter":
 				hasTrace = true
 			case b.Role == "roles/secretmanager.secretAccessor" && strings.HasPrefix(b.Scope, "secret:"):
 				accessible[b.Scope] = true
@@ -185,10 +185,11 @@ func leastPrivilege(t *testing.T, m *module) {
 		if hasFirestore == (r.Name == "Hooks") {
 			t.Errorf("%s: roles/datastore.user %v; every function but hooks reads Firestore, hooks never", r.Name, hasFirestore)
 		}
-		// Every function traces (pkg/telemetry): without the agent role
-		// Cloud Trace refuses its spans, and a bootstrap's trace has holes.
+		// Every function traces (pkg/telemetry): without the writer role
+		// the Telemetry API refuses its spans, and a bootstrap's trace has
+		// holes.
 		if !hasTrace {
-			t.Errorf("%s has no roles/cloudtrace.agent: its spans cannot reach Cloud Trace", r.Name)
+			t.Errorf("%s has no roles/telemetry.tracesWriter: its spans cannot reach the Telemetry API", r.Name)
 		}
 		if !reflect.DeepEqual(accessible, mounted) && !(len(accessible) == 0 && len(mounted) == 0) {
 			t.Errorf("%s can read secrets %v but mounts %v: each secret is readable by the functions that use it and only those", r.Name, keysOf(accessible), keysOf(mounted))

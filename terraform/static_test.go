@@ -27,6 +27,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclwrite"
 
 	"github.com/specsync/specsync/pkg/settings"
+	"github.com/specsync/specsync/pkg/telemetry"
 )
 
 // tfFiles is the module's source, parsed: every top-level block by file.
@@ -645,6 +646,15 @@ func TestAPIs(t *testing.T) {
 	enabled := map[string]bool{}
 	for _, api := range localStrings(t, f, "apis") {
 		enabled[strings.TrimSuffix(api, ".googleapis.com")] = true
+	}
+	// No resource needs these, the functions do: their spans go to the
+	// Telemetry API (pkg/telemetry), which refuses them while it is off,
+	// and Cloud Trace keeps and shows them.
+	host, _, _ := strings.Cut(telemetry.TelemetryAPI, ":")
+	for _, api := range []string{strings.TrimSuffix(host, ".googleapis.com"), "cloudtrace"} {
+		if !enabled[api] {
+			t.Errorf("the functions' spans need %s.googleapis.com, which is not enabled", api)
+		}
 	}
 	deps := dependencies(f)
 	for addr := range f.resources {

@@ -645,13 +645,13 @@ variable "bootstrap_interval_seconds" {
 
 variable "tracing" {
   type        = bool
-  description = "Whether the functions send spans to Cloud Trace (SPECSYNC_TRACE=cloudtrace, else off)."
+  description = "Whether the functions send spans to Cloud Trace, by OTLP to the Telemetry API (SPECSYNC_TRACE=otlp, else off)."
   default     = true
 }
 
 variable "trace_sample_ratio" {
   type        = number
-  description = "SPECSYNC_TRACE_SAMPLE_RATIO of every function: the share of catalog requests' and registry events' traces sent to Cloud Trace; a bootstrap's trace always is, so 0 traces bootstraps only."
+  description = "SPECSYNC_TRACE_SAMPLE_RATIO of every function: the share of requests' and registry events' traces sent to Cloud Trace, whatever a caller's traceparent says; a bootstrap the admin or the scheduler asked for always is, so 0 traces those only."
   default     = 0.01
 
   validation {

@@ -36,18 +36,29 @@ type Common struct {
 // Tracing is how a function traces (pkg/telemetry).
 type Tracing struct {
 	// Exporter is where spans go (SPECSYNC_TRACE): "off" (the default:
-	// nothing is recorded), "cloudtrace" (Cloud Trace, in production),
-	// "stdout" or "otlp" (to OTEL_EXPORTER_OTLP_ENDPOINT, over HTTP).
+	// nothing is recorded), "otlp" (to Google's Telemetry API, or to
+	// OTLPEndpoint when one is set), "cloudtrace" (deprecated: Cloud
+	// Trace's exporter until it is archived) or "stdout".
 	Exporter string
-	// SampleRatio is the share of traces kept that nothing else keeps
-	// (SPECSYNC_TRACE_SAMPLE_RATIO, default 0.01, between 0 and 1): a
-	// bootstrap's trace is always kept, and what a kept trace's messages
-	// start belongs to it.
+	// SampleRatio is the share of requests' and registry events' traces
+	// kept (SPECSYNC_TRACE_SAMPLE_RATIO, default 0.01, between 0 and 1):
+	// a bootstrap the admin asked for is always kept, and what a kept
+	// trace's messages start belongs to it.
 	SampleRatio float64
+	// OTLPEndpoint is OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else
+	// OTEL_EXPORTER_OTLP_ENDPOINT: empty, otlp goes to Google.
+	OTLPEndpoint string
+	// OTLPProtocol is how OTLPEndpoint is spoken
+	// (OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL):
+	// "http/protobuf" (the default) or "grpc".
+	OTLPProtocol string
 }
 
 // TraceExporters are the values SPECSYNC_TRACE accepts.
-var TraceExporters = []string{"off", "cloudtrace", "stdout", "otlp"}
+var TraceExporters = []string{"off", "otlp", "cloudtrace", "stdout"}
+
+// OTLPProtocols are the OTLP protocols an endpoint may speak.
+var OTLPProtocols = []string{"http/protobuf", "grpc"}
 
 // DefaultTraceSampleRatio is SPECSYNC_TRACE_SAMPLE_RATIO's default.
 const DefaultTraceSampleRatio = 0.01
@@ -282,8 +293,20 @@ func (r *reader) tracing() Tracing {
 			t.SampleRatio = f
 		}
 	}
-	if t.Exporter == "otlp" && r.str("OTEL_EXPORTER_OTLP_ENDPOINT", "") == "" && r.str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "") == "" {
-		r.problems = append(r.problems, "SPECSYNC_TRACE=otlp needs OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)")
+	if t.Exporter != "otlp" {
+		return t
+	}
+	t.OTLPEndpoint = r.str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", r.str("OTEL_EXPORTER_OTLP_ENDPOINT", ""))
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
+		v := r.str(k, "")
+		if v == "" {
+			continue
+		}
+		if !slices.Contains(OTLPProtocols, v) {
+			r.problems = append(r.problems, fmt.Sprintf("%s=%q is not one of %s", k, v, strings.Join(OTLPProtocols, ", ")))
+		}
+		t.OTLPProtocol = v
+		break
 	}
 	return t
 }

@@ -340,8 +340,9 @@ func TestCatalogBrokerViews(t *testing.T) {
 }
 
 // Tracing is off by default with a small sampling ratio; every function
-// reads it; a bad exporter or ratio, or OTLP without an endpoint, names
-// its variable.
+// reads it; otlp without an endpoint is Google's Telemetry API, with one
+// the traces' own endpoint and protocol win; a bad exporter, ratio or
+// protocol names its variable.
 func TestTracingSettings(t *testing.T) {
 	t.Parallel()
 	b, err := settings.LoadBootstrap(env(bootstrapBase))
@@ -352,15 +353,20 @@ func TestTracingSettings(t *testing.T) {
 	if err != nil || r.Tracing.Exporter != "cloudtrace" || r.Tracing.SampleRatio != 0.25 {
 		t.Fatalf("set: %+v, %v", r.Tracing, err)
 	}
-	c, err := loadCatalog(with(catalogBase, "SPECSYNC_TRACE", "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318"))
-	if err != nil || c.Tracing.Exporter != "otlp" {
-		t.Fatalf("otlp: %+v, %v", c.Tracing, err)
+	c, err := loadCatalog(with(catalogBase, "SPECSYNC_TRACE", "otlp"))
+	if err != nil || c.Tracing != (settings.Tracing{Exporter: "otlp", SampleRatio: settings.DefaultTraceSampleRatio}) {
+		t.Fatalf("otlp to Google: %+v, %v", c.Tracing, err)
+	}
+	c, err = loadCatalog(with(catalogBase, "SPECSYNC_TRACE", "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318",
+		"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://collector:4317", "OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc"))
+	if err != nil || c.Tracing.OTLPEndpoint != "http://collector:4317" || c.Tracing.OTLPProtocol != "grpc" {
+		t.Fatalf("otlp to a collector: %+v, %v", c.Tracing, err)
 	}
 	for _, bad := range []struct{ kv []string }{
 		{[]string{"SPECSYNC_TRACE", "jaeger"}},
 		{[]string{"SPECSYNC_TRACE_SAMPLE_RATIO", "2"}},
 		{[]string{"SPECSYNC_TRACE_SAMPLE_RATIO", "some"}},
-		{[]string{"SPECSYNC_TRACE", "otlp"}},
+		{[]string{"OTEL_EXPORTER_OTLP_PROTOCOL", "http/json", "SPECSYNC_TRACE", "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318"}},
 	} {
 		_, err := loadCatalog(with(catalogBase, bad.kv...))
 		wantProblem(t, strings.Join(bad.kv, "="), err, []string{bad.kv[0]})

@@ -23,8 +23,11 @@ const tracerName = "github.com/specsync/specsync/pkg/telemetry"
 // request's traceparent (or Google's X-Cloud-Trace-Context) names, and
 // flushes the span before the invocation returns. The span is named
 // after the route that served the request (its ServeMux pattern), never
-// after the path, which holds ids. always, when it says so for a
-// request, keeps its trace whatever the sampling ratio (a bootstrap).
+// after the path, which holds ids. Whether it is kept is the service's
+// call (NewSampler), never the header's sampled flag: always, when it
+// says so for a request, keeps its trace whatever the sampling ratio (a
+// bootstrap the admin asked for), and it must not say so for a request
+// anyone can send.
 //
 // With tracing off the span is a no-op that carries the request's trace
 // context, so the request's log lines still name its trace.

@@ -13,16 +13,15 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"math/rand/v2"
 	"os"
 	"sync"
 	"time"
 
-	texporter "github.com/GoogleCloudPlatform/opentelemetry-operations-go/exporter/trace"
 	"go.opentelemetry.io/contrib/detectors/gcp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -31,20 +30,38 @@ import (
 
 // Exporters Setup knows (SPECSYNC_TRACE).
 const (
-	ExportOff        = "off"
+	ExportOff = "off"
+	// ExportOTLP is OTLP to Config.Endpoint, or, with none, to Google's
+	// Telemetry API (telemetry.googleapis.com) with Application Default
+	// Credentials: what terraform sets.
+	ExportOTLP = "otlp"
+	// ExportCloudTrace is Google's Cloud Trace exporter until its
+	// archive date (CloudTraceArchived), the Telemetry API after it.
 	ExportCloudTrace = "cloudtrace"
 	ExportStdout     = "stdout"
-	ExportOTLP       = "otlp" // to OTEL_EXPORTER_OTLP_ENDPOINT, over HTTP
 )
 
 // Config is how an instance traces (settings.Tracing, which checks the
-// exporter's name).
+// exporter's name and the OTLP protocol).
 type Config struct {
 	Exporter string
-	// SampleRatio is the share of traces kept that no sampled parent
-	// asks for; a span started with AlwaysSample is kept whatever it is.
+	// SampleRatio is the share of traces kept that start here: a
+	// request's or a registry event's. What keeps the rest is NewSampler's.
 	SampleRatio float64
-	Project     string // the Cloud Trace project
+	Project     string // the Google Cloud project the spans belong to (gcp.project_id)
+	// Endpoint is the OTLP endpoint the OTEL_EXPORTER_OTLP_*ENDPOINT
+	// variables name (the exporter reads them itself); empty, otlp goes
+	// to Google's Telemetry API. Protocol is "grpc" or "http/protobuf"
+	// (the default).
+	Endpoint, Protocol string
+	// Logger gets the line saying which exporter was chosen when that
+	// needs an operator's attention (cloudtrace).
+	Logger *slog.Logger
+
+	// google is where the Telemetry API is (tests: an in-process
+	// receiver); now is the clock that dates cloudtrace.
+	google googleTarget
+	now    func() time.Time
 }
 
 var (
@@ -72,37 +89,29 @@ func setup(ctx context.Context, c Config) error {
 
 // newProvider is the provider Config asks for; nil when tracing is off.
 func newProvider(ctx context.Context, c Config) (*sdktrace.TracerProvider, error) {
-	var exp sdktrace.SpanExporter
-	var err error
-	switch c.Exporter {
-	case "", ExportOff:
-		return nil, nil
-	case ExportCloudTrace:
-		exp, err = texporter.New(texporter.WithProjectID(c.Project), texporter.WithContext(context.WithoutCancel(ctx)))
-	case ExportStdout:
-		exp, err = stdouttrace.New(stdouttrace.WithWriter(os.Stdout))
-	case ExportOTLP:
-		// The endpoint, headers and timeout come from the standard
-		// OTEL_EXPORTER_OTLP_* variables.
-		exp, err = otlptracehttp.New(ctx)
-	default:
-		return nil, fmt.Errorf("tracing: unknown exporter %q", c.Exporter)
+	exp, err := newExporter(ctx, c)
+	if err != nil || exp == nil {
+		return nil, err
 	}
-	if err != nil {
-		return nil, fmt.Errorf("tracing: start the %s exporter: %w", c.Exporter, err)
+	attrs := []attribute.KeyValue{serviceName}
+	if c.Project != "" {
+		// What the Telemetry API files the spans under (it refuses spans
+		// without it); a collector's Google exporter reads it too.
+		attrs = append(attrs, attribute.String("gcp.project_id", c.Project))
 	}
-	opts := []resource.Option{resource.WithAttributes(serviceName)}
-	if c.Exporter == ExportCloudTrace {
+	opts := []resource.Option{resource.WithAttributes(attrs...)}
+	if os.Getenv("K_SERVICE") != "" {
 		// Which function, revision and region: asked of the metadata
-		// server, which a laptop exporting to stdout or OTLP lacks (the
-		// detector would wait on it at every cold start).
+		// server, which only Cloud Run (it sets K_SERVICE) is sure to
+		// have; elsewhere the detector would wait on it at every cold
+		// start.
 		opts = append(opts, resource.WithDetectors(gcp.NewDetector()))
 	}
 	res, err := resource.New(ctx, opts...)
 	if err != nil && res == nil {
 		// A partial resource (a detector failed) is kept; with none,
-		// the spans still name the service.
-		res = resource.NewSchemaless(serviceName)
+		// the spans still name the service and the project.
+		res = resource.NewSchemaless(attrs...)
 	}
 	return sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(exp),
@@ -115,43 +124,74 @@ var serviceName = attribute.String("service.name", "specsync")
 
 // AlwaysSample, set to true among a span's start attributes, keeps the
 // span (and so its trace: children follow a sampled parent) whatever the
-// ratio: a bootstrap is rare and is what an operator looks for.
+// ratio: a bootstrap the admin asked for is rare and is what an operator
+// looks for.
 const AlwaysSample = attribute.Key("specsync.sample.always")
 
-// NewSampler keeps a span whose start attributes set AlwaysSample, a
-// span whose parent was sampled, and ratio of the traces that start
-// here.
+// NewSampler is the service's sampling: a span whose start attributes
+// set AlwaysSample is kept; a request's server span is kept at ratio, by
+// a draw of this instance's own; any other span follows its parent (a
+// message's parent is the span that published it, ours), and a trace
+// that starts here is kept at ratio.
+//
+// A request's traceparent is joined (its trace id and parent span), never
+// obeyed: its sampled flag is anyone's to set, and so is its trace id,
+// which is why the draw for a request is not the trace id's ratio
+// (sdktrace.TraceIDRatioBased keeps every id below a threshold, and a
+// caller picks the id).
 func NewSampler(ratio float64) sdktrace.Sampler {
-	return sampler{next: sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))}
+	return newSampler(ratio, rand.Float64)
 }
 
-type sampler struct{ next sdktrace.Sampler }
+func newSampler(ratio float64, draw func() float64) sdktrace.Sampler {
+	return sampler{ratio: ratio, draw: draw, next: sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))}
+}
+
+type sampler struct {
+	ratio float64
+	draw  func() float64 // in [0, 1)
+	next  sdktrace.Sampler
+}
 
 func (s sampler) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	ts := trace.SpanContextFromContext(p.ParentContext).TraceState()
 	for _, a := range p.Attributes {
 		if a.Key == AlwaysSample && a.Value.AsBool() {
-			return sdktrace.SamplingResult{
-				Decision:   sdktrace.RecordAndSample,
-				Tracestate: trace.SpanContextFromContext(p.ParentContext).TraceState(),
-			}
+			return sdktrace.SamplingResult{Decision: sdktrace.RecordAndSample, Tracestate: ts}
 		}
+	}
+	if p.Kind == trace.SpanKindServer {
+		d := sdktrace.Drop
+		if s.draw() < s.ratio {
+			d = sdktrace.RecordAndSample
+		}
+		return sdktrace.SamplingResult{Decision: d, Tracestate: ts}
 	}
 	return s.next.ShouldSample(p)
 }
 
-func (s sampler) Description() string { return "specsync(" + s.next.Description() + ")" }
+func (s sampler) Description() string {
+	return fmt.Sprintf("specsync{requests:%g,%s}", s.ratio, s.next.Description())
+}
 
 // flushTimeout bounds a flush: a slow trace backend costs an invocation
 // at most this much, and its spans are lost rather than the answer held.
-const flushTimeout = 5 * time.Second
+// A var: tests of a backend that never answers shorten it.
+var flushTimeout = 5 * time.Second
 
 // Flush exports what the instance's spans hold before the invocation
 // returns: Cloud Functions throttle the CPU once the response is sent,
-// so a batch left for later may never leave. It outlives ctx's
+// so a batch left for later may never leave. It flushes the provider of
+// ctx's span (the global one when that is not an SDK's), outlives ctx's
 // cancellation (the request may be done) but not flushTimeout. Without
 // an SDK provider it does nothing.
 func Flush(ctx context.Context) {
-	if f, ok := otel.GetTracerProvider().(interface{ ForceFlush(context.Context) error }); ok {
+	type flusher interface{ ForceFlush(context.Context) error }
+	f, ok := trace.SpanFromContext(ctx).TracerProvider().(flusher)
+	if !ok {
+		f, ok = otel.GetTracerProvider().(flusher)
+	}
+	if ok {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
 		defer cancel()
 		_ = f.ForceFlush(ctx)

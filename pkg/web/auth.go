@@ -27,19 +27,12 @@ func EqualSecret(a, b string) bool {
 // Cloud Scheduler sends. A 401 carries both challenges.
 func AdminAuth(verify func(r *http.Request, token string) bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		scheme, cred, err := Authorization(r)
+		token, ok, err := adminCredential(r)
 		if err != nil {
 			WriteError(w, http.StatusBadRequest, "BadRequest", "%s", err)
 			return
 		}
-		token, ok := "", false
-		switch {
-		case strings.EqualFold(scheme, "Bearer"):
-			token, ok = cred, true
-		case strings.EqualFold(scheme, "Basic"):
-			_, token, ok = BasicCredentials(cred)
-		}
-		if !ok || token == "" || !verify(r, token) {
+		if !ok || !verify(r, token) {
 			w.Header().Add("WWW-Authenticate", `Basic realm="specsync-admin", charset="UTF-8"`)
 			w.Header().Add("WWW-Authenticate", `Bearer realm="specsync-admin"`)
 			WriteError(w, http.StatusUnauthorized, "Unauthorized", "the admin credential is required (bearer token, or as the basic-auth password)")
@@ -47,6 +40,31 @@ func AdminAuth(verify func(r *http.Request, token string) bool, next http.Handle
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// IsAdmin says a request carries a credential AdminAuth would let
+// through: for a decision taken before the handler runs (a bootstrap's
+// trace is kept when the admin asked for it, and only then).
+func IsAdmin(r *http.Request, verify func(r *http.Request, token string) bool) bool {
+	token, ok, err := adminCredential(r)
+	return err == nil && ok && verify(r, token)
+}
+
+// adminCredential is the admin credential a request presents, as a
+// bearer token or a basic-auth password; ok is false when it presents
+// none.
+func adminCredential(r *http.Request) (token string, ok bool, err error) {
+	scheme, cred, err := Authorization(r)
+	if err != nil {
+		return "", false, err
+	}
+	switch {
+	case strings.EqualFold(scheme, "Bearer"):
+		token, ok = cred, true
+	case strings.EqualFold(scheme, "Basic"):
+		_, token, ok = BasicCredentials(cred)
+	}
+	return token, ok && token != "", nil
 }
 
 // Authorization parses a request's Authorization header as RFC 9110
