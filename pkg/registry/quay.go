@@ -103,7 +103,7 @@ func NewQuay(cfg QuayConfig) (*Quay, error) {
 		}
 		switch {
 		case cfg.Auth.TokenEnv == "" && cfg.Auth.TokenFile == "":
-			errs = append(errs, errors.New("quay.auth.token_env or quay.auth.token_file is required with type basic: "+
+			errs = append(errs, errors.New("quay.auth: token_env or token_file is required with type basic: "+
 				"the robot's name and password pull images, but Quay's API lists repositories only to a bearer token "+
 				"(an OAuth access token of an application of the organization, or a robot API token); "+
 				"without it the private repositories would be missing from the listing"))

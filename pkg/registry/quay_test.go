@@ -604,7 +604,7 @@ func TestNewQuayValidates(t *testing.T) {
 		{registry.QuayConfig{Namespace: "Acme"}, []string{"quay.namespace \"Acme\""}},
 		{registry.QuayConfig{Namespace: "a"}, []string{"quay.namespace \"a\""}},
 		{registry.QuayConfig{Namespace: "acme", Auth: registry.Auth{Type: "basic", Username: quayRobot, PasswordEnv: "P"}},
-			[]string{"quay.auth.token_env or quay.auth.token_file is required with type basic"}},
+			[]string{"quay.auth: token_env or token_file is required with type basic"}},
 		{registry.QuayConfig{Namespace: "acme", Auth: registry.Auth{Type: "basic", Username: quayRobot, TokenEnv: "T"}},
 			[]string{"quay.auth: auth type basic needs a password"}},
 		{registry.QuayConfig{Namespace: "acme", Auth: registry.Auth{Type: "basic", Username: quayRobot, PasswordEnv: "P", TokenEnv: "T", TokenFile: "f"}},
@@ -617,7 +617,7 @@ func TestNewQuayValidates(t *testing.T) {
 		{registry.QuayConfig{Namespace: "acme", Tag: "a:b"}, []string{"quay.tag"}},
 		// Everything wrong at once: each problem, each with its field.
 		{registry.QuayConfig{Namespace: "A!", Auth: registry.Auth{Type: "basic", Username: quayRobot}, APIURL: "ftp://x", Tag: "a:b"},
-			[]string{"quay.namespace \"A!\"", "quay.auth: auth type basic needs a password", "quay.auth.token_env or quay.auth.token_file", "quay.api_url", "quay.tag"}},
+			[]string{"quay.namespace \"A!\"", "quay.auth: auth type basic needs a password", "quay.auth: token_env or token_file", "quay.api_url", "quay.tag"}},
 	} {
 		_, err := registry.NewQuay(tc.cfg)
 		if err == nil {
