@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,39 +19,20 @@ import (
 	"github.com/distribution/distribution/v3/configuration"
 	"github.com/distribution/distribution/v3/registry/handlers"
 
+	"github.com/specsync/specsync/emulator/hubs"
 	"github.com/specsync/specsync/pkg/registry"
 	"github.com/specsync/specsync/pkg/spec"
 )
 
-// quayRig is Quay in process, as its API reference and its registry
-// behave: on one host (as quay.io serves both), the API's repository list
-// (GET /api/v1/repository?namespace=NS&public=true, paginated by an
-// opaque next_page token of the last repository's id, bearer tokens,
-// Quay's ApiError bodies) and the registry, whose token service (GET
-// /v2/auth) takes a robot's name and token, or $oauthtoken and an OAuth
-// token, as HTTP Basic and issues pull tokens; the registry behind it is
-// the reference distribution registry. The host is behind a fault hook
-// and a request record (server); push is a door to the distribution
-// registry that skips Quay's auth.
+// quayRig is Quay in process (hubs.Quay: its API and its registry's
+// token service, on one host as quay.io serves them) in front of the
+// reference distribution registry, behind a fault hook and a request
+// record (server); push is a door to the distribution registry that
+// skips Quay's auth.
 type quayRig struct {
+	quay *hubs.Quay
 	host *server
 	push *server
-
-	mu       sync.Mutex
-	pageSize int
-	nextID   int
-	repos    map[string][]quayRepo // namespace → repositories, by id
-	robots   map[string]string     // "ns+name" → its token (password)
-	oauth    map[string]string     // OAuth token → the namespace it reads
-	issued   map[string]string     // pull token → the namespace it reads ("" anonymous)
-	// pageHook may change page k of a listing before it is sent.
-	pageHook func(k int, page map[string]any)
-}
-
-type quayRepo struct {
-	id     int
-	name   string
-	public bool
 }
 
 // The rig's credentials: robot acme+specsync and an OAuth token of an
@@ -70,180 +50,12 @@ func newQuayRig(t *testing.T) *quayRig {
 	cfg.Log.Level = "error"
 	cfg.Log.AccessLog.Disabled = true
 	cfg.Catalog.MaxEntries = 1000
-	app := handlers.NewApp(context.Background(), cfg)
-	r := &quayRig{
-		pageSize: 100, repos: map[string][]quayRepo{suiteNamespace: nil},
-		robots: map[string]string{quayRobot: quayRobotToken}, oauth: map[string]string{quayOAuthToken: suiteNamespace},
-		issued: map[string]string{},
-	}
-	r.push = serve(t, app)
-	r.host = serve(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		switch p := req.URL.Path; {
-		case p == "/api/v1/repository":
-			r.list(w, req)
-		case p == "/v2/auth":
-			r.token(w, req)
-		case p == "/v2" || strings.HasPrefix(p, "/v2/"):
-			r.registry(w, req, app)
-		default:
-			quayError(w, http.StatusNotFound, "not_found", "Not Found")
-		}
-	}))
+	r := &quayRig{quay: hubs.NewQuay(handlers.NewApp(context.Background(), cfg))}
+	r.quay.AddRobot(quayRobot, quayRobotToken)
+	r.quay.AddOAuthToken(quayOAuthToken, suiteNamespace)
+	r.push = serve(t, r.quay.Storage())
+	r.host = serve(t, r.quay)
 	return r
-}
-
-// quayError answers in Quay's ApiError format.
-func quayError(w http.ResponseWriter, status int, typ, detail string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"status": status, "error_message": detail, "title": typ, "error_type": typ, "detail": detail,
-		"type": "https://quay.io/api/v1/error/" + typ,
-	})
-}
-
-// list is listRepos: the repositories of namespace the caller may read,
-// public ones too with public=true, by id after the next_page token's.
-func (r *quayRig) list(w http.ResponseWriter, req *http.Request) {
-	q := req.URL.Query()
-	reads := ""
-	if h := req.Header.Get("Authorization"); h != "" {
-		tok, ok := strings.CutPrefix(h, "Bearer ")
-		r.mu.Lock()
-		ns, known := r.oauth[tok]
-		r.mu.Unlock()
-		if !ok || !known {
-			quayError(w, http.StatusUnauthorized, "invalid_token", "OAuth access token could not be validated")
-			return
-		}
-		reads = ns
-	}
-	ns := q.Get("namespace")
-	if ns == "" && q.Get("public") != "true" {
-		quayError(w, http.StatusBadRequest, "invalid_request", "namespace, starred or public are required for this API call")
-		return
-	}
-	after := 0
-	if tok := q.Get("next_page"); tok != "" {
-		b, err := base64.RawURLEncoding.DecodeString(tok)
-		n, err2 := strconv.Atoi(strings.TrimPrefix(string(b), "start_id:"))
-		if err != nil || err2 != nil {
-			quayError(w, http.StatusBadRequest, "invalid_request", "Invalid page token")
-			return
-		}
-		after = n
-	}
-	r.mu.Lock()
-	var items []map[string]any
-	last, before, more := 0, 0, false
-	for _, repo := range r.repos[ns] {
-		if reads != ns && !(repo.public && q.Get("public") == "true") {
-			continue
-		}
-		if repo.id <= after {
-			before++
-			continue
-		}
-		if len(items) == r.pageSize {
-			more = true
-			break
-		}
-		items = append(items, map[string]any{"namespace": ns, "name": repo.name, "description": nil, "is_public": repo.public, "kind": "image", "state": "NORMAL"})
-		last = repo.id
-	}
-	k := before/max(r.pageSize, 1) + 1
-	hook := r.pageHook
-	r.mu.Unlock()
-	page := map[string]any{"repositories": items}
-	if items == nil {
-		page["repositories"] = []map[string]any{}
-	}
-	if more {
-		page["next_page"] = base64.RawURLEncoding.EncodeToString([]byte("start_id:" + strconv.Itoa(last)))
-	}
-	if hook != nil {
-		hook(k, page)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(page)
-}
-
-// token is the registry's token service: anonymous, a robot, or
-// $oauthtoken with an OAuth token.
-func (r *quayRig) token(w http.ResponseWriter, req *http.Request) {
-	reads := ""
-	if user, pass, ok := req.BasicAuth(); ok {
-		r.mu.Lock()
-		robot, isRobot := r.robots[user]
-		oauthNS, isOAuth := r.oauth[pass]
-		r.mu.Unlock()
-		switch {
-		case user == registry.QuayOAuthTokenUser && isOAuth:
-			reads = oauthNS
-		case isRobot && pass == robot:
-			reads, _, _ = strings.Cut(user, "+")
-		default:
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusUnauthorized)
-			fmt.Fprint(w, `{"errors":[{"code":"UNAUTHORIZED","message":"Could not find robot with specified username"}]}`)
-			return
-		}
-	}
-	tok := fmt.Sprintf("pull-%d-%d", time.Now().UnixNano(), len(reads))
-	r.mu.Lock()
-	r.issued[tok] = reads
-	r.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintf(w, `{"token":%q}`, tok)
-}
-
-// registry lets a pull token read the public repositories and those of
-// the namespace it reads.
-func (r *quayRig) registry(w http.ResponseWriter, req *http.Request, app http.Handler) {
-	challenge := func() {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="http://`+req.Host+`/v2/auth",service="quay.io"`)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusUnauthorized)
-		fmt.Fprint(w, `{"errors":[{"code":"UNAUTHORIZED","message":"access to the requested resource is not authorized"}]}`)
-	}
-	tok, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
-	r.mu.Lock()
-	reads, issued := r.issued[tok]
-	r.mu.Unlock()
-	if !ok || !issued {
-		challenge()
-		return
-	}
-	rest := strings.TrimPrefix(req.URL.Path, "/v2/")
-	for _, sep := range []string{"/manifests/", "/blobs/", "/tags/"} {
-		if i := strings.Index(rest, sep); i > 0 {
-			ns, name, _ := strings.Cut(rest[:i], "/")
-			if !r.public(ns, name) && reads != ns {
-				challenge()
-				return
-			}
-		}
-	}
-	app.ServeHTTP(w, req)
-}
-
-func (r *quayRig) public(ns, name string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, repo := range r.repos[ns] {
-		if repo.name == name {
-			return repo.public
-		}
-	}
-	return false
-}
-
-// add lists a repository (a new id, as Quay gives a created one).
-func (r *quayRig) add(ns, name string, public bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.nextID++
-	r.repos[ns] = append(r.repos[ns], quayRepo{id: r.nextID, name: name, public: public})
 }
 
 // pushSpec pushes a spec image as ns/name:latest and lists the
@@ -251,7 +63,7 @@ func (r *quayRig) add(ns, name string, public bool) {
 func (r *quayRig) pushSpec(t *testing.T, ns, name, yamlText string, public bool) {
 	t.Helper()
 	r.push.pushSpec(t, ns+"/"+name, yamlText)
-	r.add(ns, name, public)
+	r.quay.Add(ns, name, public)
 }
 
 // The rig as the conformance suite's upstream, its entries repositories
@@ -264,15 +76,11 @@ func (r *quayRig) put(t *testing.T, entry, yamlText string) {
 // putBroken lists entry with an image whose label is garbage.
 func (r *quayRig) putBroken(t *testing.T, entry string) {
 	r.push.pushImage(t, suiteNamespace+"/"+entry, "latest", image(t, map[string]string{spec.LabelKey: "%%% neither base64 nor YAML: ["}, nil))
-	r.add(suiteNamespace, entry, true)
+	r.quay.Add(suiteNamespace, entry, true)
 }
 
 // remove deletes the repository: the API lists it no more.
-func (r *quayRig) remove(_ *testing.T, entry string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.repos[suiteNamespace] = slices.DeleteFunc(r.repos[suiteNamespace], func(q quayRepo) bool { return q.name == entry })
-}
+func (r *quayRig) remove(_ *testing.T, entry string) { r.quay.Remove(suiteNamespace, entry) }
 
 func (r *quayRig) unavailable(*testing.T) {
 	r.setFault(func(w http.ResponseWriter, _ *http.Request) bool {
@@ -283,12 +91,10 @@ func (r *quayRig) unavailable(*testing.T) {
 
 func (r *quayRig) setFault(f func(w http.ResponseWriter, r *http.Request) bool) { r.host.setFault(f) }
 
-func (r *quayRig) isListing(req *http.Request) bool { return req.URL.Path == "/api/v1/repository" }
+func (r *quayRig) isListing(req *http.Request) bool { return r.quay.IsListing(req) }
 
 func (r *quayRig) source(t *testing.T, c suiteConfig) registry.Source {
-	r.mu.Lock()
-	r.pageSize = c.pageSize
-	r.mu.Unlock()
+	r.quay.SetPageSize(c.pageSize)
 	return r.newSource(t, registry.QuayConfig{Namespace: suiteNamespace, Timeout: c.timeout})
 }
 
@@ -313,7 +119,7 @@ func isQuayList(_, uri string) bool { return strings.HasPrefix(uri, "/api/v1/rep
 func TestQuayListsANamespace(t *testing.T) {
 	t.Parallel()
 	rig := newQuayRig(t)
-	rig.pageSize = 2
+	rig.quay.SetPageSize(2)
 	var all, public []string
 	for i := range 5 {
 		n := fmt.Sprintf("svc-%d", i)
@@ -389,7 +195,7 @@ func TestQuayListsANamespace(t *testing.T) {
 func TestQuayListingFaultsFailTheFetch(t *testing.T) {
 	t.Parallel()
 	rig := newQuayRig(t)
-	rig.pageSize = 2
+	rig.quay.SetPageSize(2)
 	for i := range 5 {
 		rig.put(t, fmt.Sprintf("r%d", i), specYAML(fmt.Sprintf("r%d", i)))
 	}
@@ -402,7 +208,7 @@ func TestQuayListingFaultsFailTheFetch(t *testing.T) {
 			for i := 0; i+1 < len(headers); i += 2 {
 				w.Header().Set(headers[i], headers[i+1])
 			}
-			quayError(w, code, typ, detail)
+			hubs.QuayError(w, code, typ, detail)
 			return true
 		}
 	}
@@ -446,35 +252,31 @@ func TestQuayListingFaultsFailTheFetch(t *testing.T) {
 		}, want: []string{"page 1", "without repositories names a next page"}},
 		{name: "a repository listed twice", page: func(k int, p map[string]any) {
 			if k == 3 {
-				p["repositories"].([]map[string]any)[0]["name"] = "r0"
+				hubs.QuayRepositories(p)[0]["name"] = "r0"
 			}
 		}, want: []string{"page 3", `lists "r0" again (page 1 listed it)`, "shifted"}},
 		{name: "another namespace", page: func(k int, p map[string]any) {
 			if k == 1 {
-				p["repositories"].([]map[string]any)[1]["namespace"] = "mallory"
+				hubs.QuayRepositories(p)[1]["namespace"] = "mallory"
 			}
 		}, want: []string{"page 1", `"r1" of another namespace, "mallory"`}},
 		{name: "an application repository", page: func(k int, p map[string]any) {
 			if k == 2 {
-				p["repositories"].([]map[string]any)[0]["kind"] = "application"
+				hubs.QuayRepositories(p)[0]["kind"] = "application"
 			}
 		}, want: []string{"page 2", `of kind "application"`}},
 		{name: "a repository without a name", page: func(k int, p map[string]any) {
 			if k == 1 {
-				p["repositories"].([]map[string]any)[0]["name"] = ""
+				hubs.QuayRepositories(p)[0]["name"] = ""
 			}
 		}, want: []string{"page 1", "without a name"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rig.setFault(tc.fault)
-			rig.mu.Lock()
-			rig.pageHook = tc.page
-			rig.mu.Unlock()
+			rig.quay.SetPageHook(tc.page)
 			defer func() {
 				rig.setFault(nil)
-				rig.mu.Lock()
-				rig.pageHook = nil
-				rig.mu.Unlock()
+				rig.quay.SetPageHook(nil)
 			}()
 			rig.host.reset()
 			err := fetchFails(t, rig.newSource(t, registry.QuayConfig{Namespace: "acme", Timeout: 20 * time.Second}), tc.want...)
@@ -488,18 +290,14 @@ func TestQuayListingFaultsFailTheFetch(t *testing.T) {
 	}
 
 	// A next_page that never ends stops at the page limit.
-	rig.mu.Lock()
 	generated := 0
-	rig.pageHook = func(_ int, p map[string]any) {
+	rig.quay.SetPageHook(func(_ int, p map[string]any) {
 		generated++
 		p["repositories"] = []map[string]any{{"namespace": "acme", "name": fmt.Sprintf("gen-%d", generated), "kind": "image"}}
 		p["next_page"] = base64.RawURLEncoding.EncodeToString([]byte("start_id:" + strconv.Itoa(generated)))
-	}
-	rig.mu.Unlock()
+	})
 	fetchFails(t, registry.QuayPageLimit(rig.newSource(t, registry.QuayConfig{Namespace: "acme"}), 4), "page 5", "more than 4 pages")
-	rig.mu.Lock()
-	rig.pageHook = nil
-	rig.mu.Unlock()
+	rig.quay.SetPageHook(nil)
 
 	// The healed API lists everything.
 	if got := len(fetch(t, rig.newSource(t, registry.QuayConfig{Namespace: "acme"})).Entries); got != 5 {
@@ -516,9 +314,7 @@ func TestQuaySecretsStayOut(t *testing.T) {
 	t.Parallel()
 	rig := newQuayRig(t)
 	rig.put(t, "db", specYAML("db"))
-	rig.mu.Lock()
-	rig.repos[suiteNamespace][0].public = false
-	rig.mu.Unlock()
+	rig.quay.SetPublic(suiteNamespace, "db", false)
 	dir := t.TempDir()
 	robotFile, apiFile := dir+"/robot", dir+"/api"
 	const wrong = "WRONGROBOT0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789ABCD"
@@ -564,7 +360,7 @@ func TestQuaySecretsStayOut(t *testing.T) {
 		if !rig.isListing(req) {
 			return false
 		}
-		quayError(w, http.StatusUnauthorized, "invalid_token", "refused "+req.Header.Get("Authorization"))
+		hubs.QuayError(w, http.StatusUnauthorized, "invalid_token", "refused "+req.Header.Get("Authorization"))
 		return true
 	})
 	check("API echo", fetchFails(t, src, "401", "[REDACTED]"))
