@@ -68,6 +68,15 @@ func TestHookQuayNotifications(t *testing.T) {
 		}
 	}
 	post("quay-hook-wrong-0123456789abcdef", push).error(t, http.StatusUnauthorized, "Unauthorized", "not the hook's secret")
+	// A refusal asks for Basic credentials (RFC 7235).
+	resp, err := http.Post(e.url+"/hooks/quay", "application/json", bytes.NewReader(push))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(got, "Basic ") {
+		t.Errorf("without credentials: %d, WWW-Authenticate %q; want 401 asking for Basic", resp.StatusCode, got)
+	}
 	post("", push, "Authorization", "Bearer "+quayHookSecret).error(t, http.StatusUnauthorized, "Unauthorized", "needs an Authorization: Basic header")
 
 	var got []string
