@@ -27,10 +27,12 @@ import (
 )
 
 // Secrets never travel, for the registries listed through an API of
-// their own: a Docker Hub personal access token (read from a file) and a
-// GitHub token (read from the environment), each a canary, the access
-// tokens Docker Hub's API trades them for, the pull tokens of both token
-// services, and the Basic encodings sent to them appear in no Firestore
+// their own: a Docker Hub personal access token (read from a file), a
+// GitHub token (read from the environment) and a Quay robot's token
+// (from the environment) beside its OAuth token for the API (from a
+// file), each a canary, the access tokens Docker Hub's API trades them
+// for, the pull tokens of the token services, and the Basic encodings
+// sent to them appear in no Firestore
 // document, Pub/Sub message, log line or HTTP response, through a good
 // bootstrap, a refused one whose APIs echo the credentials they were sent
 // in their errors, and an outage.
@@ -44,6 +46,7 @@ func TestE2ESecretCanaryHubs(t *testing.T) {
 		return prefix + "canary-" + hex.EncodeToString(buf)
 	}
 	pat, ghToken := canary("dckr_pat_"), canary("ghp_")
+	quayRobotToken, quayOAuth := canary("QUAYROBOT"), canary("quayoauth")
 
 	accounts := hubs.NewAccounts()
 	accounts.Add("robot", pat)
@@ -56,6 +59,9 @@ func TestE2ESecretCanaryHubs(t *testing.T) {
 	ghReg.SetPrivate("acme", true)
 	hub.SetRepositories("acme")
 	gh.SetPackages("acme", true)
+	quay := hubs.NewQuay(nil)
+	quay.AddRobot("acme+robot", quayRobotToken)
+	quay.AddOAuthToken(quayOAuth, "acme")
 
 	// Refused, the APIs echo what they were sent (listing: the bearer
 	// token of the page request, Docker Hub's traded one included;
@@ -81,13 +87,14 @@ func TestE2ESecretCanaryHubs(t *testing.T) {
 		t.Cleanup(srv.Close)
 		return srv
 	}
-	hubAPI, hubHost, ghAPI, ghHost := front(hub), front(hubReg), front(gh), front(ghReg)
+	hubAPI, hubHost, ghAPI, ghHost, quayHost := front(hub), front(hubReg), front(gh), front(ghReg), front(quay)
 	for _, push := range []struct {
 		storage http.Handler
 		add     func(string)
 	}{
 		{hubReg.Storage(), func(n string) { hub.Add("acme", hubs.HubRepository{Name: n, Private: true}) }},
 		{ghReg.Storage(), func(n string) { gh.Add("acme", hubs.Package{Name: n, Visibility: "private"}) }},
+		{quay.Storage(), func(n string) { quay.Add("acme", n, false) }},
 	} {
 		plain := httptest.NewServer(push.storage)
 		t.Cleanup(plain.Close)
@@ -99,9 +106,11 @@ func TestE2ESecretCanaryHubs(t *testing.T) {
 			push.add(n)
 		}
 	}
-	patFile := filepath.Join(t.TempDir(), "pat")
-	if err := os.WriteFile(patFile, []byte(pat+"\n"), 0o600); err != nil {
-		t.Fatal(err)
+	patFile, quayFile := filepath.Join(t.TempDir(), "pat"), filepath.Join(t.TempDir(), "quay")
+	for file, secret := range map[string]string{patFile: pat, quayFile: quayOAuth} {
+		if err := os.WriteFile(file, []byte(secret+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	host := func(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "http://") }
 	s := startStack(t, fmt.Sprintf(`registries:
@@ -122,7 +131,15 @@ func TestE2ESecretCanaryHubs(t *testing.T) {
       host: %s
       insecure: true
       auth: {type: token, token_env: SPECSYNC_E2E_GHCR_TOKEN}
-`, hubAPI.URL, host(hubHost), patFile, ghAPI.URL, host(ghHost)), "SPECSYNC_E2E_GHCR_TOKEN="+ghToken)
+  - name: quay
+    type: quay
+    quay:
+      namespace: acme
+      host: %s
+      insecure: true
+      auth: {type: basic, username: acme+robot, password_env: SPECSYNC_E2E_QUAY_ROBOT, token_file: %q}
+`, hubAPI.URL, host(hubHost), patFile, ghAPI.URL, host(ghHost), host(quayHost), quayFile),
+		"SPECSYNC_E2E_GHCR_TOKEN="+ghToken, "SPECSYNC_E2E_QUAY_ROBOT="+quayRobotToken)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -150,7 +167,7 @@ func TestE2ESecretCanaryHubs(t *testing.T) {
 	}
 
 	op := s.bootstrap()
-	for _, name := range []string{"hub", "gh"} {
+	for _, name := range []string{"hub", "gh", "quay"} {
 		if r := op.result(t, name); r.Result != api.ResultSucceeded || r.Counts.Created != 2 {
 			t.Fatalf("%s with the right secret: %+v", name, r)
 		}
@@ -158,7 +175,7 @@ func TestE2ESecretCanaryHubs(t *testing.T) {
 	for _, mode := range []int32{refuseListing, refuseAll} {
 		refuse.Store(mode)
 		op = s.bootstrap()
-		for _, name := range []string{"hub", "gh"} {
+		for _, name := range []string{"hub", "gh", "quay"} {
 			if r := op.result(t, name); r.Result != api.ResultFetchFailed || !strings.Contains(r.Error, "refused") || !strings.Contains(r.Error, "[REDACTED]") {
 				t.Fatalf("%s refused (%d): %+v", name, mode, r)
 			}
@@ -167,7 +184,7 @@ func TestE2ESecretCanaryHubs(t *testing.T) {
 	refuse.Store(0)
 	down.Store(true)
 	op = s.bootstrap()
-	for _, name := range []string{"hub", "gh"} {
+	for _, name := range []string{"hub", "gh", "quay"} {
 		if r := op.result(t, name); r.Result != api.ResultFetchFailed {
 			t.Fatalf("%s down: %+v", name, r)
 		}
@@ -217,15 +234,17 @@ func TestE2ESecretCanaryHubs(t *testing.T) {
 	s.logsMu.Lock()
 	logs := s.logs.String()
 	s.logsMu.Unlock()
-	if !strings.Contains(logs, `"hub"`) || !strings.Contains(logs, `"gh"`) {
+	if !strings.Contains(logs, `"hub"`) || !strings.Contains(logs, `"gh"`) || !strings.Contains(logs, `"quay"`) {
 		t.Fatal("the stack's logs do not mention the registries: the log check would be vacuous")
 	}
 
 	secrets := map[string]string{"Docker Hub token": pat, "GitHub token": ghToken,
 		"Basic robot":          base64.StdEncoding.EncodeToString([]byte("robot:" + pat)),
-		"Basic x-access-token": base64.StdEncoding.EncodeToString([]byte("x-access-token:" + ghToken))}
-	issued := append(append(hub.Issued(), hubReg.Issued()...), ghReg.Issued()...)
-	if len(hub.Issued()) == 0 || len(hubReg.Issued()) == 0 || len(ghReg.Issued()) == 0 {
+		"Basic x-access-token": base64.StdEncoding.EncodeToString([]byte("x-access-token:" + ghToken)),
+		"Quay robot token":     quayRobotToken, "Quay OAuth token": quayOAuth,
+		"Basic Quay robot": base64.StdEncoding.EncodeToString([]byte("acme+robot:" + quayRobotToken))}
+	issued := append(append(append(hub.Issued(), hubReg.Issued()...), ghReg.Issued()...), quay.Issued()...)
+	if len(hub.Issued()) == 0 || len(hubReg.Issued()) == 0 || len(ghReg.Issued()) == 0 || len(quay.Issued()) == 0 {
 		t.Fatalf("issued %d API and %d+%d registry tokens: the token checks would be vacuous", len(hub.Issued()), len(hubReg.Issued()), len(ghReg.Issued()))
 	}
 	for i, tok := range issued {

@@ -25,6 +25,7 @@ import (
 	ggcr "github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/specsync/specsync/emulator"
+	"github.com/specsync/specsync/emulator/hubs"
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/invariant"
 )
@@ -109,6 +110,59 @@ var canaryPaths = []canaryPath{
 					r := s.do(http.MethodPost, "/hooks/hooked", "", strings.NewReader(body), "X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
 					if want := map[bool]int{true: http.StatusAccepted, false: http.StatusUnauthorized}[key == secret]; r.status != want {
 						t.Fatalf("webhook signed with the %s secret: %d %s", map[bool]string{true: "hook's", false: "wrong"}[key == secret], r.status, r.body)
+					}
+					record(r)
+				}
+			}}
+	}},
+	// A Quay namespace: a robot's token (a file, for pulls) and an OAuth
+	// token (the environment, for the API), and its basic webhook (the
+	// secret in the environment, sent as Quay sends it: HTTP Basic).
+	{"quay robot password_file, API token_env, basic webhook secret_env", func(t *testing.T, w *canaryWorld) canaryUse {
+		robot, apiToken, hook := w.canary("QUAYROBOT"), w.canary("quayoauth-"), w.canary("quay-hook-")
+		wrong := robot + "-wrong"
+		quay := hubs.NewQuay(w.reg)
+		quay.AddRobot("specs+robot", robot)
+		quay.AddOAuthToken(apiToken, "specs")
+		quay.Add("specs", "db", false)
+		quay.Add("specs", "cache", false)
+		door := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			if w.down.Load() {
+				http.Error(rw, "quay down", http.StatusServiceUnavailable)
+				return
+			}
+			if r.URL.Path == "/v2/auth" {
+				if user, pass, _ := r.BasicAuth(); user == "specs+robot" && pass != robot {
+					// Refused, it echoes what it was sent.
+					http.Error(rw, `{"errors":[{"code":"UNAUTHORIZED","message":"refused `+r.Header.Get("Authorization")+`"}]}`, http.StatusUnauthorized)
+					return
+				}
+			}
+			quay.ServeHTTP(rw, r)
+		}))
+		t.Cleanup(door.Close)
+		file := writeSecret(t, robot)
+		basic := func(user, p string) string { return base64.StdEncoding.EncodeToString([]byte(user + ":" + p)) }
+		return canaryUse{Name: "quay",
+			Registry: fmt.Sprintf("  - name: quay\n    type: quay\n    quay:\n      namespace: specs\n      host: %s\n      insecure: true\n"+
+				"      auth: {type: basic, username: specs+robot, password_file: %q, token_env: SPECSYNC_CANARY_QUAY_API}\n"+
+				"    hook: {type: basic, secret_env: SPECSYNC_CANARY_QUAY_HOOK}\n", strings.TrimPrefix(door.URL, "http://"), file),
+			Env: []string{"SPECSYNC_CANARY_QUAY_API=" + apiToken, "SPECSYNC_CANARY_QUAY_HOOK=" + hook},
+			Secrets: []string{robot, wrong, apiToken, hook, basic("specs+robot", robot), basic("specs+robot", wrong),
+				basic("specsync", hook), basic("specsync", hook+"-wrong")},
+			Wrong: func() {
+				if err := os.WriteFile(file, []byte(wrong), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			},
+			// Quay's push notification with the hook's secret (accepted)
+			// and with a wrong one (refused).
+			Exercise: func(t *testing.T, s *stack, record func(response)) {
+				body := `{"repository":"specs/db","namespace":"specs","name":"db","docker_url":"quay.io/specs/db","updated_tags":["latest"]}`
+				for _, key := range []string{hook, hook + "-wrong"} {
+					r := s.do(http.MethodPost, "/hooks/quay", "", strings.NewReader(body), "Authorization", "Basic "+basic("specsync", key))
+					if want := map[bool]int{true: http.StatusAccepted, false: http.StatusUnauthorized}[key == hook]; r.status != want {
+						t.Fatalf("Quay notification with the %s secret: %d %s", map[bool]string{true: "hook's", false: "wrong"}[key == hook], r.status, r.body)
 					}
 					record(r)
 				}

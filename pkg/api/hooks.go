@@ -6,8 +6,8 @@ package api
 // nothing the registry selects is accepted too, with Enqueued false.
 type HookAccepted struct {
 	Registry string `json:"registry"`
-	// Kind is the payload as it was read: distribution, harbor, github or
-	// entries.
+	// Kind is the payload as it was read: distribution, harbor, github,
+	// quay or entries.
 	Kind string `json:"kind"`
 	// Events is how many events the payload held.
 	Events int `json:"events"`

@@ -23,7 +23,10 @@ type Hook struct {
 	//     configured headers and what Harbor sends as its auth header;
 	//   - "hmac": an X-Hub-Signature-256: sha256=HEX header, the
 	//     HMAC-SHA256 of the raw body keyed with the secret (GitHub's
-	//     webhook signature).
+	//     webhook signature);
+	//   - "basic": an Authorization: Basic header whose password is the
+	//     secret, any user name: what Quay sends from the user
+	//     information of a webhook URL (it sends no header of its own).
 	Type string `json:"type"`
 	// SecretEnv and SecretFile say where the secret is: an environment
 	// variable of the bootstrap function, or a file (a Secret Manager
@@ -37,6 +40,7 @@ type Hook struct {
 const (
 	HookBearer = "bearer"
 	HookHMAC   = "hmac"
+	HookBasic  = "basic"
 )
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -46,11 +50,11 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // hook.secret_env), so `config check` reports them at their lines.
 func (h Hook) Validate() error {
 	switch h.Type {
-	case HookBearer, HookHMAC:
+	case HookBearer, HookHMAC, HookBasic:
 	case "":
-		return errors.New("hook.type is required (bearer or hmac)")
+		return errors.New("hook.type is required (bearer, hmac or basic)")
 	default:
-		return fmt.Errorf("hook.type %q is not one of bearer, hmac", h.Type)
+		return fmt.Errorf("hook.type %q is not one of bearer, hmac, basic", h.Type)
 	}
 	switch {
 	case h.SecretEnv == "" && h.SecretFile == "":

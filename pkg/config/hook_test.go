@@ -26,8 +26,8 @@ func TestHookBlock(t *testing.T) {
 		t.Fatalf("no hook block: %+v, %v", cfg, err)
 	}
 	for name, c := range map[string]struct{ hook, want string }{
-		"no type":           {"{secret_env: S}", "hook.type is required (bearer or hmac)"},
-		"unknown type":      {"{type: basic, secret_env: S}", `hook.type "basic" is not one of bearer, hmac`},
+		"no type":           {"{secret_env: S}", "hook.type is required (bearer, hmac or basic)"},
+		"unknown type":      {"{type: digest, secret_env: S}", `hook.type "digest" is not one of bearer, hmac, basic`},
 		"no secret":         {"{type: bearer}", "hook.secret_env or hook.secret_file is required"},
 		"two secrets":       {"{type: bearer, secret_env: S, secret_file: /s}", "hook.secret_env and hook.secret_file: set only one"},
 		"not an env name":   {"{type: hmac, secret_env: 'MY-SECRET'}", `hook.secret_env "MY-SECRET" is not an environment variable name`},
@@ -66,7 +66,7 @@ func TestHookBlock(t *testing.T) {
 	}
 	for line, want := range map[int]string{
 		7:  "registries[0] (a): hook.secret_env and hook.secret_file: set only one",
-		13: `registries[1] (b): hook.type "signature" is not one of bearer, hmac`,
+		13: `registries[1] (b): hook.type "signature" is not one of bearer, hmac, basic`,
 		18: "registries[2] (c): hook.secret_env or hook.secret_file is required",
 	} {
 		if !strings.Contains(got[line], want) {

@@ -33,14 +33,14 @@ func TestDockerHubAndGHCRBlocks(t *testing.T) {
 	}
 
 	for _, c := range []struct{ name, yaml, want string }{
-		{"no block", "registries:\n- name: a\n  type: dockerhub\n", "exactly one of the oci, http, dir, dockerhub, ghcr and helm blocks"},
+		{"no block", "registries:\n- name: a\n  type: dockerhub\n", "exactly one of the oci, http, dir, dockerhub, ghcr, helm and quay blocks"},
 		{"type block mismatch", "registries:\n- name: a\n  type: ghcr\n  dockerhub: {namespace: acme}\n", "type ghcr needs a ghcr block"},
 		{"two blocks", "registries:\n- name: a\n  type: ghcr\n  ghcr: {owner: a, owner_type: org}\n  dockerhub: {namespace: acme}\n", "found 2"},
 		{"no namespace", "registries:\n- name: a\n  type: dockerhub\n  dockerhub: {tag: v1}\n", "dockerhub.namespace is required"},
 		{"token auth on Docker Hub", "registries:\n- name: a\n  type: dockerhub\n  dockerhub: {namespace: acme, auth: {type: token, token_env: T}}\n", "dockerhub.auth.type token"},
 		{"anonymous GHCR", "registries:\n- name: a\n  type: ghcr\n  ghcr: {owner: acme, owner_type: org}\n", "ghcr.auth is required"},
 		{"bad owner type", "registries:\n- name: a\n  type: ghcr\n  ghcr: {owner: acme, owner_type: team, auth: {type: token, token_env: T}}\n", `ghcr.owner_type "team"`},
-		{"unknown type", "registries:\n- name: a\n  type: quay\n  dockerhub: {namespace: acme}\n", `type "quay" is not one of oci, http, dir, dockerhub, ghcr`},
+		{"unknown type", "registries:\n- name: a\n  type: gitlab\n  dockerhub: {namespace: acme}\n", `type "gitlab" is not one of oci, http, dir, dockerhub, ghcr`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Parse([]byte(c.yaml), "test", ".")

@@ -133,6 +133,8 @@ func (v *verifier) verify(r *http.Request, body []byte) error {
 			return errUnauthorized{"the bearer token is not the hook's secret"}
 		}
 		return nil
+	case config.HookBasic:
+		return v.verifyBasic(r)
 	case config.HookHMAC:
 		h := r.Header.Get(SignatureHeader)
 		if h == "" {

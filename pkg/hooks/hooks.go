@@ -144,6 +144,9 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request) {
 		if h.Hook.Type == config.HookBearer {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="specsync-hooks"`)
 		}
+		if h.Hook.Type == config.HookBasic {
+			w.Header().Set("WWW-Authenticate", `Basic realm="specsync-hooks"`)
+		}
 		web.WriteError(w, http.StatusUnauthorized, "Unauthorized", "webhook of registry %s: %s", name, err)
 		return
 	}

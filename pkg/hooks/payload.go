@@ -87,6 +87,9 @@ func decodePayload(h http.Header, body []byte) (string, []event, error) {
 	case has("entries"):
 		evs, err := decodeEntries(body)
 		return KindEntries, evs, err
+	case isQuay(has):
+		evs, err := decodeQuay(body)
+		return KindQuay, evs, err
 	}
 	keys := make([]string, 0, len(top))
 	for k := range top {
@@ -96,7 +99,7 @@ func decodePayload(h http.Header, body []byte) (string, []event, error) {
 	if len(keys) > 8 {
 		keys = append(keys[:8], "…")
 	}
-	return "", nil, unknownPayload("unknown payload (fields %s): not a distribution notification envelope (events), a Harbor event (type, event_data; or CloudEvents specversion, data), a GitHub package event (X-GitHub-Event header) or {\"entries\": [...]}", strings.Join(keys, ", "))
+	return "", nil, unknownPayload("unknown payload (fields %s): not a distribution notification envelope (events), a Harbor event (type, event_data; or CloudEvents specversion, data), a GitHub package event (X-GitHub-Event header), %s or {\"entries\": [...]}", strings.Join(keys, ", "), quayFields)
 }
 
 // checkRepository checks a repository path a payload names.

@@ -88,6 +88,7 @@ var drivers = []driver{
 	{name: "ghcr", new: func(t *testing.T) upstream { return newGHCRRig(t) }, paginates: true},
 	{name: "helm-repository", new: newHelmRepoUpstream},
 	{name: "helm-oci", new: newHelmOCIUpstream},
+	{name: "quay", new: func(t *testing.T) upstream { return newQuayRig(t) }, paginates: true},
 }
 
 func TestConformance(t *testing.T) {

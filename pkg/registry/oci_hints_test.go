@@ -42,7 +42,7 @@ func isGetManifest(method, uri string) bool {
 }
 
 // Every source that reads images through the OCI path (oci, dockerhub,
-// ghcr) takes the run's hints: a new instance gives back, unread, each
+// ghcr, quay) takes the run's hints: a new instance gives back, unread, each
 // entry found at the upstream digest a hint names (no manifest, no config
 // GET, a HEAD each), asks for the hints once, and not at all when the tag
 // lookups alone show the listing is the previous one (NotModified); its
@@ -69,6 +69,11 @@ func TestOCIPathSourcesTakeHints(t *testing.T) {
 			r := newGHCRRig(t)
 			return rig{func(t *testing.T, e string) { r.put(t, e, specYAML(e)) },
 				func(t *testing.T) registry.Source { return r.source(t, suiteConfig{pageSize: 100}) }, r.registry}
+		},
+		"quay": func(t *testing.T) rig {
+			r := newQuayRig(t)
+			return rig{func(t *testing.T, e string) { r.put(t, e, specYAML(e)) },
+				func(t *testing.T) registry.Source { return r.source(t, suiteConfig{pageSize: 100}) }, r.host}
 		},
 	}
 	for name, newRig := range rigs {
