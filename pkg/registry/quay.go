@@ -230,7 +230,7 @@ func (l quayLister) ListRepositories(ctx context.Context, creds authn.AuthConfig
 		}
 		var body quayPage
 		if err := json.Unmarshal(p.body, &body); err != nil {
-			return fail(k, fmt.Errorf("not a page of repositories: %w", err))
+			return fail(k, malformed(fmt.Errorf("not a page of repositories: %w", err)))
 		}
 		if body.Repositories == nil {
 			return fail(k, errors.New("not a page of repositories: it has no repositories"))
