@@ -37,6 +37,7 @@ const (
 	FieldRun       = "run"
 	FieldResult    = "result"
 	FieldTargeted  = "targeted"
+	FieldKind      = "kind"
 	FieldDryRun    = "dry_run"
 	FieldDuration  = "duration_ms"
 	FieldReads     = "reads"
@@ -87,7 +88,7 @@ const (
 // (besides severity, message, time and event) and their kinds.
 var Events = map[string]map[string]Kind{
 	EventRunSummary: {
-		FieldRegistry: String, FieldRun: String, FieldResult: String, FieldTargeted: Bool, FieldDryRun: Bool,
+		FieldRegistry: String, FieldRun: String, FieldResult: String, FieldKind: String, FieldTargeted: Bool, FieldDryRun: Bool,
 		FieldCreated: Number, FieldUpdated: Number, FieldUnchanged: Number, FieldUnmarked: Number,
 		FieldMarked: Number, FieldDeleted: Number, FieldKept: Number, FieldHeldBack: Number,
 		FieldEntryErrors: Number, FieldConflicts: Number, FieldChanges: Number,

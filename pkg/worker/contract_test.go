@@ -129,6 +129,10 @@ func TestContractLinesOfARealBootstrap(t *testing.T) {
 		t.Fatal(err)
 	}
 	deliverCommits(t, w)
+	// An event's run of one entry: a run of its own kind.
+	if run, err := w.Runner.ReconcileEntries(ctx, local, []string{"a.yaml"}); err != nil || run.Backstop != "" {
+		t.Fatalf("targeted run: %+v %v", run, err)
+	}
 
 	lines := contractLines(t, out)
 	checkContract(t, lines)
@@ -137,6 +141,9 @@ func TestContractLinesOfARealBootstrap(t *testing.T) {
 		key := l[logging.FieldRegistry].(string)
 		if l[logging.FieldDryRun] == true {
 			key += " (dry)"
+		}
+		if l[logging.FieldTargeted] == true {
+			key += " (event)"
 		}
 		if runs[key] != nil {
 			t.Errorf("two summary lines for %s: %v and %v", key, runs[key], l)
@@ -147,10 +154,12 @@ func TestContractLinesOfARealBootstrap(t *testing.T) {
 		result   api.RunResult
 		severity string
 		created  float64
+		kind     api.RunKind
 	}{
-		"local":       {api.ResultSucceeded, "INFO", 1},
-		"down":        {api.ResultFetchFailed, "WARNING", 0},
-		"local (dry)": {api.ResultDryRun, "INFO", 0},
+		"local":         {api.ResultSucceeded, "INFO", 1, api.KindFull},
+		"down":          {api.ResultFetchFailed, "WARNING", 0, api.KindFull},
+		"local (dry)":   {api.ResultDryRun, "INFO", 0, api.KindDry},
+		"local (event)": {api.ResultSucceeded, "INFO", 0, api.KindEvent},
 	}
 	if len(runs) != len(want) {
 		t.Errorf("summary lines for %d runs, want %d: %v", len(runs), len(want), runs)
@@ -161,8 +170,9 @@ func TestContractLinesOfARealBootstrap(t *testing.T) {
 			t.Errorf("no summary line for %s", k)
 			continue
 		}
-		if l[logging.FieldResult] != string(w.result) || l["severity"] != w.severity || l[logging.FieldCreated] != w.created || l["message"] != "reconcile run" {
-			t.Errorf("%s: summary line %v, want result %s, severity %s, created %v", k, l, w.result, w.severity, w.created)
+		if l[logging.FieldResult] != string(w.result) || l["severity"] != w.severity || l[logging.FieldCreated] != w.created || l["message"] != "reconcile run" ||
+			l[logging.FieldKind] != string(w.kind) {
+			t.Errorf("%s: summary line %v, want result %s, severity %s, created %v, kind %s", k, l, w.result, w.severity, w.created, w.kind)
 		}
 	}
 	if l := runs["local"]; l != nil && (l[logging.FieldWrites].(float64) == 0 || l[logging.FieldReads].(float64) == 0 || l[logging.FieldChanges] != 1.0) {
