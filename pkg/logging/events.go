@@ -29,6 +29,11 @@ const (
 	// EventCatalogTooLarge says a catalog function's render made a form
 	// over its response limit: refused, never cut (docs/deploy.md).
 	EventCatalogTooLarge = "catalog_too_large"
+	// EventFreshness says changes reached the catalog, and how long
+	// after the event that announced them (kind event) or the start of
+	// the bootstrap that found them (kind full): the freshness
+	// objective's line.
+	EventFreshness = "freshness"
 )
 
 // Field names of the contract lines.
@@ -67,6 +72,8 @@ const (
 
 	FieldTopic = "topic"
 
+	FieldLatency = "latency_ms"
+
 	FieldServices  = "services"
 	FieldBytes     = "bytes"
 	FieldGzipBytes = "gzip_bytes"
@@ -104,6 +111,9 @@ var Events = map[string]map[string]Kind{
 	},
 	EventMessageRetry: {
 		FieldTopic: String,
+	},
+	EventFreshness: {
+		FieldKind: String, FieldLatency: Number, FieldRevision: Number,
 	},
 	EventCatalogTooLarge: {
 		FieldRevision: Number, FieldServices: Number, FieldBytes: Number, FieldGzipBytes: Number,
