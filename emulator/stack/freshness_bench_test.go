@@ -36,7 +36,7 @@ import (
 // objective), and the push-to-catalog time seen from outside, which
 // adds the registry's notification and the catalog read.
 //
-//	go run ./emulator/cmd/withemulators -- go test -run '^$' -bench Freshness -benchtime 40x ./emulator/stack
+//	go run ./emulator/cmd/withemulators -- go test -run '^$' -bench Freshness -benchtime 40x -timeout 30m ./emulator/stack
 func BenchmarkFreshness(b *testing.B) {
 	for _, env := range []string{"FIRESTORE_EMULATOR_HOST", "PUBSUB_EMULATOR_HOST"} {
 		if os.Getenv(env) == "" {
