@@ -1,6 +1,6 @@
 package main
 
-// The mutants of the operations objectives (issue 34): the feed under
+// The mutants of the operations objectives: the feed under
 // TTL, the run's kind the alerts read, the event time the freshness
 // objective measures from, the status page's event run. Keyed, in a file
 // of their own, so the list they join can change shape around them.
