@@ -4,8 +4,8 @@
 # docs/operations.md). terraform/monitoring_test.go evaluates every filter,
 # label and value against that contract, so a renamed field fails the
 # tests instead of silently emptying a metric in production. Labels are
-# the registry name and the result only: bounded by the registries file
-# and the result vocabulary.
+# the registry name, the result and the run's kind only: bounded by the
+# registries file and the code's vocabularies.
 
 locals {
   # The functions whose logs the metrics read, by the names functions.tf
@@ -28,6 +28,22 @@ locals {
   # runs aside). The tests check both against the code.
   failed_results     = ["fetch_failed", "error"]
   successful_results = ["succeeded", "unchanged"]
+  # The kind of run the registry alerts read (api.KindFull): a
+  # registry's whole listing, whatever its event runs (api.KindEvent) do;
+  # dry runs (api.KindDry) count for nothing.
+  full_kind  = "full"
+  event_kind = "event"
+
+  # The freshness objective: the share of pushes (event runs' changes)
+  # in the catalog within the objective, over 28 days. The latency
+  # buckets put the objective on a bucket boundary (objective / 2^9 times
+  # powers of 2), so the SLO's distribution cut counts exactly.
+  freshness_ms      = var.freshness_objective_seconds * 1000
+  freshness_buckets = { scale = local.freshness_ms / 512, growth = 2, n = 24 }
+  # Burn rates that spend 2% of the 28-day error budget in an hour, 5%
+  # in six (the SRE workbook's fast and slow pages).
+  fast_burn = 0.02 * 28 * 24 / 1
+  slow_burn = 0.05 * 28 * 24 / 6
 
   # Each log-based metric: the contract line it reads (filter), its labels
   # (label => the line's field) and, for a distribution, the field whose
@@ -35,9 +51,9 @@ locals {
   count_buckets = { scale = 1, growth = 2, n = 20 }
   log_metrics = {
     runs = {
-      description = "Reconcile runs, one per summary line, by registry and result."
+      description = "Reconcile runs, one per summary line, by registry, result and kind (full, event, dry)."
       filter      = "${local.reconcile_logs} AND jsonPayload.event=\"run_summary\""
-      labels      = { registry = "registry", result = "result" }
+      labels      = { registry = "registry", result = "result", kind = "kind" }
       value       = null
       unit        = "1"
       buckets     = null
@@ -97,6 +113,22 @@ locals {
       value       = "revision"
       unit        = "1"
       buckets     = { scale = 1, growth = 2, n = 40 }
+    }
+    push_to_commit = {
+      description = "How long (ms) an event run's changes took from the event to the catalog (its commit): the freshness objective's measure."
+      filter      = "${local.reconcile_logs} AND jsonPayload.event=\"freshness\" AND jsonPayload.kind=\"${local.event_kind}\""
+      labels      = {}
+      value       = "latency_ms"
+      unit        = "ms"
+      buckets     = local.freshness_buckets
+    }
+    bootstrap_to_commit = {
+      description = "How long (ms) a bootstrap's changes took from its start to the catalog (its commit)."
+      filter      = "${local.reconcile_logs} AND jsonPayload.event=\"freshness\" AND jsonPayload.kind=\"${local.full_kind}\""
+      labels      = {}
+      value       = "latency_ms"
+      unit        = "ms"
+      buckets     = local.freshness_buckets
     }
     catalog_too_large = {
       description = "Catalog renders with a form over the response limit (refused, never cut); the line says which form."
@@ -173,8 +205,10 @@ resource "google_monitoring_dashboard" "specsync" {
     mosaicLayout = {
       columns = 12
       tiles = [for i, t in [
-        { title = "Runs by registry and result (per 10 min)", queries = ["sum by (registry, result) (increase(${local.promql_metric.runs}[10m]))"] },
-        { title = "Failed runs by registry (per 10 min)", queries = ["sum by (registry) (increase(${local.promql_metric.runs}{result=~\"${local.promql_failed}\"}[10m]))"] },
+        { title = "Runs by registry, kind and result (per 10 min)", queries = ["sum by (registry, kind, result) (increase(${local.promql_metric.runs}[10m]))"] },
+        { title = "Failed runs by registry and kind (per 10 min)", queries = ["sum by (registry, kind) (increase(${local.promql_metric.runs}{result=~\"${local.promql_failed}\"}[10m]))"] },
+        { title = "Push to catalog p50 and p99 (ms)", queries = ["histogram_quantile(0.5, sum by (le) (rate(${local.promql_metric.push_to_commit}_bucket[1h])))", "histogram_quantile(0.99, sum by (le) (rate(${local.promql_metric.push_to_commit}_bucket[1h])))"] },
+        { title = "Bootstrap to catalog p50 and p99 (ms)", queries = ["histogram_quantile(0.5, sum by (le) (rate(${local.promql_metric.bootstrap_to_commit}_bucket[6h])))", "histogram_quantile(0.99, sum by (le) (rate(${local.promql_metric.bootstrap_to_commit}_bucket[6h])))"] },
         { title = "Run duration p95 by registry (ms)", queries = ["histogram_quantile(0.95, sum by (registry, le) (rate(${local.promql_metric.run_duration}_bucket[30m])))"] },
         { title = "Specs marked and deleted by registry (per hour)", queries = ["sum by (registry) (increase(${local.promql_metric.specs_marked}_sum[1h]))", "sum by (registry) (increase(${local.promql_metric.specs_deleted}_sum[1h]))"] },
         { title = "Entry errors by registry (per hour)", queries = ["sum by (registry) (increase(${local.promql_metric.entry_errors}_sum[1h]))"] },
@@ -210,11 +244,13 @@ resource "google_monitoring_alert_policy" "registry_failing" {
   notification_channels = var.notification_channels
 
   conditions {
-    display_name = "${var.alert_failed_runs} failed runs and no other in ${local.failing_window}"
-    # N failed runs (fetch_failed, error) of a registry within N scheduled
-    # intervals, and none that did not fail: N in a row at the schedule.
+    display_name = "${var.alert_failed_runs} failed full runs and no successful one in ${local.failing_window}"
+    # N failed full runs (fetch_failed, error) of a registry within N
+    # scheduled intervals, and no full run that succeeded: N in a row at
+    # the schedule. Event runs read a few entries, not the listing, so
+    # they neither count nor reset it; nor do dry, busy or guarded runs.
     condition_prometheus_query_language {
-      query               = "(sum by (registry) (increase(${local.promql_metric.runs}{result=~\"${local.promql_failed}\"}[${local.failing_window}])) >= ${var.alert_failed_runs}) unless on (registry) (sum by (registry) (increase(${local.promql_metric.runs}{result!~\"${local.promql_failed}\"}[${local.failing_window}])) > 0)"
+      query               = "(sum by (registry) (increase(${local.promql_metric.runs}{kind=\"${local.full_kind}\",result=~\"${local.promql_failed}\"}[${local.failing_window}])) >= ${var.alert_failed_runs}) unless on (registry) (sum by (registry) (increase(${local.promql_metric.runs}{kind=\"${local.full_kind}\",result=~\"${join("|", local.successful_results)}\"}[${local.failing_window}])) > 0)"
       duration            = "0s"
       evaluation_interval = "60s"
     }
@@ -222,7 +258,7 @@ resource "google_monitoring_alert_policy" "registry_failing" {
 
   documentation {
     mime_type = "text/markdown"
-    content   = "A registry failed ${var.alert_failed_runs} runs in a row: it cannot be listed (fetch_failed) or the store failed (error). Its specs stay as they were. See docs/operations.md, \"A registry keeps failing\"."
+    content   = "A registry's full runs failed ${var.alert_failed_runs} times in a row: it cannot be listed (fetch_failed) or the store failed (error), whatever its event runs do. Its specs stay as they were. See docs/operations.md, \"A registry keeps failing\"."
   }
 }
 
@@ -324,12 +360,12 @@ resource "google_monitoring_alert_policy" "no_successful_run" {
   notification_channels = var.notification_channels
 
   conditions {
-    display_name = "no successful run of a registry for ${2 * var.bootstrap_interval_seconds}s"
+    display_name = "no successful full run of a registry for ${2 * var.bootstrap_interval_seconds}s"
     # Absence is per registry: a registry whose successful runs stop
     # (failing, or never run) fires; one that never succeeded since the
     # metric exists has no series to go missing (the failing alert has it).
     condition_absent {
-      filter   = "${local.metric_filter["runs"]} AND metric.labels.result=one_of(${join(", ", [for r in local.successful_results : "\"${r}\""])})"
+      filter   = "${local.metric_filter["runs"]} AND metric.labels.kind=\"${local.full_kind}\" AND metric.labels.result=one_of(${join(", ", [for r in local.successful_results : "\"${r}\""])})"
       duration = "${2 * var.bootstrap_interval_seconds}s"
 
       aggregations {
@@ -343,6 +379,67 @@ resource "google_monitoring_alert_policy" "no_successful_run" {
 
   documentation {
     mime_type = "text/markdown"
-    content   = "A registry has had no successful run for twice the bootstrap schedule (${2 * var.bootstrap_interval_seconds}s): its runs fail, are not delivered, or the scheduler stopped. See docs/operations.md, \"A registry has not reconciled\"."
+    content   = "A registry has had no successful full run for twice the bootstrap schedule (${2 * var.bootstrap_interval_seconds}s): its runs fail, are not delivered, or the scheduler stopped. See docs/operations.md, \"A registry has not reconciled\"."
+  }
+}
+
+# The freshness objective (docs/operations.md, "The freshness
+# objective"): a service for the SLO to belong to, the SLO on the
+# push_to_commit distribution, and an alert on its burn rate.
+resource "google_monitoring_custom_service" "specsync" {
+  project      = var.project_id
+  service_id   = "${var.name_prefix}-catalog"
+  display_name = "specsync catalog (${var.name_prefix})"
+
+  depends_on = [google_project_service.enabled]
+}
+
+resource "google_monitoring_slo" "push_freshness" {
+  project             = var.project_id
+  service             = google_monitoring_custom_service.specsync.service_id
+  slo_id              = "${var.name_prefix}-push-freshness"
+  display_name        = "${var.freshness_objective_goal * 100}% of pushes in the catalog within ${var.freshness_objective_seconds} s (28 days)"
+  goal                = var.freshness_objective_goal
+  rolling_period_days = 28
+
+  request_based_sli {
+    distribution_cut {
+      distribution_filter = local.metric_filter["push_to_commit"]
+      range {
+        min = 0
+        max = local.freshness_ms
+      }
+    }
+  }
+}
+
+resource "google_monitoring_alert_policy" "freshness_burn" {
+  project               = var.project_id
+  display_name          = "specsync (${var.name_prefix}): pushes reach the catalog too slowly"
+  combiner              = "OR"
+  notification_channels = var.notification_channels
+
+  conditions {
+    display_name = "error budget burning ${local.fast_burn}x over an hour"
+    condition_threshold {
+      filter          = "select_slo_burn_rate(\"${google_monitoring_slo.push_freshness.name}\", \"3600s\")"
+      comparison      = "COMPARISON_GT"
+      threshold_value = local.fast_burn
+      duration        = "0s"
+    }
+  }
+  conditions {
+    display_name = "error budget burning ${local.slow_burn}x over six hours"
+    condition_threshold {
+      filter          = "select_slo_burn_rate(\"${google_monitoring_slo.push_freshness.name}\", \"21600s\")"
+      comparison      = "COMPARISON_GT"
+      threshold_value = local.slow_burn
+      duration        = "0s"
+    }
+  }
+
+  documentation {
+    mime_type = "text/markdown"
+    content   = "Pushes take longer than ${var.freshness_objective_seconds} s to reach the catalog often enough to spend the freshness objective's 28-day error budget early. See docs/operations.md, \"Pushes reach the catalog too slowly\"."
   }
 }

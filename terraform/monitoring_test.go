@@ -12,6 +12,7 @@ package terraform_test
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"reflect"
 	"regexp"
 	"sort"
@@ -33,13 +34,27 @@ var loggedBy = map[string][]string{
 	logging.EventMessageRetry:       {"Reconcile"},
 	logging.EventBootstrapOperation: {"Bootstrap", "Reconcile"},
 	logging.EventCatalogTooLarge:    {"Catalog"},
+	logging.EventFreshness:          {"Reconcile"},
 }
 
 // fieldValues are the values a contract line's string field takes, where
 // a filter or an alert may compare it with one.
 var fieldValues = map[string]map[string][]string{
-	logging.EventRunSummary:         {logging.FieldResult: results(func(api.RunResult) bool { return true })},
+	logging.EventRunSummary: {
+		logging.FieldResult: results(func(api.RunResult) bool { return true }),
+		logging.FieldKind:   kinds(api.RunKinds...),
+	},
 	logging.EventBootstrapOperation: {logging.FieldResult: {string(api.Succeeded), string(api.Failed)}},
+	// The committer logs freshness for event runs and bootstraps only.
+	logging.EventFreshness: {logging.FieldKind: kinds(api.KindEvent, api.KindFull)},
+}
+
+func kinds(ks ...api.RunKind) []string {
+	var out []string
+	for _, k := range ks {
+		out = append(out, string(k))
+	}
+	return out
 }
 
 // allResults are every run result of pkg/api.
@@ -266,8 +281,8 @@ func checkLogMetrics(m *module, fns map[string]*instance, t *errs) map[string]me
 			switch {
 			case !declared[label]:
 				t.Errorf("%s: extracts label %s, which its descriptor does not declare", where, label)
-			case label != logging.FieldRegistry && label != logging.FieldResult:
-				t.Errorf("%s: label %s: labels are bounded to registry and result", where, label)
+			case label != logging.FieldRegistry && label != logging.FieldResult && label != logging.FieldKind:
+				t.Errorf("%s: label %s: labels are bounded to registry, result and kind", where, label)
 			case mm == nil:
 				t.Errorf("%s: label %s: extractor %q is not EXTRACT(jsonPayload.FIELD)", where, label, ex)
 			case fields[mm[1]] != logging.String:
@@ -303,7 +318,8 @@ func TestLogMetricsReadLoggedFields(t *testing.T) {
 	t.Parallel()
 	m := planOf(t, reference(t))
 	metrics := logMetrics(t, m)
-	for _, want := range []string{"runs", "run_duration", "specs_marked", "specs_deleted", "entry_errors", "bootstrap_operations", "message_retries", "catalog_revision", "catalog_too_large"} {
+	for _, want := range []string{"runs", "run_duration", "specs_marked", "specs_deleted", "entry_errors", "bootstrap_operations", "message_retries", "catalog_revision", "catalog_too_large",
+		"push_to_commit", "bootstrap_to_commit"} {
 		if _, ok := metrics[want]; !ok {
 			t.Errorf("no log-based metric %s", want)
 		}
@@ -317,6 +333,13 @@ func TestLogMetricsReadLoggedFields(t *testing.T) {
 		sort.Strings(got)
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("local.%s = %v, the code says %v", local, got, want)
+		}
+	}
+	// And so are the kinds of run they single out.
+	f := parseTF(t, ".")
+	for local, want := range map[string]api.RunKind{"full_kind": api.KindFull, "event_kind": api.KindEvent} {
+		if got := template(t, f, "local."+local); got != string(want) {
+			t.Errorf("local.%s = %s, the code says %q", local, got, want)
 		}
 	}
 }
@@ -498,7 +521,7 @@ func TestAlerts(t *testing.T) {
 	for k, mi := range metrics {
 		byName[mi.name] = metricInfo{name: k, labels: mi.labels}
 	}
-	want := []string{"bootstrap_failed", "catalog_too_large", "dead_letters", "no_successful_run", "registry_failing"}
+	want := []string{"bootstrap_failed", "catalog_too_large", "dead_letters", "freshness_burn", "no_successful_run", "registry_failing"}
 	var got []string
 	for _, a := range m.ofType("google_monitoring_alert_policy") {
 		got = append(got, a.Res.Name)
@@ -521,6 +544,9 @@ func TestAlerts(t *testing.T) {
 					continue
 				}
 				f := ct.str("filter")
+				if v, ok := ct.Attrs["filter"]; ok && !v.IsKnown() || strings.HasPrefix(f, "select_slo_") {
+					continue // an SLO's burn rate: TestFreshnessObjective
+				}
 				mt := metricTypeRE.FindStringSubmatch(f)
 				if mt == nil {
 					if !strings.Contains(f, `metric.type="pubsub.googleapis.com/`) {
@@ -611,4 +637,182 @@ func stringList(v cty.Value) []string {
 func containsKey(m map[string]string, k string) bool {
 	_, ok := m[k]
 	return ok
+}
+
+// selectorRE is a PromQL selector of a log-based metric with matchers;
+// matcherRE one of its matchers.
+var (
+	selectorRE = regexp.MustCompile(`logging_googleapis_com:user_[a-zA-Z0-9_]+\{([^}]*)\}`)
+	matcherRE  = regexp.MustCompile(`([a-z_]+)(=~|!~|!=|=)"([^"]*)"`)
+)
+
+// selects reports whether a PromQL selector's matchers select a series
+// of labels, as Prometheus matches (regular expressions anchored).
+func selects(matchers string, labels map[string]string) bool {
+	for _, m := range matcherRE.FindAllStringSubmatch(matchers, -1) {
+		v := labels[m[1]]
+		re := regexp.MustCompile("^(?:" + m[3] + ")$")
+		var ok bool
+		switch m[2] {
+		case "=":
+			ok = v == m[3]
+		case "!=":
+			ok = v != m[3]
+		case "=~":
+			ok = re.MatchString(v)
+		case "!~":
+			ok = !re.MatchString(v)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// runSeries is the runs metric's labels of a summary line of kind and
+// result, as its label extractors read the line the code logs.
+func runSeries(runs *instance, kind api.RunKind, result api.RunResult) map[string]string {
+	line := sampleLine(logging.EventRunSummary, map[string]string{
+		logging.FieldRegistry: "team", logging.FieldKind: string(kind), logging.FieldResult: string(result)})
+	labels := map[string]string{}
+	for label, ex := range stringMap(runs.Attrs["label_extractors"]) {
+		if mm := extractRE.FindStringSubmatch(ex); mm != nil {
+			labels[label], _ = line[mm[1]].(string)
+		}
+	}
+	return labels
+}
+
+// checkFailingQuery says what is wrong with the registry_failing
+// query for a registry whose full runs fail while its event runs
+// succeed: the alert's first selector (the failures it counts) must
+// select the failing full runs' lines and no event or dry run's; its
+// second (the runs that reset it) a successful full run's and no event,
+// dry, busy or guarded run's.
+func checkFailingQuery(q string, runs *instance) []string {
+	sel := selectorRE.FindAllStringSubmatch(q, -1)
+	if len(sel) != 2 {
+		return []string{fmt.Sprintf("the query has %d selectors with matchers, want 2 (the failures, the runs that reset them): %s", len(sel), q)}
+	}
+	failures, resets := sel[0][1], sel[1][1]
+	var out []string
+	type line struct {
+		kind   api.RunKind
+		result api.RunResult
+	}
+	for _, c := range []struct {
+		l                     line
+		counted, resetsAlerts bool
+	}{
+		{line{api.KindFull, api.ResultFetchFailed}, true, false},
+		{line{api.KindFull, api.ResultError}, true, false},
+		{line{api.KindFull, api.ResultSucceeded}, false, true},
+		{line{api.KindFull, api.ResultUnchanged}, false, true},
+		{line{api.KindFull, api.ResultBusy}, false, false},
+		{line{api.KindFull, api.ResultGuarded}, false, false},
+		{line{api.KindEvent, api.ResultSucceeded}, false, false},
+		{line{api.KindEvent, api.ResultUnchanged}, false, false},
+		{line{api.KindEvent, api.ResultFetchFailed}, false, false},
+		{line{api.KindEvent, api.ResultBusy}, false, false},
+		{line{api.KindDry, api.ResultDryRun}, false, false},
+	} {
+		labels := runSeries(runs, c.l.kind, c.l.result)
+		if got := selects(failures, labels); got != c.counted {
+			out = append(out, fmt.Sprintf("a %s run that ended %s: counted as a failure %v, want %v (%s)", c.l.kind, c.l.result, got, c.counted, failures))
+		}
+		if got := selects(resets, labels); got != c.resetsAlerts {
+			out = append(out, fmt.Sprintf("a %s run that ended %s: resets the alert %v, want %v (%s)", c.l.kind, c.l.result, got, c.resetsAlerts, resets))
+		}
+	}
+	return out
+}
+
+// A registry whose full runs fail every time while its webhook runs
+// succeed alerts: the registry_failing query, evaluated on the runs
+// metric's series of the lines the code logs, counts the failing full
+// runs and is reset by no event, dry, busy or guarded run; the absence
+// alert waits for a successful full run. Planted: the query of the
+// version before (any run that did not fail reset it) is refused.
+func TestRegistryFailingAlertReadsFullRuns(t *testing.T) {
+	t.Parallel()
+	m := planOf(t, views)
+	runs := m.instance("google_logging_metric.specsync", "runs")
+	q := m.instance("google_monitoring_alert_policy.registry_failing", "").one("conditions").one("condition_prometheus_query_language").str("query")
+	for _, e := range checkFailingQuery(q, runs) {
+		t.Error(e)
+	}
+	abs := m.instance("google_monitoring_alert_policy.no_successful_run", "").one("conditions").one("condition_absent").str("filter")
+	if !strings.Contains(abs, `metric.labels.kind="`+string(api.KindFull)+`"`) {
+		t.Errorf("no_successful_run counts runs of every kind: %s", abs)
+	}
+	before := strings.NewReplacer(`kind="full",`, "", `result=~"succeeded|unchanged"`, `result!~"fetch_failed|error"`).Replace(q)
+	if before == q {
+		t.Fatalf("could not plant the query of the version before in %s", q)
+	}
+	planted := checkFailingQuery(before, runs)
+	if len(planted) == 0 {
+		t.Error("the check passes the query that event runs reset")
+	}
+	t.Logf("the query of the version before: %v", planted)
+}
+
+// The freshness objective: an SLO on the push_to_commit distribution
+// (the freshness lines of event runs), its range [0, objective] on a
+// bucket boundary of the metric so the cut counts exactly, the goal
+// given, and an alert on its burn rate over an hour and six hours.
+func TestFreshnessObjective(t *testing.T) {
+	t.Parallel()
+	m := planOf(t, views)
+	metrics := logMetrics(t, m)
+	push := m.instance("google_logging_metric.specsync", "push_to_commit")
+	if !strings.Contains(push.str("filter"), `jsonPayload.kind="`+string(api.KindEvent)+`"`) || push.str("value_extractor") != "EXTRACT(jsonPayload."+logging.FieldLatency+")" {
+		t.Errorf("push_to_commit reads %s (%s), want the event runs' latency", push.str("filter"), push.str("value_extractor"))
+	}
+	slo := m.instance("google_monitoring_slo.push_freshness", "")
+	if slo.Attrs["goal"].AsBigFloat().String() != "0.99" || slo.Attrs["rolling_period_days"].AsBigFloat().String() != "28" {
+		t.Errorf("the SLO's goal %s over %s days, want 0.99 over 28", slo.Attrs["goal"].GoString(), slo.Attrs["rolling_period_days"].GoString())
+	}
+	cut := slo.one("request_based_sli").one("distribution_cut")
+	if want := `resource.type="cloud_run_revision" AND metric.type="logging.googleapis.com/user/` + metrics["push_to_commit"].name + `"`; cut.str("distribution_filter") != want {
+		t.Errorf("the SLO reads %s, want %s", cut.str("distribution_filter"), want)
+	}
+	rng := cut.one("range")
+	lo, _ := rng.Attrs["min"].AsBigFloat().Float64()
+	hi, _ := rng.Attrs["max"].AsBigFloat().Float64()
+	if lo != 0 || hi != 5000 {
+		t.Errorf("the SLO's range [%v, %v] ms, want [0, 5000]", lo, hi)
+	}
+	b := push.one("bucket_options").one("exponential_buckets")
+	scale, _ := b.Attrs["scale"].AsBigFloat().Float64()
+	growth, _ := b.Attrs["growth_factor"].AsBigFloat().Float64()
+	n, _ := b.Attrs["num_finite_buckets"].AsBigFloat().Int64()
+	onBoundary := false
+	for i, bound := int64(0), scale; i <= n; i, bound = i+1, bound*growth {
+		onBoundary = onBoundary || bound == hi
+	}
+	if !onBoundary {
+		t.Errorf("the objective %v ms is no bucket boundary of push_to_commit (scale %v, growth %v, %d buckets)", hi, scale, growth, n)
+	}
+	// Its burn rates: 2% of the 28-day budget in an hour, 5% in six. The
+	// filter names the SLO, whose name is known at apply time only: it
+	// is read from the module's text.
+	alert := m.instance("google_monitoring_alert_policy.freshness_burn", "")
+	var burns []string
+	for _, c := range alert.Blocks["conditions"] {
+		ct := c.one("condition_threshold")
+		burns = append(burns, ct.str("comparison")+" "+ct.Attrs["threshold_value"].AsBigFloat().Text('f', 2))
+	}
+	if want := []string{"COMPARISON_GT 13.44", "COMPARISON_GT 5.60"}; !reflect.DeepEqual(burns, want) {
+		t.Errorf("freshness_burn fires at %v, want %v", burns, want)
+	}
+	tf, err := os.ReadFile("monitoring.tf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, window := range []string{"3600s", "21600s"} {
+		if want := `select_slo_burn_rate(\"${google_monitoring_slo.push_freshness.name}\", \"` + window + `\")`; !strings.Contains(string(tf), want) {
+			t.Errorf("freshness_burn has no condition %s", want)
+		}
+	}
 }

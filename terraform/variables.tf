@@ -632,6 +632,30 @@ variable "alert_failed_runs" {
   }
 }
 
+variable "freshness_objective_seconds" {
+  type        = number
+  description = "The freshness objective: a push is fresh when its change is in the catalog within this many seconds of the event (the push_freshness SLO)."
+  default     = 5
+  nullable    = false
+
+  validation {
+    condition     = var.freshness_objective_seconds >= 1 && var.freshness_objective_seconds <= 3600 && floor(var.freshness_objective_seconds) == var.freshness_objective_seconds
+    error_message = "freshness_objective_seconds is a whole number of seconds from 1 to 3600."
+  }
+}
+
+variable "freshness_objective_goal" {
+  type        = number
+  description = "The share of pushes that must be fresh (freshness_objective_seconds) over 28 days: the push_freshness SLO's goal."
+  default     = 0.99
+  nullable    = false
+
+  validation {
+    condition     = var.freshness_objective_goal > 0 && var.freshness_objective_goal < 1
+    error_message = "freshness_objective_goal is a share strictly between 0 and 1, such as 0.99."
+  }
+}
+
 variable "bootstrap_interval_seconds" {
   type        = number
   description = "Seconds between two runs of bootstrap_schedule (3600 for the default hourly schedule): the failing-registry alert counts failures over alert_failed_runs of these, and the no-successful-run alert fires after two of them without one."

@@ -94,7 +94,9 @@ func printStatus(w io.Writer, regs []api.RegistryStatus, marked []api.SpecView) 
 		return
 	}
 	tw := table(w)
-	fmt.Fprintln(tw, "REGISTRY\tRESULT\tLAST RUN\tLAST SUCCESS\tCREATED\tUPDATED\tUNCHANGED\tMARKED\tDELETED\tKEPT\tHELD BACK\tERRORS\tFIRESTORE r/w/d")
+	// The last full run and the last event run side by side: events
+	// between two bootstraps are what happened since the full run.
+	fmt.Fprintln(tw, "REGISTRY\tFULL RUN\tFINISHED\tEVENT RUN\tLAST SUCCESS\tCREATED\tUPDATED\tUNCHANGED\tMARKED\tDELETED\tKEPT\tHELD BACK\tERRORS\tFIRESTORE r/w/d")
 	for _, r := range regs {
 		l := r.LastRun
 		n := l.Counts
@@ -102,7 +104,7 @@ func printStatus(w io.Writer, regs []api.RegistryStatus, marked []api.SpecView) 
 		if l.Error != "" {
 			errs++
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d/%d/%d\n", r.Name, orDash(string(l.Result)), ago(l.FinishedAt), ago(r.LastSuccessAt),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d/%d/%d\n", r.Name, orDash(string(l.Result)), ago(l.FinishedAt), eventRun(r.LastTargeted), ago(r.LastSuccessAt),
 			n.Created, n.Updated, n.Unchanged, n.Marked, n.Deleted, n.Kept, n.HeldBack, errs, l.Ops.Reads, l.Ops.Writes, l.Ops.Deletes)
 	}
 	tw.Flush()
@@ -114,6 +116,9 @@ func printStatus(w io.Writer, regs []api.RegistryStatus, marked []api.SpecView) 
 		}
 		if l.Guard != "" {
 			lines = append(lines, "guard: "+l.Guard)
+		}
+		if e := r.LastTargeted; e != nil && e.Error != "" {
+			lines = append(lines, "event run error: "+e.Error)
 		}
 		for _, e := range l.Errors {
 			lines = append(lines, fmt.Sprintf("entry %s: %s", e.Entry, e.Message))
@@ -147,6 +152,15 @@ func printStatus(w io.Writer, regs []api.RegistryStatus, marked []api.SpecView) 
 			}
 		}
 	}
+}
+
+// eventRun is the last event run's cell: its result, when it finished
+// and how many entries it read, or "-".
+func eventRun(e *api.Run) string {
+	if e == nil || e.Result == "" {
+		return "-"
+	}
+	return fmt.Sprintf("%s %s (%s)", e.Result, ago(e.FinishedAt), api.Count(len(e.Entries), "entry", "entries"))
 }
 
 // --- catalog --------------------------------------------------------------

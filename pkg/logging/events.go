@@ -29,6 +29,11 @@ const (
 	// EventCatalogTooLarge says a catalog function's render made a form
 	// over its response limit: refused, never cut (docs/deploy.md).
 	EventCatalogTooLarge = "catalog_too_large"
+	// EventFreshness says changes reached the catalog, and how long
+	// after the event that announced them (kind event) or the start of
+	// the bootstrap that found them (kind full): the freshness
+	// objective's line.
+	EventFreshness = "freshness"
 )
 
 // Field names of the contract lines.
@@ -37,6 +42,7 @@ const (
 	FieldRun       = "run"
 	FieldResult    = "result"
 	FieldTargeted  = "targeted"
+	FieldKind      = "kind"
 	FieldDryRun    = "dry_run"
 	FieldDuration  = "duration_ms"
 	FieldReads     = "reads"
@@ -66,6 +72,8 @@ const (
 
 	FieldTopic = "topic"
 
+	FieldLatency = "latency_ms"
+
 	FieldServices  = "services"
 	FieldBytes     = "bytes"
 	FieldGzipBytes = "gzip_bytes"
@@ -87,7 +95,7 @@ const (
 // (besides severity, message, time and event) and their kinds.
 var Events = map[string]map[string]Kind{
 	EventRunSummary: {
-		FieldRegistry: String, FieldRun: String, FieldResult: String, FieldTargeted: Bool, FieldDryRun: Bool,
+		FieldRegistry: String, FieldRun: String, FieldResult: String, FieldKind: String, FieldTargeted: Bool, FieldDryRun: Bool,
 		FieldCreated: Number, FieldUpdated: Number, FieldUnchanged: Number, FieldUnmarked: Number,
 		FieldMarked: Number, FieldDeleted: Number, FieldKept: Number, FieldHeldBack: Number,
 		FieldEntryErrors: Number, FieldConflicts: Number, FieldChanges: Number,
@@ -103,6 +111,9 @@ var Events = map[string]map[string]Kind{
 	},
 	EventMessageRetry: {
 		FieldTopic: String,
+	},
+	EventFreshness: {
+		FieldKind: String, FieldLatency: Number, FieldRevision: Number,
 	},
 	EventCatalogTooLarge: {
 		FieldRevision: Number, FieldServices: Number, FieldBytes: Number, FieldGzipBytes: Number,

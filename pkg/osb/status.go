@@ -88,6 +88,18 @@ type registryRow struct {
 	// (not dry-run) bootstrap that included it.
 	LastBootstrap api.RunResult
 	LastError     string
+	// EventRun is its last event (targeted) run, shown beside its last
+	// full run: what its webhooks brought since the bootstrap.
+	EventRun *eventRunRow
+}
+
+// eventRunRow is a registry's last event run.
+type eventRunRow struct {
+	Result     api.RunResult
+	FinishedAt time.Time
+	Age        string
+	Entries    int
+	Error      string
 }
 
 // entryErrorRow is an entry that does not parse or validate, and what
@@ -252,6 +264,9 @@ func (b *Broker) statusData(r *http.Request) statusData {
 			Counts: lr.Counts, Ops: lr.Ops, Error: lr.Error, Guard: lr.Guard, ErrorsTotal: lr.ErrorsTotal, Marked: st.Marked,
 			Source: lr.Source, LastSuccess: st.LastSuccessAt, LastDuration: lr.DurationMS, HasDuration: lr.Result != ""}
 		row.EntryErrors, row.NeverReached = entryErrorRows(lr, inCatalog)
+		if e := st.LastTargeted; e != nil && e.Result != "" {
+			row.EventRun = &eventRunRow{Result: e.Result, FinishedAt: e.FinishedAt, Age: api.Age(now, e.FinishedAt), Entries: len(e.Entries), Error: e.Error}
+		}
 		if res, ok := latest[st.Name]; ok {
 			row.LastBootstrap, row.LastError = res.Result, res.Error
 			row.withResult(res, latestOp[st.Name])

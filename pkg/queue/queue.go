@@ -125,6 +125,11 @@ type CommitRequest struct {
 	Operation string `json:"operation,omitempty"`
 	Registry  string `json:"registry,omitempty"`
 	Run       string `json:"run,omitempty"`
+	// EventAt, on the request of an event's run, is its message's
+	// EventAt: once the run's changes are committed, the committer logs
+	// how long they took from the event to the catalog
+	// (logging.EventFreshness).
+	EventAt time.Time `json:"event_at,omitzero"`
 	// Report is Registry's result for Operation, as the operation
 	// records it.
 	Report *api.RegistryResult `json:"report,omitempty"`

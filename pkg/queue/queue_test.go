@@ -127,7 +127,9 @@ func TestCommitPublisherThroughEmulator(t *testing.T) {
 	}
 	p := queue.NewCommitPublisher(client, topic)
 	defer p.Stop()
-	want := queue.CommitRequest{Operation: "op-1", Registry: "a", Run: "run-1"}
+	// An event run's request carries the event's time through Pub/Sub:
+	// the committer's freshness line measures from it.
+	want := queue.CommitRequest{Operation: "op-1", Registry: "a", Run: "run-1", EventAt: time.Date(2026, 12, 5, 10, 0, 0, 123456789, time.UTC)}
 	if err := p.RequestCommit(ctx, want); err != nil {
 		t.Fatal(err)
 	}
@@ -142,6 +144,9 @@ func TestCommitPublisherThroughEmulator(t *testing.T) {
 	})
 	if err != nil && ctx.Err() != nil {
 		t.Fatalf("receive: %v", err)
+	}
+	if got.Commit != nil && got.Commit.EventAt.Equal(want.EventAt) {
+		got.Commit.EventAt = want.EventAt // the same instant, whatever its location
 	}
 	if got.Commit == nil || *got.Commit != want || key != queue.CommitOrderingKey {
 		t.Fatalf("received %+v with ordering key %q", got, key)

@@ -190,7 +190,10 @@ func activeSpecs(st *store.RegistryStatus) int {
 // log-based metrics of terraform/monitoring.tf can count runs by registry
 // and result and read their counts and cost (docs/operations.md). Its
 // severity follows the result: a run that could not do its work is a
-// warning, one whose store failed an error.
+// warning, one whose store failed an error. Its kind (full, event, dry)
+// keeps the alerts on a registry's full runs from being reset by its
+// event runs (an event's backstop, which reads the whole registry, is
+// full).
 func (r *run) summarize(rec store.Run) {
 	level := slog.LevelInfo
 	switch {
@@ -203,6 +206,7 @@ func (r *run) summarize(rec store.Run) {
 	r.log.LogAttrs(context.Background(), level, "reconcile run",
 		slog.String(logging.FieldEvent, logging.EventRunSummary),
 		slog.String(logging.FieldResult, string(rec.Result)),
+		slog.String(logging.FieldKind, string(api.KindOf(r.t != nil, r.dry))),
 		slog.Bool(logging.FieldTargeted, r.t != nil),
 		slog.Bool(logging.FieldDryRun, r.dry),
 		slog.Int(logging.FieldCreated, c.Created),

@@ -67,6 +67,9 @@ type run struct {
 	// dry says the run plans only (DryRun): it reads no status and writes
 	// nothing. event says an event asked for it (ReconcileEntries).
 	dry, event bool
+	// eventAt is when the event that asked for it was received (zero:
+	// unknown, or no event).
+	eventAt time.Time
 
 	status  *store.RegistryStatus // as read when the run started
 	listing *registry.Listing
@@ -461,7 +464,7 @@ func (r *run) requestCommit(ctx context.Context) (bool, error) {
 	if r.Commits == nil || (r.done.changes == 0 && !r.recovering) {
 		return false, nil
 	}
-	if err := r.Commits.RequestCommit(ctx, queue.CommitRequest{Registry: r.reg.Name, Run: r.rec.ID}); err != nil {
+	if err := r.Commits.RequestCommit(ctx, queue.CommitRequest{Registry: r.reg.Name, Run: r.rec.ID, EventAt: r.eventAt}); err != nil {
 		return false, fmt.Errorf("the run's %d changes are written but not committed: %w", r.done.changes, err)
 	}
 	r.log.InfoContext(ctx, "commit requested", "changes", r.done.changes)

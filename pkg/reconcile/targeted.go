@@ -63,8 +63,16 @@ func (t *targeting) named() map[string]bool {
 // registry unchanged (CheckedAt) when it did: the events before it are
 // done.
 func (r *Runner) ReconcileEntries(ctx context.Context, reg Registry, names []string) (store.Run, error) {
+	return r.ReconcileEvent(ctx, reg, names, time.Time{})
+}
+
+// ReconcileEvent is ReconcileEntries for an event received at eventAt
+// (its message's EventAt): the run's commit request carries it, so that
+// the committer can log how long the change took from the event to the
+// catalog (the freshness objective, docs/operations.md).
+func (r *Runner) ReconcileEvent(ctx context.Context, reg Registry, names []string, eventAt time.Time) (store.Run, error) {
 	run := r.newRun(reg, "")
-	run.event = true
+	run.event, run.eventAt = true, eventAt
 	span := run.startSpan(&ctx, "reconcile entries")
 	defer run.releaseLease(ctx)
 	fetcher, ok := reg.Source.(registry.EntryFetcher)

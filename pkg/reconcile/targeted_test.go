@@ -144,14 +144,14 @@ func TestTargetedRunCostIsTheEntrysNotTheRegistrys(t *testing.T) {
 		// spec (1) and the query counting its instances (1: none), the spec
 		// and its change (2 writes), the record (1 read; the status with
 		// the lease released and the shard: 2).
-		changed: store.Counts{Reads: 5, Writes: 5},
+		changed: emulatortest.EventRunChanged,
 		// The pending changes (one), meta/catalog; both written.
-		changedCommit: store.Counts{Reads: 2, Writes: 2},
+		changedCommit: emulatortest.EventCommit,
 		// The lease, the shard, the offered id (missing), the offered name
 		// (a query, no result), the record; the spec and its change.
-		added: store.Counts{Reads: 5, Writes: 5},
+		added: emulatortest.EventRunAdded,
 		// The lease, the shard, the record (no shard to rewrite).
-		unchanged: store.Counts{Reads: 3, Writes: 2},
+		unchanged: emulatortest.EventRunUnchanged,
 	}
 	if small != want {
 		t.Errorf("targeted runs of one entry: %+v, want %+v", small, want)

@@ -129,6 +129,24 @@ func TestContractLinesOfARealBootstrap(t *testing.T) {
 		t.Fatal(err)
 	}
 	deliverCommits(t, w)
+	// A registry's full run, then an event's run of one of its entries:
+	// a run of its own kind.
+	up := newUpstream(t)
+	up.push(t, "svc", "v1")
+	teamSrc, err := registry.NewOCI(registry.OCIConfig{Host: up.host, Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	team := reconcile.Registry{Name: "team", Source: teamSrc}
+	if run, err := w.Runner.Reconcile(ctx, team); err != nil || run.Result != api.ResultSucceeded {
+		t.Fatalf("full run: %+v %v", run, err)
+	}
+	up.push(t, "svc", "v2")
+	eventAt := time.Now().Add(-time.Second) // a second ago: the latency logged is at least that
+	if run, err := w.Runner.ReconcileEvent(ctx, team, []string{"svc"}, eventAt); err != nil || run.Backstop != "" || run.Result != api.ResultSucceeded {
+		t.Fatalf("targeted run: %+v %v", run, err)
+	}
+	deliverCommits(t, w)
 
 	lines := contractLines(t, out)
 	checkContract(t, lines)
@@ -137,6 +155,9 @@ func TestContractLinesOfARealBootstrap(t *testing.T) {
 		key := l[logging.FieldRegistry].(string)
 		if l[logging.FieldDryRun] == true {
 			key += " (dry)"
+		}
+		if l[logging.FieldTargeted] == true {
+			key += " (event)"
 		}
 		if runs[key] != nil {
 			t.Errorf("two summary lines for %s: %v and %v", key, runs[key], l)
@@ -147,10 +168,13 @@ func TestContractLinesOfARealBootstrap(t *testing.T) {
 		result   api.RunResult
 		severity string
 		created  float64
+		kind     api.RunKind
 	}{
-		"local":       {api.ResultSucceeded, "INFO", 1},
-		"down":        {api.ResultFetchFailed, "WARNING", 0},
-		"local (dry)": {api.ResultDryRun, "INFO", 0},
+		"local":        {api.ResultSucceeded, "INFO", 1, api.KindFull},
+		"down":         {api.ResultFetchFailed, "WARNING", 0, api.KindFull},
+		"local (dry)":  {api.ResultDryRun, "INFO", 0, api.KindDry},
+		"team":         {api.ResultSucceeded, "INFO", 1, api.KindFull},
+		"team (event)": {api.ResultSucceeded, "INFO", 0, api.KindEvent},
 	}
 	if len(runs) != len(want) {
 		t.Errorf("summary lines for %d runs, want %d: %v", len(runs), len(want), runs)
@@ -161,8 +185,9 @@ func TestContractLinesOfARealBootstrap(t *testing.T) {
 			t.Errorf("no summary line for %s", k)
 			continue
 		}
-		if l[logging.FieldResult] != string(w.result) || l["severity"] != w.severity || l[logging.FieldCreated] != w.created || l["message"] != "reconcile run" {
-			t.Errorf("%s: summary line %v, want result %s, severity %s, created %v", k, l, w.result, w.severity, w.created)
+		if l[logging.FieldResult] != string(w.result) || l["severity"] != w.severity || l[logging.FieldCreated] != w.created || l["message"] != "reconcile run" ||
+			l[logging.FieldKind] != string(w.kind) {
+			t.Errorf("%s: summary line %v, want result %s, severity %s, created %v, kind %s", k, l, w.result, w.severity, w.created, w.kind)
 		}
 	}
 	if l := runs["local"]; l != nil && (l[logging.FieldWrites].(float64) == 0 || l[logging.FieldReads].(float64) == 0 || l[logging.FieldChanges] != 1.0) {
@@ -170,8 +195,16 @@ func TestContractLinesOfARealBootstrap(t *testing.T) {
 	}
 
 	commits := lines[logging.EventCatalogCommit]
-	if len(commits) != 1 || commits[0][logging.FieldRevision] != 1.0 || commits[0][logging.FieldChanges] != 1.0 {
-		t.Errorf("catalog commit lines %v, want one at revision 1 with 1 change", commits)
+	if len(commits) != 2 || commits[0][logging.FieldRevision] != 1.0 || commits[0][logging.FieldChanges] != 1.0 ||
+		commits[1][logging.FieldRevision] != 3.0 || commits[1][logging.FieldChanges] != 2.0 {
+		t.Errorf("catalog commit lines %v, want one at revision 1 with 1 change (the bootstrap's), one at 3 with 2 (team's runs)", commits)
+	}
+	// Freshness: the bootstrap that wrote a change (from its start), the
+	// event run (from the event), each once its changes were committed.
+	fresh := lines[logging.EventFreshness]
+	if len(fresh) != 2 || fresh[0][logging.FieldKind] != string(api.KindFull) || fresh[0][logging.FieldRevision] != 1.0 ||
+		fresh[1][logging.FieldKind] != string(api.KindEvent) || fresh[1][logging.FieldRevision] != 3.0 || fresh[1][logging.FieldLatency].(float64) < 1000 {
+		t.Errorf("freshness lines %v, want the bootstrap's at revision 1, then the event's at 3, at least 1000 ms after it", fresh)
 	}
 	ended := map[string]map[string]any{}
 	for _, l := range lines[logging.EventBootstrapOperation] {

@@ -92,16 +92,18 @@ func TestBootstrapCostModel(t *testing.T) {
 	var id string
 	r, wr, d := measure(func() { id = bootstrapOnce() })
 	finished(id)
-	if r != 7+3*n || wr != 3+n || d != 0 {
-		t.Errorf("an unchanged bootstrap of %d registries: %d reads, %d writes, %d deletes; want %d, %d, 0", n, r, wr, d, 7+3*n, 3+n)
+	want := emulatortest.UnchangedBootstrap(n)
+	if r != want.Reads || wr != want.Writes || d != 0 {
+		t.Errorf("an unchanged bootstrap of %d registries: %d reads, %d writes, %d deletes; want %d, %d, 0", n, r, wr, d, want.Reads, want.Writes)
 	}
 	files[1]["svc-001-002.yaml"] = &fstest.MapFile{Data: []byte(strings.Replace(string(files[1]["svc-001-002.yaml"].Data), "description: d", "description: changed", 1))}
 	r, wr, d = measure(func() { id = bootstrapOnce() })
 	op := finished(id)
 	// The changed spec costs its run the spec's read and the query that
 	// counts its instances (what hold-back reads), the commit 2 reads.
-	if r != 7+3*n+8 || wr != 3+n+8 || d != 0 {
-		t.Errorf("a bootstrap with one spec changed: %d reads, %d writes, %d deletes; want %d, %d, 0", r, wr, d, 7+3*n+8, 3+n+8)
+	want = emulatortest.Sum(want, emulatortest.BootstrapOneSpecChanged)
+	if r != want.Reads || wr != want.Writes || d != 0 {
+		t.Errorf("a bootstrap with one spec changed: %d reads, %d writes, %d deletes; want %d, %d, 0", r, wr, d, want.Reads, want.Writes)
 	}
 	if op.CatalogRevision == nil || *op.CatalogRevision != 4*n+1 {
 		t.Errorf("the operation names catalog revision %v, want %d", op.CatalogRevision, 4*n+1)

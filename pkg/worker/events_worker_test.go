@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/specsync/specsync/emulator"
+	"github.com/specsync/specsync/emulator/emulatortest"
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/bootstrap"
 	"github.com/specsync/specsync/pkg/failure"
@@ -257,8 +258,11 @@ func TestWorkerRunsAnEventsEntries(t *testing.T) {
 	// written (2).
 	run := st.LastTargeted.Ops
 	total := store.Counts{Reads: workerCost.Reads + run.Reads + commit.Ops.Reads, Writes: workerCost.Writes + run.Writes + commit.Ops.Writes}
-	if workerCost != (store.Counts{Reads: 1}) || run != (store.Counts{Reads: 5, Writes: 5}) || commit.Ops != (store.Counts{Reads: 2, Writes: 2}) {
+	if workerCost != emulatortest.EventStatusRead || run != emulatortest.EventRunChanged || commit.Ops != emulatortest.EventCommit {
 		t.Errorf("one event cost: the worker %+v, the run %+v, the commit %+v", workerCost, run, commit.Ops)
+	}
+	if total != emulatortest.Event {
+		t.Errorf("one event cost %+v all told, want %+v", total, emulatortest.Event)
 	}
 	t.Logf("one event of one changed entry costs %+v in Firestore, all told (worker %+v, run %+v, commit %+v)", total, workerCost, run, commit.Ops)
 

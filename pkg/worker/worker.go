@@ -183,7 +183,7 @@ func (w *Worker) handleEvent(ctx context.Context, m queue.Message) error {
 		log.InfoContext(ctx, "event deferred; Pub/Sub delivers it again", "because", d.Reason)
 		return failure.New(failure.Precondition, "%s", d.Reason)
 	}
-	run, err := w.Runner.ReconcileEntries(ctx, reg, m.Entries)
+	run, err := w.Runner.ReconcileEvent(ctx, reg, m.Entries, m.EventAt)
 	if err != nil {
 		if failure.Retryable(err) {
 			log.WarnContext(ctx, "event's run will be retried", "error", err, "result", run.Result)
@@ -315,6 +315,7 @@ func (w *Worker) HandleCommit(ctx context.Context, req queue.CommitRequest) erro
 		log.ErrorContext(ctx, "commit failed and retrying cannot help", "error", err, "committed", res.Changes)
 		return nil
 	}
+	freshnessOfEvent(ctx, log, req, res.Revision, w.now())
 	if req.Operation == "" {
 		return nil
 	}
@@ -327,5 +328,6 @@ func (w *Worker) HandleCommit(ctx context.Context, req queue.CommitRequest) erro
 		return err
 	}
 	bootstrap.LogEnded(logging.WithContext(log.With(logging.FieldChanges, res.Changes), ctx), op, w.now())
+	freshnessOfBootstrap(ctx, log, op, res.Revision, w.now())
 	return nil
 }
