@@ -68,7 +68,7 @@ func TestBadConfig(t *testing.T) {
 		{"invalid deny", "registries:\n- name: a\n  deny: ['ok', '[z-a]']\n" + oci, `deny[1] "[z-a]"`},
 		{"no type", "registries:\n- name: a\n  oci: {host: h}\n", "type is required"},
 		{"unknown type", "registries:\n- name: a\n  type: ftp\n  oci: {host: h}\n", `type "ftp" is not one of`},
-		{"two blocks", "registries:\n- name: a\n  type: oci\n  oci: {host: h}\n  dir: {path: .}\n", "exactly one of the oci, http, dir, dockerhub, ghcr, helm and quay blocks"},
+		{"two blocks", "registries:\n- name: a\n  type: oci\n  oci: {host: h}\n  dir: {path: .}\n", "exactly one of the oci, http, dir, dockerhub, ghcr"},
 		{"no block", "registries:\n- name: a\n  type: oci\n", "exactly one of"},
 		{"type block mismatch", "registries:\n- name: a\n  type: oci\n  dir: {path: .}\n", "type oci needs an oci block"},
 		{"share too big", "registries:\n- name: a\n  max_mark_share: 1.5\n" + oci, "max_mark_share 1.5 must be in (0, 1]"},

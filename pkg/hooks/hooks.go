@@ -236,6 +236,8 @@ func (s *Service) resolve(h *hook, events []event, at time.Time) (request, tally
 		switch {
 		case ev.skip != "":
 			t.skipped[ev.skip]++
+		case ev.push != nil:
+			resolvePush(h.Source, *ev.push, &req, &t, add)
 		case !selector || ev.whole:
 			// A source that is no Selector takes any event as "reconcile
 			// it now".
