@@ -56,6 +56,15 @@ func edit(t *testing.T, body []byte, set map[string]any) []byte {
 	return out
 }
 
+// manySpecs are n spec paths.
+func manySpecs(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("specs/s%d.yaml", i)
+	}
+	return out
+}
+
 func gitlab(token, event string) []string {
 	return []string{hooks.GitLabTokenHeader, token, hooks.GitLabEventHeader, event}
 }
@@ -93,6 +102,7 @@ func TestGitPushHooks(t *testing.T) {
 		{"github forced push", "gh", edit(t, gh, map[string]any{"forced": true}), nil, hooks.KindGitHub, nil, true},
 		{"github branch deleted", "gh", edit(t, gh, map[string]any{"deleted": true, "after": strings.Repeat("0", 40), "commits": []any{}}), nil, hooks.KindGitHub, nil, true},
 		{"github push of 20 commits", "gh", edit(t, gh, map[string]any{"commits": commits(20)}), nil, hooks.KindGitHub, nil, true},
+		{"github push of more specs than a request names", "gh", onlyPaths(gh, manySpecs(hooks.MaxRequestEntries+1)...), nil, hooks.KindGitHub, nil, true},
 		{"github push to a registry that reads no repository", "images", gh, nil, hooks.KindGitHub, nil, false},
 		{"gitlab push", "gl", gl, func([]byte) []string { return gitlab(gitlabSecret, "Push Hook") }, hooks.KindGitLab, []string{"specs/cache", "specs/db"}, false},
 		{"gitlab push listing 2 of 25 commits", "gl", edit(t, gl, map[string]any{"total_commits_count": 25}), func([]byte) []string { return gitlab(gitlabSecret, "Push Hook") }, hooks.KindGitLab, nil, true},
@@ -163,6 +173,7 @@ func TestGitLabTokenHook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set(hooks.GitLabEventHeader, "Push Hook")
 	req.Header.Add(hooks.GitLabTokenHeader, "not-it")
 	req.Header.Add(hooks.GitLabTokenHeader, gitlabSecret)
 	e.do(req).error(t, http.StatusUnauthorized, "Unauthorized", "one "+hooks.GitLabTokenHeader)
