@@ -17,7 +17,7 @@ func TestReferenceFileLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(cfg.Names(), ","); got != "team-images,partner-index,bundled,cloud-images,hub-images,ghcr-images,quay-images,team-charts,oci-charts" {
+	if got := strings.Join(cfg.Names(), ","); got != "team-images,partner-index,bundled,cloud-images,hub-images,ghcr-images,quay-images,team-charts,oci-charts,git-specs,gitlab-specs" {
 		t.Fatalf("registries %s", got)
 	}
 	r, ok := cfg.Lookup("team-images")

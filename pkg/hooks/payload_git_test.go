@@ -96,7 +96,7 @@ func TestGitPushHooks(t *testing.T) {
 		whole          bool
 	}{
 		{"github push", "gh", gh, nil, hooks.KindGitHub, []string{"specs/cache", "specs/db", "specs/old"}, false},
-		{"github push of a denied and an unselected path", "gh", onlyPaths(gh, "specs/internal.yaml", "docs/x.yaml", "specs/a.json"), nil, hooks.KindGitHub, nil, false},
+		{"github push of a denied and an unselected path", "gh", onlyPaths(gh, "specs/internal.yaml", "notes/x.yaml", "specs/a.json"), nil, hooks.KindGitHub, nil, false},
 		{"github push to another branch", "gh", edit(t, gh, map[string]any{"ref": "refs/heads/dev"}), nil, hooks.KindGitHub, nil, false},
 		{"github push to another repository", "gh", edit(t, gh, map[string]any{"repository": map[string]any{"clone_url": "https://github.com/codertocat/other.git"}}), nil, hooks.KindGitHub, nil, false},
 		{"github forced push", "gh", edit(t, gh, map[string]any{"forced": true}), nil, hooks.KindGitHub, nil, true},

@@ -336,7 +336,7 @@ func TestGitSelectPush(t *testing.T) {
 	}{
 		{"paths", registry.GitPush{URLs: []string{"https://github.com/acme/specs"}, Ref: "refs/heads/main", Complete: true,
 			Paths: []string{"specs/a.yaml", "specs/a.yaml", "README.md", "specs/denied.yaml", "specs/b.yaml"}}, []string{"specs/a", "specs/b"}, false},
-		{"no selected path", registry.GitPush{Ref: "refs/heads/main", Complete: true, Paths: []string{"docs/x.yaml"}}, nil, false},
+		{"no selected path", registry.GitPush{Ref: "refs/heads/main", Complete: true, Paths: []string{"notes/x.yaml"}}, nil, false},
 		{"another ref", registry.GitPush{Ref: "refs/heads/dev", Complete: true, Paths: []string{"specs/a.yaml"}}, nil, false},
 		{"another repository", registry.GitPush{URLs: []string{"https://github.com/acme/other.git"}, Ref: "refs/heads/main", Complete: true, Paths: []string{"specs/a.yaml"}}, nil, false},
 		{"incomplete", registry.GitPush{Ref: "refs/heads/main"}, nil, true},
