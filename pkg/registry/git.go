@@ -726,6 +726,19 @@ func (g *Git) installationToken(ctx context.Context) (string, error) {
 		return "", redact(fmt.Errorf("%s: %w", where, err), []string{jwt})
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		// GitHub's error is {"message": ...}: only that is quoted, whole,
+		// so the JWT cannot show even cut short by a bound.
+		var e struct {
+			Message string `json:"message"`
+		}
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		msg := ""
+		if json.Unmarshal(raw, &e) == nil && e.Message != "" {
+			msg = ": " + strconv.Quote(e.Message)
+		}
+		return "", redact(fmt.Errorf("%s: status %s%s", where, resp.Status, msg), []string{jwt})
+	}
 	body, err := readBounded(resp, 1<<20)
 	if err != nil {
 		return "", redact(fmt.Errorf("%s: %w", where, err), []string{jwt})

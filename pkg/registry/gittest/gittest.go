@@ -233,6 +233,16 @@ type App struct {
 	mu     sync.Mutex
 	ttl    time.Duration
 	issued []string
+	jwts   []string
+	fault  func(w http.ResponseWriter, r *http.Request) bool
+}
+
+// SetFault puts f in front of every request; f answers the request
+// itself when it returns true.
+func (a *App) SetFault(f func(w http.ResponseWriter, r *http.Request) bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.fault = f
 }
 
 // NewApp serves the endpoint; onIssue is told each token it issues (to
@@ -271,12 +281,26 @@ func (a *App) Issued() []string {
 	return append([]string(nil), a.issued...)
 }
 
+// JWTs are the JWTs the endpoint was sent.
+func (a *App) JWTs() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.jwts...)
+}
+
 func (a *App) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost || r.URL.Path != fmt.Sprintf("/app/installations/%d/access_tokens", a.install) {
 		http.Error(w, `{"message":"Not Found"}`, http.StatusNotFound)
 		return
 	}
 	jwt, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	a.mu.Lock()
+	a.jwts = append(a.jwts, jwt)
+	fault := a.fault
+	a.mu.Unlock()
+	if fault != nil && fault(w, r) {
+		return
+	}
 	if err := a.verify(jwt); !ok || err != nil {
 		http.Error(w, fmt.Sprintf(`{"message":"A JSON web token could not be decoded: %v"}`, err), http.StatusUnauthorized)
 		return
