@@ -3,6 +3,7 @@ package registry_test
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -424,5 +425,47 @@ func TestGitGitHubAppToken(t *testing.T) {
 	err := fetchFails(t, newGit(t, r, registry.GitConfig{Auth: auth}), "installation token", "401")
 	if strings.Contains(err.Error(), "PRIVATE KEY") || strings.Contains(err.Error(), "eyJ") {
 		t.Errorf("the error shows the key or the JWT: %v", err)
+	}
+}
+
+// BenchmarkGitFetch: a repository of 200 spec files, fetched unchanged
+// (the refs alone), with every file's hint (the pack, nothing parsed)
+// and without (the pack, every file parsed).
+func BenchmarkGitFetch(b *testing.B) {
+	r := gittest.NewRepo(b)
+	files := map[string]*string{}
+	for i := range 200 {
+		n := fmt.Sprintf("svc-%03d", i)
+		files["specs/"+n+".yaml"] = ptr(specYAML(n, "small", "large"))
+	}
+	r.Commit(files)
+	src, err := registry.NewGit(registry.GitConfig{URL: r.URL(), Ref: "main", Paths: []string{"specs/*.yaml"}, Transport: r.Transport()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	first, err := src.Fetch(ctx, registry.FetchOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	hints := map[string]registry.Hint{}
+	for _, e := range first.Entries {
+		hints[e.Name] = registry.Hint{Upstream: e.Upstream, SpecID: e.Name, SpecName: e.Spec.Name, SpecDigest: e.Name}
+	}
+	for _, c := range []struct {
+		name string
+		opts registry.FetchOptions
+	}{
+		{"unchanged", registry.FetchOptions{ETag: first.ETag, PreviousDigest: first.Digest}},
+		{"hinted", registry.FetchOptions{Hints: func(context.Context) (map[string]registry.Hint, error) { return hints, nil }}},
+		{"parsed", registry.FetchOptions{}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := src.Fetch(ctx, c.opts); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
