@@ -160,8 +160,8 @@ func (v *verifier) verify(r *http.Request, body []byte) error {
 			return errUnauthorized{"the hook needs one " + GitLabTokenHeader + " header with its secret"}
 		}
 		secret, usable := v.current()
-		got, want := sha256.Sum256([]byte(tokens[0])), sha256.Sum256([]byte(secret))
-		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 || !usable {
+		sent, held := sha256.Sum256([]byte(tokens[0])), sha256.Sum256([]byte(secret))
+		if subtle.ConstantTimeCompare(sent[:], held[:]) != 1 || !usable {
 			return errUnauthorized{GitLabTokenHeader + " is not the hook's secret"}
 		}
 		return nil
