@@ -421,6 +421,12 @@ func (g *Git) lookUp(ctx context.Context) (*gitCommit, error) {
 		return nil, g.fail(ctx, c, err)
 	}
 	if c.adv, err = c.session.AdvertisedReferencesContext(ctx); err != nil {
+		// The answer was read whole (wholeGets): an error that is no
+		// transport's and no status is the advertisement's decoding.
+		var ue *url.Error
+		if code, _ := Status(err); code == 0 && !errors.As(err, &ue) && !errors.Is(err, transport.ErrEmptyRemoteRepository) && ctx.Err() == nil {
+			err = malformed(fmt.Errorf("not a Git refs advertisement: %w", err))
+		}
 		return nil, g.fail(ctx, c, err)
 	}
 	name, hash, err := g.resolveRef(c.adv)
@@ -485,6 +491,9 @@ func (g *Git) files(ctx context.Context, c *gitCommit) ([]gitFile, *memory.Stora
 	}
 	sto := memory.NewStorage()
 	if err := packfile.UpdateObjectStorage(sto, pack); err != nil {
+		if !errors.Is(err, errPackTooBig) && ctx.Err() == nil {
+			err = malformed(err)
+		}
 		return nil, nil, g.fail(ctx, c, fmt.Errorf("reading the commit's pack: %w", err))
 	}
 	commit, err := object.GetCommit(sto, c.hash)
@@ -585,16 +594,17 @@ func readBlob(sto *memory.Storage, h plumbing.Hash) ([]byte, error) {
 }
 
 // fail is a fetch's error: what the repository or the transport said,
-// named, without a secret. A refused GitHub App token is dropped, so the
-// next fetch asks for another.
+// named, without a secret, its StatusError kept (Status). A refused
+// GitHub App token is dropped, so the next fetch asks for another.
 func (g *Git) fail(ctx context.Context, c *gitCommit, err error) error {
+	code, _ := Status(err)
 	switch {
-	case errors.Is(err, transport.ErrRepositoryNotFound):
+	case code == http.StatusNotFound || errors.Is(err, transport.ErrRepositoryNotFound):
 		err = fmt.Errorf("not found (404): no such repository, or the credentials may not see it: %w", err)
-	case errors.Is(err, transport.ErrAuthenticationRequired):
+	case code == http.StatusUnauthorized || errors.Is(err, transport.ErrAuthenticationRequired):
 		err = fmt.Errorf("credentials refused or missing (401): %w", err)
 		g.dropAppToken()
-	case errors.Is(err, transport.ErrAuthorizationFailed):
+	case code == http.StatusForbidden || errors.Is(err, transport.ErrAuthorizationFailed):
 		err = fmt.Errorf("access denied (403): %w", err)
 		g.dropAppToken()
 	case errors.Is(err, transport.ErrEmptyRemoteRepository):
@@ -603,22 +613,64 @@ func (g *Git) fail(ctx context.Context, c *gitCommit, err error) error {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		err = fmt.Errorf("fetch did not finish within %s: %w", g.cfg.Timeout, err)
 	}
-	return redact(fmt.Errorf("%s: %w", c.where, err), c.secrets)
+	return redactKeepingStatus(fmt.Errorf("%s: %w", c.where, err), c.secrets)
 }
 
-// wholeGets reads the body of a GET (the refs' advertisement, GitHub's
-// API) whole before go-git decodes it, so a body cut short is reported
-// as such (net/http's unexpected EOF against its Content-Length), not as
-// whatever the decoder made of the part that came.
+// redactKeepingStatus is redact, with the StatusError (and the marks of
+// Malformed) the redaction would drop put back around the redacted text.
+func redactKeepingStatus(err error, secrets []string) error {
+	out := redact(err, secrets)
+	if out == err {
+		return err
+	}
+	if Malformed(err) {
+		out = malformed(out)
+	}
+	var se *StatusError
+	if errors.As(err, &se) {
+		return &StatusError{Code: se.Code, RetryAfter: se.RetryAfter, Err: out}
+	}
+	return out
+}
+
+// wholeGets makes an upstream's answers errors of this package's
+// vocabulary before go-git sees them: a refusal (a status of 400 or
+// more) is a StatusError with its Retry-After, and the body of a GET (the
+// refs' advertisement, GitHub's API) is read whole before it is decoded,
+// so a body cut short is reported as such (net/http's unexpected EOF
+// against its Content-Length), not as whatever the decoder made of the
+// part that came.
 type wholeGets struct{ rt http.RoundTripper }
 
 // maxRefsBytes bounds an advertisement: some 100,000 refs.
 const maxRefsBytes = 16 << 20
 
+// maxQuotedBytes bounds the refusal quoted in an error: a longer one is
+// not quoted at all, rather than cut where a secret it echoes would be
+// cut past redaction.
+const maxQuotedBytes = 1 << 10
+
 func (w wholeGets) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := w.rt.RoundTrip(req)
-	if err != nil || req.Method != http.MethodGet {
+	if err != nil {
 		return resp, err
+	}
+	if resp.StatusCode >= 400 {
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxQuotedBytes+1))
+		quoted := fmt.Sprintf(": %q", bytes.TrimSpace(body))
+		if len(body) > maxQuotedBytes {
+			quoted = " (a body too long to quote)"
+		}
+		var retry string
+		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+			retry = resp.Header.Get("Retry-After")
+		}
+		return nil, &StatusError{Code: resp.StatusCode, RetryAfter: retry,
+			Err: fmt.Errorf("%s %s: status %s%s%s", req.Method, RedactURL(req.URL), resp.Status, quoted, retryAfterNote(retry))}
+	}
+	if req.Method != http.MethodGet {
+		return resp, nil
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxRefsBytes+1))
