@@ -267,6 +267,9 @@ func TestGitFailuresFailTheFetchWhole(t *testing.T) {
 		return true
 	})
 	err := fetchFails(t, newGit(t, r, good), "403", "[REDACTED]")
+	if code, _ := registry.Status(err); code != http.StatusForbidden {
+		t.Errorf("the redacted refusal carries status %d, want 403 (registry.Status)", code)
+	}
 	if strings.Contains(err.Error(), token) || strings.Contains(err.Error(), base64.StdEncoding.EncodeToString([]byte(registry.GitTokenUser+":"+token))) {
 		t.Errorf("the error shows the credentials: %v", err)
 	}
