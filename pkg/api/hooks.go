@@ -7,7 +7,7 @@ package api
 type HookAccepted struct {
 	Registry string `json:"registry"`
 	// Kind is the payload as it was read: distribution, harbor, github,
-	// quay or entries.
+	// gitlab, quay or entries.
 	Kind string `json:"kind"`
 	// Events is how many events the payload held.
 	Events int `json:"events"`

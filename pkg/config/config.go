@@ -48,7 +48,7 @@ type Registry struct {
 	// it, so renaming a registry re-identifies its specs without own ids.
 	Name string `json:"name"`
 	// Type is a registered kind of source (registry.Register: oci, http,
-	// dir, dockerhub, ghcr, helm); the block of the same name configures
+	// dir, dockerhub, ghcr, helm, git); the block of the same name configures
 	// it.
 	Type string `json:"type"`
 	// Allow and Deny are regular expressions matched against the whole

@@ -17,7 +17,7 @@ func TestReferenceFileLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(cfg.Names(), ","); got != "team-images,partner-index,bundled,cloud-images,hub-images,ghcr-images,quay-images,team-charts,oci-charts" {
+	if got := strings.Join(cfg.Names(), ","); got != "team-images,partner-index,bundled,cloud-images,hub-images,ghcr-images,quay-images,team-charts,oci-charts,git-specs,gitlab-specs" {
 		t.Fatalf("registries %s", got)
 	}
 	r, ok := cfg.Lookup("team-images")
@@ -68,7 +68,7 @@ func TestBadConfig(t *testing.T) {
 		{"invalid deny", "registries:\n- name: a\n  deny: ['ok', '[z-a]']\n" + oci, `deny[1] "[z-a]"`},
 		{"no type", "registries:\n- name: a\n  oci: {host: h}\n", "type is required"},
 		{"unknown type", "registries:\n- name: a\n  type: ftp\n  oci: {host: h}\n", `type "ftp" is not one of`},
-		{"two blocks", "registries:\n- name: a\n  type: oci\n  oci: {host: h}\n  dir: {path: .}\n", "exactly one of the oci, http, dir, dockerhub, ghcr, helm and quay blocks"},
+		{"two blocks", "registries:\n- name: a\n  type: oci\n  oci: {host: h}\n  dir: {path: .}\n", "exactly one of the oci, http, dir, dockerhub, ghcr"},
 		{"no block", "registries:\n- name: a\n  type: oci\n", "exactly one of"},
 		{"type block mismatch", "registries:\n- name: a\n  type: oci\n  dir: {path: .}\n", "type oci needs an oci block"},
 		{"share too big", "registries:\n- name: a\n  max_mark_share: 1.5\n" + oci, "max_mark_share 1.5 must be in (0, 1]"},

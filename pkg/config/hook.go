@@ -27,6 +27,8 @@ type Hook struct {
 	//   - "basic": an Authorization: Basic header whose password is the
 	//     secret, any user name: what Quay sends from the user
 	//     information of a webhook URL (it sends no header of its own).
+	//   - "gitlab_token": an X-Gitlab-Token header equal to the secret
+	//     (GitLab's secret token).
 	Type string `json:"type"`
 	// SecretEnv and SecretFile say where the secret is: an environment
 	// variable of the bootstrap function, or a file (a Secret Manager
@@ -41,6 +43,8 @@ const (
 	HookBearer = "bearer"
 	HookHMAC   = "hmac"
 	HookBasic  = "basic"
+	// HookGitLabToken is GitLab's secret token header.
+	HookGitLabToken = "gitlab_token"
 )
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -50,11 +54,11 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // hook.secret_env), so `config check` reports them at their lines.
 func (h Hook) Validate() error {
 	switch h.Type {
-	case HookBearer, HookHMAC, HookBasic:
+	case HookBearer, HookHMAC, HookBasic, HookGitLabToken:
 	case "":
-		return errors.New("hook.type is required (bearer, hmac or basic)")
+		return errors.New("hook.type is required (bearer, hmac, basic or gitlab_token)")
 	default:
-		return fmt.Errorf("hook.type %q is not one of bearer, hmac, basic", h.Type)
+		return fmt.Errorf("hook.type %q is not one of bearer, hmac, basic, gitlab_token", h.Type)
 	}
 	switch {
 	case h.SecretEnv == "" && h.SecretFile == "":

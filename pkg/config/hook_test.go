@@ -26,8 +26,8 @@ func TestHookBlock(t *testing.T) {
 		t.Fatalf("no hook block: %+v, %v", cfg, err)
 	}
 	for name, c := range map[string]struct{ hook, want string }{
-		"no type":           {"{secret_env: S}", "hook.type is required (bearer, hmac or basic)"},
-		"unknown type":      {"{type: digest, secret_env: S}", `hook.type "digest" is not one of bearer, hmac, basic`},
+		"no type":           {"{secret_env: S}", "hook.type is required (bearer, hmac, basic or gitlab_token)"},
+		"unknown type":      {"{type: digest, secret_env: S}", `hook.type "digest" is not one of bearer, hmac, basic, gitlab_token`},
 		"no secret":         {"{type: bearer}", "hook.secret_env or hook.secret_file is required"},
 		"two secrets":       {"{type: bearer, secret_env: S, secret_file: /s}", "hook.secret_env and hook.secret_file: set only one"},
 		"not an env name":   {"{type: hmac, secret_env: 'MY-SECRET'}", `hook.secret_env "MY-SECRET" is not an environment variable name`},

@@ -33,7 +33,7 @@ func TestDockerHubAndGHCRBlocks(t *testing.T) {
 	}
 
 	for _, c := range []struct{ name, yaml, want string }{
-		{"no block", "registries:\n- name: a\n  type: dockerhub\n", "exactly one of the oci, http, dir, dockerhub, ghcr, helm and quay blocks"},
+		{"no block", "registries:\n- name: a\n  type: dockerhub\n", "exactly one of the oci, http, dir, dockerhub, ghcr"},
 		{"type block mismatch", "registries:\n- name: a\n  type: ghcr\n  dockerhub: {namespace: acme}\n", "type ghcr needs a ghcr block"},
 		{"two blocks", "registries:\n- name: a\n  type: ghcr\n  ghcr: {owner: a, owner_type: org}\n  dockerhub: {namespace: acme}\n", "found 2"},
 		{"no namespace", "registries:\n- name: a\n  type: dockerhub\n  dockerhub: {tag: v1}\n", "dockerhub.namespace is required"},

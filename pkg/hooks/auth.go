@@ -152,6 +152,19 @@ func (v *verifier) verify(r *http.Request, body []byte) error {
 			return errUnauthorized{"the signature does not match the body: a different secret, or a body changed on the way"}
 		}
 		return nil
+	case config.HookGitLabToken:
+		// One header, compared as the bearer token is; a second one is
+		// refused rather than either taken.
+		tokens := r.Header.Values(GitLabTokenHeader)
+		if len(tokens) != 1 || tokens[0] == "" {
+			return errUnauthorized{"the hook needs one " + GitLabTokenHeader + " header with its secret"}
+		}
+		secret, usable := v.current()
+		sent, held := sha256.Sum256([]byte(tokens[0])), sha256.Sum256([]byte(secret))
+		if subtle.ConstantTimeCompare(sent[:], held[:]) != 1 || !usable {
+			return errUnauthorized{GitLabTokenHeader + " is not the hook's secret"}
+		}
+		return nil
 	}
 	// config.Hook.Validate admits no other type.
 	return errors.New("hook type " + v.hook.Type + " cannot be checked")

@@ -1,7 +1,8 @@
 // Package hooks turns what upstream registries say about themselves into
 // reconcile messages: webhooks (POST /hooks/{registry} on the hooks
 // function: a distribution registry's notification envelope, Harbor's
-// artifact events, GitHub's package events, a plain {"entries": [...]})
+// artifact events, GitHub's package events, GitHub's and GitLab's Git
+// pushes, a plain {"entries": [...]})
 // and Artifact Registry's Pub/Sub notifications (Artifact, which the
 // reconcile function calls with its worker, and Route). An event is a
 // hint, never the truth: it names what to reconcile, and the run reads
@@ -236,6 +237,8 @@ func (s *Service) resolve(h *hook, events []event, at time.Time) (request, tally
 		switch {
 		case ev.skip != "":
 			t.skipped[ev.skip]++
+		case ev.push != nil:
+			resolvePush(h.Source, *ev.push, &req, &t, add)
 		case !selector || ev.whole:
 			// A source that is no Selector takes any event as "reconcile
 			// it now".

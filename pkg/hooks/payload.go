@@ -37,6 +37,9 @@ type event struct {
 	// skip says why the event asks for nothing: a pull, a blob, a package
 	// that is no container image, a ping.
 	skip string
+	// push is a Git push, for the registry's PushSelector
+	// (payload_git.go).
+	push *registry.GitPush
 }
 
 // errPayload is a body that is not a payload this endpoint reads (400);
@@ -71,6 +74,10 @@ func decodePayload(h http.Header, body []byte) (string, []event, error) {
 	if gh := h.Get(GitHubEventHeader); gh != "" {
 		evs, err := decodeGitHub(gh, body)
 		return KindGitHub, evs, err
+	}
+	if gl := h.Get(GitLabEventHeader); gl != "" {
+		evs, err := decodeGitLab(gl, body)
+		return KindGitLab, evs, err
 	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(body, &top); err != nil {
@@ -268,6 +275,9 @@ type gitHubPackage struct {
 func decodeGitHub(kind string, body []byte) ([]event, error) {
 	if kind == "ping" {
 		return []event{{skip: "ping"}}, nil
+	}
+	if kind == "push" {
+		return decodeGitHubPush(body)
 	}
 	if kind != "package" && kind != "registry_package" {
 		return []event{{skip: "GitHub event " + kind}}, nil

@@ -90,7 +90,7 @@ func TestDecodePayloads(t *testing.T) {
 		}},
 		{"github: an npm package", gh("package"), []byte(`{"action":"published","package":{"name":"x","package_type":"npm","ecosystem":"npm","owner":{"login":"a"}}}`), KindGitHub, []event{{skip: "GitHub package of type npm"}}},
 		{"github: ping", gh("ping"), []byte(`{"zen":"Design for failure.","hook_id":1}`), KindGitHub, []event{{skip: "ping"}}},
-		{"github: a push to a repository", gh("push"), []byte(`{"ref":"refs/heads/main"}`), KindGitHub, []event{{skip: "GitHub event push"}}},
+		{"github: a push listing no path", gh("push"), []byte(`{"ref":"refs/heads/main"}`), KindGitHub, []event{{push: &registry.GitPush{Ref: "refs/heads/main"}}}},
 		{"entries", nil, []byte(`{"entries":["redis","db/postgres"]}`), KindEntries, []event{{entries: []string{"redis", "db/postgres"}}}},
 		{"entries: none is the whole registry", nil, []byte(`{"entries":[]}`), KindEntries, []event{{whole: true}}},
 	} {

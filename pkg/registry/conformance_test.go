@@ -89,6 +89,7 @@ var drivers = []driver{
 	{name: "helm-repository", new: newHelmRepoUpstream},
 	{name: "helm-oci", new: newHelmOCIUpstream},
 	{name: "quay", new: func(t *testing.T) upstream { return newQuayRig(t) }, paginates: true},
+	{name: "git", new: func(t *testing.T) upstream { return newGitRig(t) }},
 }
 
 func TestConformance(t *testing.T) {
