@@ -17,6 +17,7 @@ import (
 	"golang.org/x/mod/semver"
 
 	"github.com/specsync/specsync/pkg/spec"
+	"github.com/specsync/specsync/pkg/verify"
 )
 
 // Helm defaults.
@@ -87,6 +88,9 @@ type HelmConfig struct {
 	// Transport replaces remote.DefaultTransport for an OCI registry
 	// (tests).
 	Transport http.RoundTripper
+	// Verify, when set, offers only entries whose manifest is signed as
+	// it says (oci_verify.go).
+	Verify *verify.Policy
 	// Backoff replaces the retry of OCI requests (zero: 200ms, doubling,
 	// 3 steps; tests shorten it).
 	Backoff remote.Backoff
@@ -519,6 +523,7 @@ func (h *HelmBlock) Build(bc BuildContext) (Source, error) {
 		URL: h.URL, Host: h.Host, Prefix: h.Prefix, Insecure: h.Insecure, Repositories: h.Repositories, PageSize: h.PageSize,
 		Prereleases: h.Prereleases, Filter: bc.Filter, Auth: h.Auth, Concurrency: h.Concurrency, Timeout: time.Duration(h.Timeout),
 		MaxIndexBytes: h.MaxBytes, MaxChartBytes: h.MaxChartBytes, MaxChartUnpackedBytes: h.MaxChartUnpackedBytes,
+		Verify: bc.Verify,
 	})
 }
 
