@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/specsync/specsync/pkg/api"
+	"github.com/specsync/specsync/pkg/feed"
 	"github.com/specsync/specsync/pkg/reconcile"
 	"github.com/specsync/specsync/pkg/registry"
 	"github.com/specsync/specsync/pkg/store"
@@ -87,6 +88,22 @@ func TestVerifyRefusedEntryKeepsItsVerifiedVersion(t *testing.T) {
 	}
 	if key, d := provenance("svc-a"); key != owner.Fingerprint(t) || d != first.String() {
 		t.Errorf("stored provenance key %s digest %s, want %s %s", key, d, owner.Fingerprint(t), first)
+	}
+	// The change feed's entry carries it, as the catalog serves it.
+	cs, err := e.store.ChangesAfter(context.Background(), 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fed map[string]any
+	for _, c := range cs {
+		if c.Name == "svc-a" {
+			if svc := feed.FromChange(c).Service; svc != nil {
+				fed, _ = svc.Metadata["provenance"].(map[string]any)
+			}
+		}
+	}
+	if fed["key"] != owner.Fingerprint(t) || fed["digest"] != first.String() {
+		t.Errorf("the change feed's svc-a says provenance %v, want key %s and digest %s", fed, owner.Fingerprint(t), first)
 	}
 	kept := e.specs("team")["svc-a"]
 	rev := e.revision()
