@@ -2,9 +2,7 @@ package registry_test
 
 import (
 	"context"
-	"errors"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -223,7 +221,9 @@ func TestVerifyCostStaysWithTheChange(t *testing.T) {
 	if got["a"].Hint == nil || got["c"].Hint == nil || got["b"].Spec == nil || got["b"].Spec.Provenance == nil || got["b"].Spec.Provenance.Digest != d {
 		t.Errorf("one moved: a %+v, b %+v", got["a"], got["b"])
 	}
-	if n := reg.count(func(_, u string) bool { return isSignatureLookup("", u) && !strings.Contains(u, strings.TrimPrefix(d, "sha256:")) }); n != 0 {
+	if n := reg.count(func(_, u string) bool {
+		return isSignatureLookup("", u) && !strings.Contains(u, strings.TrimPrefix(d, "sha256:"))
+	}); n != 0 {
 		t.Errorf("one digest moved, and %d lookups were of others:\n%s", n, reg.log())
 	}
 
@@ -240,5 +240,3 @@ func TestVerifyCostStaysWithTheChange(t *testing.T) {
 	}
 }
 
-var _ = os.Getenv
-var _ = errors.New

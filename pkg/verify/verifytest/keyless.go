@@ -110,4 +110,3 @@ func (s *Sigstore) Sign(t testing.TB, repo name.Repository, subject v1.Hash, ide
 	}
 	PushBundle(t, repo, subject, data, opts...)
 }
-
