@@ -239,4 +239,3 @@ func TestVerifyCostStaysWithTheChange(t *testing.T) {
 		}
 	}
 }
-
