@@ -272,3 +272,56 @@ func TestVerifyCostStaysWithTheChange(t *testing.T) {
 		t.Logf("%s, cold, one moved: %s; Firestore %+v", mode, formatCounts(got), run.Ops)
 	}
 }
+
+// A key is rotated as docs/operations.md says with no run refusing a
+// good spec: the new key added beside the old, every entry is verified
+// again and still offered; signed again and the old key removed, each
+// names the new key; one not signed again is an entry error whose last
+// verified version stays served.
+func TestVerifyKeyRotationHasNoWindow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	up := newUpstream(t)
+	old, next := verifytest.NewKey(t), verifytest.NewKey(t)
+	names := []string{"svc-a", "svc-b", "svc-c"}
+	for _, n := range names {
+		up.push(t, n, specYAML(n))
+		up.sign(t, old, n)
+	}
+	step := func(what string, p *verify.Policy, errors int) {
+		t.Helper()
+		run := e.run(up.verifiedSource(t, "team", p))
+		if !run.Result.OK() || run.Counts.EntryErrors != errors || run.Counts.Marked != 0 {
+			t.Fatalf("%s: %s %+v %s %v", what, run.Result, run.Counts, run.Error, run.Errors)
+		}
+		for _, n := range names {
+			if rec := e.specs("team")[n]; rec.State != api.SpecActive {
+				t.Errorf("%s: %s is %s", what, n, rec.State)
+			}
+		}
+	}
+	step("old key", verifytest.Policy(t, old), 0)
+	step("old and new keys", verifytest.Policy(t, old, next), 0)
+	for _, n := range names[:2] {
+		up.sign(t, next, n)
+	}
+	step("signed again with the new key, old and new listed", verifytest.Policy(t, old, next), 0)
+	step("the old key removed", verifytest.Policy(t, next), 1)
+	for _, n := range names {
+		rec := e.specs("team")[n]
+		s, err := rec.Spec()
+		if err != nil || s.Provenance == nil {
+			t.Fatalf("%s: %v", n, err)
+		}
+		want := next.Fingerprint(t)
+		if n == "svc-c" {
+			want = old.Fingerprint(t) // its last verified version, still served
+		}
+		if s.Provenance.Key != want {
+			t.Errorf("%s: signed by %s, want %s", n, s.Provenance.Key, want)
+		}
+	}
+	if rec := e.specs("team")["svc-c"]; !strings.Contains(rec.EntryError, "not by whom verify accepts") {
+		t.Errorf("svc-c, signed only with the removed key: entry error %q", rec.EntryError)
+	}
+}
