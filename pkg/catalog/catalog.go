@@ -16,7 +16,10 @@
 //     sorted list of "os/arch[/variant]" strings, because OSB has no field
 //     for them and platforms treat metadata as an opaque blob. They replace
 //     an author's own "platforms" key: the image index is the authority on
-//     what the image runs on.
+//     what the image runs on. Likewise metadata.provenance is who signed
+//     the version served ({digest, key} or {digest, identity, issuer}),
+//     set only from a verified signature (spec.Provenance): an author's
+//     own "provenance" key is dropped.
 //   - Plan free defaults to true when the spec leaves it unset (the APB and
 //     OSB default); plan bindable inherits the spec's bindable. Both are
 //     always written out, so a consumer never has to re-implement the
@@ -366,15 +369,32 @@ func maintenanceInfo(s *spec.Spec, generation int64) *MaintenanceInfo {
 	}
 }
 
-// serviceMetadata copies the spec's metadata only when it adds platforms,
-// so the input spec is never modified.
+// serviceMetadata copies the spec's metadata only when it adds platforms
+// or provenance, so the input spec is never modified.
 func serviceMetadata(s *spec.Spec) map[string]any {
-	if len(s.Platforms) == 0 {
+	_, claimed := s.Metadata["provenance"]
+	if len(s.Platforms) == 0 && s.Provenance == nil && !claimed {
 		return s.Metadata
 	}
-	md := make(map[string]any, len(s.Metadata)+1)
+	md := make(map[string]any, len(s.Metadata)+2)
 	for k, v := range s.Metadata {
 		md[k] = v
+	}
+	// Who signed is the verified signature's word (spec.Provenance), set
+	// by a registry with a verify block; an author's own key would claim
+	// it unverified.
+	delete(md, "provenance")
+	if p := s.Provenance; p != nil {
+		pm := map[string]any{"digest": p.Digest}
+		if p.Key != "" {
+			pm["key"] = p.Key
+		} else {
+			pm["identity"], pm["issuer"] = p.Identity, p.Issuer
+		}
+		md["provenance"] = pm
+	}
+	if len(s.Platforms) == 0 {
+		return md
 	}
 	platforms := make([]string, len(s.Platforms))
 	for i, p := range s.Platforms {

@@ -393,7 +393,7 @@ func build(r Registry, dirs dirs) (registry.Source, error) {
 	probs = append(probs, relativeCredentialFiles(kind, r.Block())...)
 	// A source names its block's fields in its errors ("oci.host ...",
 	// "helm.url"), which config check locates: kept as they are.
-	src, err := r.Block().Build(registry.BuildContext{Filter: filter, OpenDir: dirs})
+	src, err := r.Block().Build(registry.BuildContext{Filter: filter, OpenDir: dirs, Verify: r.Verify})
 	if err != nil {
 		probs = append(probs, err)
 	}

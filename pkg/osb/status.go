@@ -149,6 +149,9 @@ type serviceRow struct {
 	Plans                 []planRow
 	HeldBack              bool
 	EntryError            string // the registry whose entry fails
+	// SignedBy and SignedDigest are who signed the version served, and
+	// its digest, from metadata.provenance: empty, it is unverified.
+	SignedBy, SignedDigest string
 }
 
 type planRow struct {
@@ -412,6 +415,9 @@ func catalogServices(cat *Rendered, d *statusData) map[string]bool {
 				ID, Name string
 				Free     bool
 			}
+			Metadata struct {
+				Provenance *struct{ Digest, Key, Identity, Issuer string }
+			}
 		}
 	}
 	if err := json.Unmarshal(first.Bytes(), &body); err != nil {
@@ -422,6 +428,12 @@ func catalogServices(cat *Rendered, d *statusData) map[string]bool {
 	d.ServicesTotal = cat.Services
 	for _, s := range body.Services {
 		row := serviceRow{ID: s.ID, Name: s.Name, Description: s.Description}
+		if p := s.Metadata.Provenance; p != nil {
+			row.SignedBy, row.SignedDigest = "key "+p.Key, p.Digest
+			if p.Key == "" {
+				row.SignedBy = p.Identity + " (issuer " + p.Issuer + ")"
+			}
+		}
 		for _, p := range s.Plans {
 			row.Plans = append(row.Plans, planRow{ID: p.ID, Name: p.Name, Free: p.Free})
 		}

@@ -28,6 +28,9 @@ const (
 	reqGetManifest = "GET manifest"
 	reqGetBlob     = "GET blob"
 	reqPing        = "GET /v2/"
+	// reqSignature is a signature lookup (verify): the referrers API,
+	// the referrers tag schema (sha256-<hex>) or cosign's .sig tag.
+	reqSignature = "signature lookup"
 )
 
 // upstream is the reference distribution registry in process (it
@@ -71,6 +74,8 @@ func requestKind(r *http.Request) string {
 	switch {
 	case strings.HasSuffix(p, "/_catalog"):
 		return reqCatalog
+	case strings.Contains(p, "/referrers/") || strings.Contains(p, "/manifests/sha256-"):
+		return reqSignature
 	case strings.Contains(p, "/manifests/") && r.Method == http.MethodHead:
 		return reqHead
 	case strings.Contains(p, "/manifests/") && r.Method == http.MethodGet:

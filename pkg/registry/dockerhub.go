@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
+
+	"github.com/specsync/specsync/pkg/verify"
 )
 
 // Docker Hub defaults.
@@ -54,6 +56,9 @@ type DockerHubConfig struct {
 	// Transport replaces http.DefaultTransport for the API and the
 	// registry (tests).
 	Transport http.RoundTripper
+	// Verify, when set, offers only entries whose manifest is signed as
+	// it says (oci_verify.go).
+	Verify *verify.Policy
 }
 
 // DockerHub lists the spec images of a Docker Hub namespace.
@@ -115,7 +120,7 @@ func NewDockerHub(cfg DockerHubConfig) (*DockerHub, error) {
 	d.oci, err = NewOCI(OCIConfig{
 		Host: cfg.Host, Prefix: prefix, Insecure: cfg.Insecure, Lister: dockerHubLister{d},
 		Tag: cfg.Tag, Filter: cfg.Filter, Auth: auth, Concurrency: cfg.Concurrency,
-		Timeout: cfg.Timeout, Transport: cfg.Transport,
+		Timeout: cfg.Timeout, Transport: cfg.Transport, Verify: cfg.Verify,
 	})
 	if err != nil {
 		probs.add(innerOCIError("dockerhub", err))
@@ -307,6 +312,7 @@ func (b *DockerHubBlock) Build(bc BuildContext) (Source, error) {
 	return NewDockerHub(DockerHubConfig{
 		Namespace: b.Namespace, APIURL: b.APIURL, Host: b.Host, Insecure: b.Insecure, Tag: b.Tag, Filter: bc.Filter,
 		Auth: b.Auth, PageSize: b.PageSize, Concurrency: b.Concurrency, Timeout: time.Duration(b.Timeout),
+		Verify: bc.Verify,
 	})
 }
 

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
+
+	"github.com/specsync/specsync/pkg/verify"
 )
 
 // GitHub Container Registry defaults.
@@ -69,6 +71,9 @@ type GHCRConfig struct {
 	// Transport replaces http.DefaultTransport for the API and the
 	// registry (tests).
 	Transport http.RoundTripper
+	// Verify, when set, offers only entries whose manifest is signed as
+	// it says (oci_verify.go).
+	Verify *verify.Policy
 }
 
 // GHCR lists the spec images among a GitHub owner's container packages.
@@ -151,7 +156,7 @@ func NewGHCR(cfg GHCRConfig) (*GHCR, error) {
 	g.oci, err = NewOCI(OCIConfig{
 		Host: cfg.Host, Prefix: g.owner, Insecure: cfg.Insecure, Lister: ghcrLister{g},
 		Tag: cfg.Tag, Filter: cfg.Filter, Auth: pull, Concurrency: cfg.Concurrency,
-		Timeout: cfg.Timeout, Transport: cfg.Transport,
+		Timeout: cfg.Timeout, Transport: cfg.Transport, Verify: cfg.Verify,
 	})
 	if err != nil {
 		probs.add(innerOCIError("ghcr", err))
@@ -411,6 +416,7 @@ func (b *GHCRBlock) Build(bc BuildContext) (Source, error) {
 	return NewGHCR(GHCRConfig{
 		Owner: b.Owner, OwnerType: b.OwnerType, APIURL: b.APIURL, Host: b.Host, Insecure: b.Insecure, Tag: b.Tag,
 		Filter: bc.Filter, Auth: b.Auth, PageSize: b.PageSize, Concurrency: b.Concurrency, Timeout: time.Duration(b.Timeout),
+		Verify: bc.Verify,
 	})
 }
 

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/mod/semver"
 
 	"github.com/specsync/specsync/pkg/spec"
+	"github.com/specsync/specsync/pkg/verify"
 )
 
 // Helm defaults.
@@ -87,6 +88,9 @@ type HelmConfig struct {
 	// Transport replaces remote.DefaultTransport for an OCI registry
 	// (tests).
 	Transport http.RoundTripper
+	// Verify, when set, offers only entries whose manifest is signed as
+	// it says (oci_verify.go).
+	Verify *verify.Policy
 	// Backoff replaces the retry of OCI requests (zero: 200ms, doubling,
 	// 3 steps; tests shorten it).
 	Backoff remote.Backoff
@@ -124,6 +128,8 @@ type Helm struct {
 	// names its content, so an entry never goes stale; it is pruned to
 	// the digests of the last complete fetch.
 	cache map[string]chartContent
+	// verified are the chart manifests verified (oci_verify.go).
+	verified verifiedDigests
 }
 
 // NewHelm checks cfg and fills in defaults.
@@ -237,6 +243,8 @@ type chartOutcome struct {
 	ref     string
 	at      name.Digest
 	url     *url.URL
+	// fatal is a signature lookup that failed: the fetch's failure.
+	fatal error
 }
 
 // unreached is the entry of a chart whose registry could not be talked to
@@ -338,6 +346,7 @@ func (h *Helm) listing(outcomes []chartOutcome, secrets []string) *Listing {
 	slices.SortStableFunc(entries, byName)
 	slices.SortStableFunc(quiet, byName)
 	pruneCache(&h.mu, h.cache, keep)
+	h.verified.prune(keep)
 	return &Listing{Entries: entries, Quiet: quiet, Digest: ListingDigest(slices.Concat(entries, quiet))}
 }
 
@@ -406,6 +415,16 @@ func (h *Helm) settle(ctx context.Context, looked []chartOutcome, opts FetchOpti
 	// index, read whole, is what shows a repository down).
 	if err := allFailed(outcomes); err != nil && h.repo == nil {
 		return nil, err
+	}
+	// A signature lookup that failed fails the fetch (the first by name).
+	var fatal *chartOutcome
+	for i, o := range outcomes {
+		if o.fatal != nil && (fatal == nil || o.name < fatal.name) {
+			fatal = &outcomes[i]
+		}
+	}
+	if fatal != nil {
+		return nil, fatal.fatal
 	}
 	return h.listing(outcomes, secrets), nil
 }
@@ -519,6 +538,7 @@ func (h *HelmBlock) Build(bc BuildContext) (Source, error) {
 		URL: h.URL, Host: h.Host, Prefix: h.Prefix, Insecure: h.Insecure, Repositories: h.Repositories, PageSize: h.PageSize,
 		Prereleases: h.Prereleases, Filter: bc.Filter, Auth: h.Auth, Concurrency: h.Concurrency, Timeout: time.Duration(h.Timeout),
 		MaxIndexBytes: h.MaxBytes, MaxChartBytes: h.MaxChartBytes, MaxChartUnpackedBytes: h.MaxChartUnpackedBytes,
+		Verify: bc.Verify,
 	})
 }
 

@@ -94,6 +94,16 @@ func (h *Helm) fetchOCI(ctx context.Context, opts FetchOptions) (*Listing, error
 	if err := allFailed(looked); err != nil {
 		return fail(err)
 	}
+	pending := slices.ContainsFunc(looked, func(o chartOutcome) bool { return o.pending })
+	if err := loadVerifier(c, h.cfg.Verify, pending); err != nil {
+		return nil, err
+	}
+	for i := range looked {
+		// As the oci source's Upstream names the policy (conn.upstream).
+		if looked[i].upstream != "" && c.verifier != nil {
+			looked[i].upstream += " verify " + c.verifier.Digest()
+		}
+	}
 	l, err := h.settle(ctx, looked, opts, c.secrets, func(ctx context.Context, o chartOutcome) chartOutcome {
 		return h.ociRead(ctx, c, o)
 	})
@@ -189,7 +199,11 @@ func (h *Helm) ociRead(ctx context.Context, c *conn, o chartOutcome) chartOutcom
 		h.remember(o.key, content)
 	}
 	where, _, _ := strings.Cut(o.ref, "@")
-	return h.readOutcome(o, content, "oci://"+where)
+	out := h.readOutcome(o, content, "oci://"+where)
+	if out.entry != nil {
+		out.fatal = verifyEntry(ctx, c, &h.verified, o.at.Context(), o.key, out.entry, fmt.Sprintf("chart %s version %s", o.name, o.v.version))
+	}
+	return out
 }
 
 // ociContent is what a chart manifest holds: a problem with it is the

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/specsync/specsync/pkg/verify"
 )
 
 // A Kind is a type of source as the registries file names it: a registry
@@ -54,6 +56,9 @@ type BuildContext struct {
 	// registries file (on disk, or in a config bundle): its files and the
 	// name its refs start with. Its errors name the path.
 	OpenDir func(path string) (fsys fs.FS, root string, err error)
+	// Verify is the registry's verify block: when set, a source whose
+	// entries are OCI manifests offers only those signed as it says.
+	Verify *verify.Policy
 }
 
 // Description is where a source is read from: the host, URL, namespace

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/specsync/specsync/pkg/spec"
+	"github.com/specsync/specsync/pkg/verify"
 )
 
 // OCI defaults.
@@ -58,6 +59,9 @@ type OCIConfig struct {
 	Timeout time.Duration
 	// Transport replaces remote.DefaultTransport (tests).
 	Transport http.RoundTripper
+	// Verify, when set, offers only entries whose manifest is signed as
+	// it says (oci_verify.go).
+	Verify *verify.Policy
 }
 
 // RepositoryLister lists a registry's repositories where the catalog API
@@ -91,6 +95,8 @@ type OCI struct {
 	// content, so an entry never goes stale; it is pruned to the digests
 	// of the last complete fetch so it cannot outgrow the registry.
 	cache map[string]ociResult
+	// verified are the digests verified (oci_verify.go), pruned as cache.
+	verified verifiedDigests
 }
 
 // ociResult is what one manifest offers, kept as the raw label so that
@@ -218,6 +224,8 @@ type repoOutcome struct {
 	tag         name.Tag
 	got         *remote.Descriptor
 	quiet       bool
+	// fatal is a signature lookup that failed: the fetch's failure.
+	fatal error
 }
 
 // Fetch lists the registry. See Source.
@@ -303,6 +311,9 @@ func (o *OCI) fetchEntries(ctx context.Context, c *conn, selected []string, comp
 			seen[r.digest] = true
 		}
 	}
+	if err := loadVerifier(c, o.cfg.Verify, len(seen) > 0); err != nil {
+		return nil, err
+	}
 	if complete && opts.PreviousDigest != "" {
 		var looked []Entry
 		for i, r := range outcomes {
@@ -310,7 +321,7 @@ func (o *OCI) fetchEntries(ctx context.Context, c *conn, selected []string, comp
 			case r.entry != nil:
 				looked = append(looked, redacted(*r.entry, c.secrets))
 			case r.digest != "":
-				looked = append(looked, Entry{Name: selected[i], Ref: o.ref(selected[i], r.digest), Upstream: upstreamOf(r.digest)})
+				looked = append(looked, Entry{Name: selected[i], Ref: o.ref(selected[i], r.digest), Upstream: c.upstream(r.digest)})
 			}
 		}
 		if d := ListingDigest(looked); d == opts.PreviousDigest {
@@ -323,8 +334,21 @@ func (o *OCI) fetchEntries(ctx context.Context, c *conn, selected []string, comp
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where, err)
 	}
-	each(o.cfg.Concurrency, len(selected), func(i int) { outcomes[i] = o.resolve(ctx, c.puller, selected[i], outcomes[i], hints) })
+	each(o.cfg.Concurrency, len(selected), func(i int) { outcomes[i] = o.resolve(ctx, c, selected[i], outcomes[i], hints) })
 	if err := o.incomplete(ctx, c, outcomes); err != nil {
+		return nil, err
+	}
+	// A signature lookup that failed fails the fetch, naming the first
+	// such entry by name (as allFailed does).
+	var fatal error
+	first := ""
+	for i, r := range outcomes {
+		if r.fatal != nil && (fatal == nil || selected[i] < first) {
+			fatal, first = r.fatal, selected[i]
+		}
+	}
+	if fatal != nil {
+		_, err := c.fail(fmt.Errorf("%s: %w", c.where, fatal))
 		return nil, err
 	}
 
@@ -334,7 +358,7 @@ func (o *OCI) fetchEntries(ctx context.Context, c *conn, selected []string, comp
 		case r.entry != nil:
 			entries = append(entries, redacted(*r.entry, c.secrets))
 		case r.quiet:
-			quiet = append(quiet, Entry{Name: selected[i], Ref: o.ref(selected[i], r.digest), Upstream: upstreamOf(r.digest)})
+			quiet = append(quiet, Entry{Name: selected[i], Ref: o.ref(selected[i], r.digest), Upstream: c.upstream(r.digest)})
 		}
 	}
 	byName := func(a, b Entry) int { return strings.Compare(a.Name, b.Name) }
@@ -374,7 +398,10 @@ func (r repoOutcome) unreached() *Entry {
 }
 
 // prune keeps in the cache only the manifests a complete fetch saw.
-func (o *OCI) prune(seen map[string]bool) { pruneCache(&o.mu, o.cache, seen) }
+func (o *OCI) prune(seen map[string]bool) {
+	pruneCache(&o.mu, o.cache, seen)
+	o.verified.prune(seen)
+}
 
 // hints asks the run for its hints (opts.Hints) when some manifest a tag
 // names is not in the cache: nil when none is needed or the run gives
@@ -448,11 +475,12 @@ func broken(repo, ref string, unreachable bool, err error) repoOutcome {
 // from the run's hint of the entry at the same upstream digest, or read.
 // A manifest that cannot be read is the entry's error, without an
 // Upstream: reading it again may cure it.
-func (o *OCI) resolve(ctx context.Context, puller *remote.Puller, repo string, out repoOutcome, hints map[string]Hint) repoOutcome {
+func (o *OCI) resolve(ctx context.Context, c *conn, repo string, out repoOutcome, hints map[string]Hint) repoOutcome {
 	if out.digest == "" {
 		return out
 	}
-	ref, upstream := o.ref(repo, out.digest), upstreamOf(out.digest)
+	puller := c.puller
+	ref, upstream := o.ref(repo, out.digest), c.upstream(out.digest)
 	o.mu.Lock()
 	res, ok := o.cache[out.digest]
 	o.mu.Unlock()
@@ -491,6 +519,7 @@ func (o *OCI) resolve(ctx context.Context, puller *remote.Puller, repo string, o
 	} else {
 		s.Platforms = slices.Clone(res.platforms)
 		e.Spec = s
+		out.fatal = verifyEntry(ctx, c, &o.verified, out.tag.Context(), out.digest, e, "repository "+repo)
 	}
 	out.entry = e
 	return out
@@ -644,7 +673,7 @@ func (b *OCIBlock) Build(bc BuildContext) (Source, error) {
 	return NewOCI(OCIConfig{
 		Host: b.Host, Prefix: b.Prefix, Insecure: b.Insecure, Repositories: b.Repositories, Tag: b.Tag,
 		Filter: bc.Filter, Auth: b.Auth, PageSize: b.PageSize, Concurrency: b.Concurrency,
-		Timeout: time.Duration(b.Timeout),
+		Timeout: time.Duration(b.Timeout), Verify: bc.Verify,
 	})
 }
 

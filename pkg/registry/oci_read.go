@@ -25,6 +25,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
 	"github.com/specsync/specsync/pkg/spec"
+	"github.com/specsync/specsync/pkg/verify"
 )
 
 // defaultOCIBackoff is the retry of go-containerregistry's requests
@@ -44,6 +45,9 @@ type conn struct {
 	puller  *remote.Puller
 	// retryAfter is the last Retry-After the registry sent (retryAfters).
 	retryAfter atomic.Value
+	// verifier is the registry's verify policy, loaded for this fetch
+	// (oci_verify.go); nil without one.
+	verifier *verify.Verifier
 }
 
 func (c *conn) fail(err error) (*Listing, error) {

@@ -274,7 +274,16 @@ func parseJSON(raw []byte) (*Spec, error) {
 			}
 		}
 	}
-	if problems := typeProblems(doc); len(problems) > 0 {
+	problems := typeProblems(doc)
+	for k := range doc {
+		// Who signed is the verified signature's word, never the spec's:
+		// a spec claiming it would forge its own provenance (encoding/json
+		// matches keys case-insensitively, so any case is refused).
+		if strings.EqualFold(k, "provenance") {
+			problems = append(problems, Problem{Field: k, Reason: "is set by specsync from a verified signature, not by the spec"})
+		}
+	}
+	if len(problems) > 0 {
 		return nil, &ValidationError{Problems: problems}
 	}
 	var s Spec

@@ -122,3 +122,18 @@ func TestIsSemver(t *testing.T) {
 		}
 	}
 }
+
+// A spec cannot claim its own provenance: only a verified signature sets
+// it, so a label saying who signed it is refused, in any case.
+func TestSpecCannotClaimProvenance(t *testing.T) {
+	for _, key := range []string{"provenance", "Provenance"} {
+		doc := "name: forged\ndescription: d\nplans:\n  - name: p\n    description: d\n" + key + ":\n  digest: sha256:00\n  key: SHA256:trusted\n"
+		s, err := spec.Parse([]byte(doc))
+		if err == nil {
+			t.Fatalf("%s: a spec claiming provenance parsed: %+v", key, s.Provenance)
+		}
+		if !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "verified signature") {
+			t.Errorf("%s: error %q does not say the key is refused and why", key, err)
+		}
+	}
+}

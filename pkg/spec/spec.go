@@ -44,6 +44,29 @@ type Spec struct {
 	// (see MaintenanceAt). Unset, it encodes (and digests) as a spec did
 	// before the field existed.
 	MaintenanceVersion string `json:"maintenance_version,omitempty"`
+	// Provenance is who signed the manifest the spec was read from, set
+	// by a registry with a verify block once the signature verified;
+	// never by the spec itself (Parse refuses the key). Unset, it encodes
+	// (and digests) as a spec did before the field existed.
+	Provenance *Provenance `json:"provenance,omitempty"`
+}
+
+// Provenance is a verified signature of the manifest a spec came from:
+// the manifest digest, and the signer: a keyless certificate's identity
+// and OIDC issuer, or the fingerprint of the public key.
+type Provenance struct {
+	Digest   string `json:"digest"`
+	Identity string `json:"identity,omitempty"`
+	Issuer   string `json:"issuer,omitempty"`
+	Key      string `json:"key,omitempty"`
+}
+
+// Signer says who signed, in one line.
+func (p *Provenance) Signer() string {
+	if p.Key != "" {
+		return "key " + p.Key
+	}
+	return p.Identity + " (issuer " + p.Issuer + ")"
 }
 
 // Plan is one service plan of a spec.

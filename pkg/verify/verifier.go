@@ -24,6 +24,7 @@ import (
 type Verifier struct {
 	keys    []publicKey
 	keyless *keylessVerifier
+	digest  string
 }
 
 // publicKey is a configured key, its sigstore-go verifier and the
@@ -101,6 +102,11 @@ func (p Policy) Load() (*Verifier, error) {
 		}
 		v.keyless = &keylessVerifier{verifier: sv, identity: id}
 	}
+	digest, err := p.materialDigest(v)
+	if err != nil {
+		return nil, failure.Wrap(failure.Precondition, err)
+	}
+	v.digest = digest
 	return v, nil
 }
 

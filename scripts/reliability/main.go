@@ -38,7 +38,7 @@ import (
 // cannotApply matches the tests whose skips are cases a source cannot
 // have (the conformance suite's t.Skip with the reason): counted apart,
 // neither as passes nor as failures. Any other skip fails its row.
-var cannotApply = regexp.MustCompile(`^TestConformance/`)
+var cannotApply = regexp.MustCompile(`^TestConformance(Verify)?/`)
 
 // loadTag is the build tag of the load tests.
 const loadTag = "reliability"
@@ -138,6 +138,15 @@ var rows = []row{
 	{"registry", "every source through one conformance table (oci, the Artifact Registry children walk, http, dir, dockerhub, ghcr, both forms of helm, and each new source): empty, entries over several pages, a garbage entry among good ones, an entry gone and back, the upstream unavailable; on the listing: 401, 429 with Retry-After, 5xx on the first or a later page, a partial (truncated) page, a garbage page, a timeout",
 		"a failed or partial listing is the fetch's error, whichever page and however it fails (retries of the page meet the fault again), of the fault's class (the upstream's status and its Retry-After, a truncated body, a body that does not parse, a timeout) and saying so, and the next clean fetch lists everything; a broken entry is that entry's error beside good ones; an entry that goes is absent, comes back under its name; an unchanged upstream lists with an unchanged digest; a case a source cannot have is skipped with the reason and not counted",
 		[]string{`^TestConformance/`}},
+	{"verify", "a registry with a verify block, through the conformance table (every source whose entries are OCI manifests): an entry unsigned, signed with another key, by another identity or issuer, a signature of another digest, a tampered payload; signatures on a registry with and without the referrers API, and cosign's .sig tag",
+		"each refused entry is that entry's error saying why, in one line, with no Upstream (a signature pushed later is found); each signed one is offered with who signed it and the digest",
+		[]string{`^TestConformanceVerify/`, `^TestVerifyOffersOnlySigned$`, `^TestVerifySignedAfterPush$`}},
+	{"verify", "an unsigned push, read by a full run and by a webhook's targeted run",
+		"the spec keeps its last verified version, active, not marked; the run and the spec record why; the catalog revision does not move; signed later, the version is adopted with its provenance, in the catalog and the change feed",
+		[]string{`^TestVerifyRefusedEntryKeepsItsVerifiedVersion$`}},
+	{"verify", "signature lookups answer 5xx (after the retries); a key or trusted root that cannot be read",
+		"the fetch fails whole (failure Unavailable, or Precondition for the key): nothing marked or changed, the run's error says so",
+		[]string{`^TestVerifyFailuresFailTheFetch$`, `^TestConformanceVerify/.*/a_signature_lookup_5xx`, `^TestVerifyRefusedEntryKeepsItsVerifiedVersion$`}},
 	{"pubsub", "every message delivered three times, copies in reverse order; stale messages of a finished operation after the next one started",
 		"redelivery is harmless: each registry counts once per operation; stale messages change nothing; the operations succeed",
 		[]string{`^TestPubSubDuplicateAndOutOfOrderDeliveries$`, `^TestWorkerRedeliveryCountsOnce$`}},
