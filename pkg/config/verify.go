@@ -14,6 +14,7 @@ import (
 var notSigned = map[string]string{
 	"http": "an http index's entries are documents, not OCI manifests: nothing signs them that verify could check",
 	"dir":  "a dir source's spec files ship with the deployment: they are as trusted as the registries file itself",
+	"git":  "a git source's entries are files of a commit, not OCI manifests: verify checks cosign signatures of manifests, not commit signatures",
 }
 
 // checkVerify checks a registry's verify block (pkg/verify's Policy):

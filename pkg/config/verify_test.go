@@ -43,6 +43,10 @@ func TestCheckVerifyBlock(t *testing.T) {
     type: oci
     oci: {host: registry.example.com}
     verify: {keyless: {trusted_root_file: /r.json}, colour: red}
+  - name: repo
+    type: git
+    git: {url: "https://github.com/acme/specs.git", ref: main, paths: ["specs/*.yaml"]}
+    verify: {keys: [{pem_file: /etc/keys/k.pub}]}
 `
 	res := config.Check([]byte(src), "f.yaml", ".")
 	got := map[int]string{}
@@ -58,6 +62,7 @@ func TestCheckVerifyBlock(t *testing.T) {
 		23: "registries[2] (bundled): verify: not for a source of type dir",
 		27: "registries[3] (charts): verify: not for a helm chart repository",
 		31: "registries[4].verify.colour: unknown field",
+		35: "registries[5] (repo): verify: not for a source of type git",
 	} {
 		if !strings.Contains(got[line], want) {
 			t.Errorf("line %d: got %q, want %q", line, got[line], want)
@@ -69,8 +74,8 @@ func TestCheckVerifyBlock(t *testing.T) {
 		!strings.Contains(got[31], "verify.keyless: issuer or issuer_regexp is required") {
 		t.Errorf("line 31: %q, want the missing identity and issuer", got[31])
 	}
-	if len(res.Problems) != 10 {
-		t.Errorf("%d problems, want 10: %+v", len(res.Problems), res.Problems)
+	if len(res.Problems) != 11 {
+		t.Errorf("%d problems, want 11: %+v", len(res.Problems), res.Problems)
 	}
 
 	// Load stops at the block too, naming the registry.
