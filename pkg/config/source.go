@@ -59,6 +59,10 @@ type SourceOptions struct {
 	// Logger gets what a check finds: a new configuration, an invalid
 	// one, a failed read (slog.Default when nil).
 	Logger *slog.Logger
+	// Now is the clock the interval is measured on (time.Now when nil):
+	// a test moves it by hand, so that what it asserts about the
+	// interval does not depend on how fast the machine runs.
+	Now func() time.Time
 }
 
 // Source is the registries file a function reads on every request or
@@ -78,6 +82,7 @@ type Source struct {
 	interval     time.Duration
 	checkTimeout time.Duration
 	log          *slog.Logger
+	now          func() time.Time
 
 	current atomic.Pointer[loaded]
 	// nextCheck is when a check is due (Unix nanoseconds): read without
@@ -109,6 +114,10 @@ func LoadSource(ctx context.Context, location string, opts SourceOptions) (*Sour
 		interval:     opts.Interval,
 		checkTimeout: opts.CheckTimeout,
 		log:          opts.Logger,
+		now:          opts.Now,
+	}
+	if s.now == nil {
+		s.now = time.Now
 	}
 	if s.interval <= 0 {
 		s.interval = RefreshInterval
@@ -146,7 +155,7 @@ func LoadSource(ctx context.Context, location string, opts SourceOptions) (*Sour
 	}
 	s.object = obj
 	s.current.Store(&loaded{cfg: cfg, generation: gen})
-	s.nextCheck.Store(time.Now().Add(s.interval).UnixNano())
+	s.nextCheck.Store(s.now().Add(s.interval).UnixNano())
 	return s, nil
 }
 
@@ -158,7 +167,7 @@ func (s *Source) String() string { return s.location }
 // when a check is due (see Source). It always returns a configuration:
 // the one loaded at cold start, or a newer good one.
 func (s *Source) Current(ctx context.Context) (*Config, int64) {
-	if s.object != nil && time.Now().UnixNano() >= s.nextCheck.Load() {
+	if s.object != nil && s.now().UnixNano() >= s.nextCheck.Load() {
 		s.check(ctx)
 	}
 	l := s.current.Load()
@@ -172,14 +181,13 @@ func (s *Source) check(ctx context.Context) {
 		return // another request is checking: serve what is current
 	}
 	defer s.mu.Unlock()
-	now := time.Now()
-	if now.UnixNano() < s.nextCheck.Load() {
+	if s.now().UnixNano() < s.nextCheck.Load() {
 		return // checked while this request waited for the lock
 	}
 	// Due again an interval after this check ends, whatever it finds: a
 	// slow or failing read (up to the check's bound) is not followed at
 	// once by another one, nor retried by every request.
-	defer func() { s.nextCheck.Store(time.Now().Add(s.interval).UnixNano()) }()
+	defer func() { s.nextCheck.Store(s.now().Add(s.interval).UnixNano()) }()
 	// The check is the instance's, not the request's: a request that
 	// gives up does not make it fail; it is bounded on its own.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.checkTimeout)

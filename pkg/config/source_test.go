@@ -170,12 +170,17 @@ func TestSourceColdStartFromABundle(t *testing.T) {
 // read. What is derived from the configuration is built again only then.
 func TestSourcePicksUpAnEditAfterTheInterval(t *testing.T) {
 	t.Parallel()
-	const interval = 300 * time.Millisecond
+	// The interval is measured on a clock the test moves: how fast the
+	// machine runs decides nothing here.
+	const interval = 30 * time.Second
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC).UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	advance := func(d time.Duration) { clock.Add(int64(d)) }
 	g := newFakeGCS(t)
 	first := g.write("registries.json", bundleJSON(t, registriesNamed("a"), nil))
 	var logs logBuffer
-	start := time.Now()
-	src, err := config.LoadSource(context.Background(), "gs://"+bucket+"/registries.json", config.SourceOptions{OpenObject: g.open, Interval: interval, Logger: logs.logger()})
+	src, err := config.LoadSource(context.Background(), "gs://"+bucket+"/registries.json", config.SourceOptions{OpenObject: g.open, Interval: interval, Logger: logs.logger(), Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,13 +188,12 @@ func TestSourcePicksUpAnEditAfterTheInterval(t *testing.T) {
 	derived := config.Derive(src, func(c *config.Config) string { builds++; return names(c) })
 	second := g.write("registries.json", bundleJSON(t, registriesNamed("a", "b"), nil))
 	for range 10 {
-		got := derived.Current(context.Background())
-		// (Past the interval, on a slow machine, the edit may be in.)
-		if time.Since(start) < interval && (got != "a" || g.metadata.Load() != 0) {
+		advance(interval / 20) // half the interval in all: still within it
+		if got := derived.Current(context.Background()); got != "a" || g.metadata.Load() != 0 {
 			t.Fatalf("within the interval: %s after %d metadata reads, want the configuration loaded (a) and none", got, g.metadata.Load())
 		}
 	}
-	time.Sleep(interval)
+	advance(interval / 2)
 	cfg, gen := src.Current(context.Background())
 	if names(cfg) != "a,b" || gen != second || gen == first {
 		t.Fatalf("after the interval: %s at generation %d, want a,b at %d", names(cfg), gen, second)
@@ -204,7 +208,12 @@ func TestSourcePicksUpAnEditAfterTheInterval(t *testing.T) {
 		t.Errorf("the swap is not logged with its generation:\n%s", logs.String())
 	}
 	// Unchanged: one metadata read an interval, no read.
-	time.Sleep(interval)
+	advance(interval - time.Nanosecond)
+	src.Current(context.Background())
+	if m := g.metadata.Load(); m != 1 {
+		t.Errorf("checked again before the interval was over: %d metadata reads, want 1", m)
+	}
+	advance(time.Nanosecond)
 	src.Current(context.Background())
 	if m, r := g.metadata.Load(), g.reads.Load(); m != 2 || r != 2 {
 		t.Errorf("an unchanged object: %d metadata reads and %d reads, want 2 and 2", m, r)
