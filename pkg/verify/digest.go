@@ -21,9 +21,9 @@ func (v *Verifier) Digest() string { return v.digest }
 // materialDigest is the Digest of the policy p loaded as v.
 func materialDigest(p policy.Policy, v *Verifier) (string, error) {
 	var d struct {
-		Keys    []string `json:"keys,omitempty"`
+		Keys    []string        `json:"keys,omitempty"`
 		Keyless *policy.Keyless `json:"keyless,omitempty"`
-		Root    string   `json:"root,omitempty"`
+		Root    string          `json:"root,omitempty"`
 	}
 	for _, k := range v.keys {
 		d.Keys = append(d.Keys, k.fingerprint)
