@@ -26,6 +26,9 @@ import (
 	"github.com/specsync/specsync/pkg/settings"
 	"github.com/specsync/specsync/pkg/store"
 	"github.com/specsync/specsync/pkg/telemetry"
+	// Signature verification of registries with a verify block: without
+	// it, their fetches fail (registry.ErrVerifierNotLinked).
+	_ "github.com/specsync/specsync/pkg/verify"
 	"github.com/specsync/specsync/pkg/web"
 	"github.com/specsync/specsync/pkg/worker"
 )

@@ -14,6 +14,9 @@ import (
 	// login or GOOGLE_APPLICATION_CREDENTIALS.
 	_ "github.com/specsync/specsync/pkg/registry/gcpauth"
 	"github.com/specsync/specsync/pkg/store"
+	// Signature verification of registries with a verify block: without
+	// it, their fetches fail (registry.ErrVerifierNotLinked).
+	_ "github.com/specsync/specsync/pkg/verify"
 )
 
 func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) error {

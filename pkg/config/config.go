@@ -33,7 +33,7 @@ import (
 
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/registry"
-	"github.com/specsync/specsync/pkg/verify"
+	"github.com/specsync/specsync/pkg/verify/policy"
 )
 
 // File is the registries file.
@@ -67,8 +67,8 @@ type Registry struct {
 	// Hook, when set, gives the registry a webhook (hook.go).
 	Hook *Hook `json:"hook,omitempty"`
 	// Verify, when set, publishes only entries signed as it says
-	// (pkg/verify; checked in verify.go).
-	Verify *verify.Policy `json:"verify,omitempty"`
+	// (pkg/verify/policy; checked in verify.go).
+	Verify *policy.Policy `json:"verify,omitempty"`
 
 	// Blocks are the source blocks the entry has, by type: the block of
 	// each registered kind (registry.Register) the entry names, decoded

@@ -15,7 +15,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 
-	"github.com/specsync/specsync/pkg/verify"
+	"github.com/specsync/specsync/pkg/verify/policy"
 )
 
 // Docker Hub defaults.
@@ -58,7 +58,7 @@ type DockerHubConfig struct {
 	Transport http.RoundTripper
 	// Verify, when set, offers only entries whose manifest is signed as
 	// it says (oci_verify.go).
-	Verify *verify.Policy
+	Verify *policy.Policy
 }
 
 // DockerHub lists the spec images of a Docker Hub namespace.

@@ -15,7 +15,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 
-	"github.com/specsync/specsync/pkg/verify"
+	"github.com/specsync/specsync/pkg/verify/policy"
 )
 
 // GitHub Container Registry defaults.
@@ -73,7 +73,7 @@ type GHCRConfig struct {
 	Transport http.RoundTripper
 	// Verify, when set, offers only entries whose manifest is signed as
 	// it says (oci_verify.go).
-	Verify *verify.Policy
+	Verify *policy.Policy
 }
 
 // GHCR lists the spec images among a GitHub owner's container packages.

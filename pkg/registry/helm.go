@@ -17,7 +17,7 @@ import (
 	"golang.org/x/mod/semver"
 
 	"github.com/specsync/specsync/pkg/spec"
-	"github.com/specsync/specsync/pkg/verify"
+	"github.com/specsync/specsync/pkg/verify/policy"
 )
 
 // Helm defaults.
@@ -90,7 +90,7 @@ type HelmConfig struct {
 	Transport http.RoundTripper
 	// Verify, when set, offers only entries whose manifest is signed as
 	// it says (oci_verify.go).
-	Verify *verify.Policy
+	Verify *policy.Policy
 	// Backoff replaces the retry of OCI requests (zero: 200ms, doubling,
 	// 3 steps; tests shorten it).
 	Backoff remote.Backoff

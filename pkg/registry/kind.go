@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/specsync/specsync/pkg/verify"
+	"github.com/specsync/specsync/pkg/verify/policy"
 )
 
 // A Kind is a type of source as the registries file names it: a registry
@@ -58,7 +58,7 @@ type BuildContext struct {
 	OpenDir func(path string) (fsys fs.FS, root string, err error)
 	// Verify is the registry's verify block: when set, a source whose
 	// entries are OCI manifests offers only those signed as it says.
-	Verify *verify.Policy
+	Verify *policy.Policy
 }
 
 // Description is where a source is read from: the host, URL, namespace

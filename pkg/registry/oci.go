@@ -15,7 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/specsync/specsync/pkg/spec"
-	"github.com/specsync/specsync/pkg/verify"
+	"github.com/specsync/specsync/pkg/verify/policy"
 )
 
 // OCI defaults.
@@ -61,7 +61,7 @@ type OCIConfig struct {
 	Transport http.RoundTripper
 	// Verify, when set, offers only entries whose manifest is signed as
 	// it says (oci_verify.go).
-	Verify *verify.Policy
+	Verify *policy.Policy
 }
 
 // RepositoryLister lists a registry's repositories where the catalog API

@@ -25,7 +25,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
 	"github.com/specsync/specsync/pkg/spec"
-	"github.com/specsync/specsync/pkg/verify"
 )
 
 // defaultOCIBackoff is the retry of go-containerregistry's requests
@@ -47,7 +46,7 @@ type conn struct {
 	retryAfter atomic.Value
 	// verifier is the registry's verify policy, loaded for this fetch
 	// (oci_verify.go); nil without one.
-	verifier *verify.Verifier
+	verifier Verifier
 }
 
 func (c *conn) fail(err error) (*Listing, error) {

@@ -4,10 +4,10 @@ package registry
 // spec, for every source whose entries are OCI manifests (oci, dockerhub,
 // ghcr, helm charts in an OCI registry): with a verify block, an entry is
 // offered only once a signature of its manifest digest satisfies the
-// policy (pkg/verify), and carries who signed it (spec.Provenance).
+// policy (pkg/verify, registered as the Verifier: verifier.go), and carries who signed it (spec.Provenance).
 //
 // What it costs stays with what moved. A verified digest is recorded in
-// the entry's Upstream with the digest of the policy (verify.Verifier's
+// the entry's Upstream with the digest of the policy (Verifier's
 // Digest), so an unchanged listing is still known from tag lookups alone,
 // and a run's hint gives an unchanged entry back without a signature
 // lookup; a warm instance remembers each digest it verified. A policy that
@@ -26,7 +26,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/specsync/specsync/pkg/spec"
-	"github.com/specsync/specsync/pkg/verify"
+	"github.com/specsync/specsync/pkg/verify/policy"
 )
 
 // verifiedDigests is what a source remembers of the digests it verified:
@@ -38,23 +38,23 @@ type verifiedDigests struct {
 
 type verifiedDigest struct {
 	policy string
-	result verify.Result
+	result policy.Result
 }
 
-func (vd *verifiedDigests) get(digest, policy string) (verify.Result, bool) {
+func (vd *verifiedDigests) get(digest, by string) (policy.Result, bool) {
 	vd.mu.Lock()
 	defer vd.mu.Unlock()
 	r, ok := vd.m[digest]
-	return r.result, ok && r.policy == policy
+	return r.result, ok && r.policy == by
 }
 
-func (vd *verifiedDigests) put(digest, policy string, r verify.Result) {
+func (vd *verifiedDigests) put(digest, by string, r policy.Result) {
 	vd.mu.Lock()
 	defer vd.mu.Unlock()
 	if vd.m == nil {
 		vd.m = map[string]verifiedDigest{}
 	}
-	vd.m[digest] = verifiedDigest{policy, r}
+	vd.m[digest] = verifiedDigest{by, r}
 }
 
 // prune keeps the digests a complete fetch saw.
@@ -68,12 +68,21 @@ func (vd *verifiedDigests) prune(keep map[string]bool) {
 
 // loadVerifier loads the policy into c, once a fetch, and only when the
 // fetch found a manifest to verify. Its error (a key or trusted root
-// that cannot be read) fails the fetch: nothing is marked.
-func loadVerifier(c *conn, policy *verify.Policy, found bool) error {
-	if policy == nil || !found || c.verifier != nil {
+// that cannot be read) fails the fetch: nothing is marked. A binary with
+// no verifier linked fails every fetch of a registry with a verify
+// block, found or not: it can never honour the block.
+func loadVerifier(c *conn, p *policy.Policy, found bool) error {
+	if p == nil || c.verifier != nil {
 		return nil
 	}
-	v, err := policy.Load()
+	if !verifierLinked() {
+		_, err := c.fail(fmt.Errorf("%s: verify: %w", c.where, ErrVerifierNotLinked))
+		return err
+	}
+	if !found {
+		return nil
+	}
+	v, err := newVerifier(*p)
 	if err != nil {
 		_, err = c.fail(fmt.Errorf("%s: verify: %w", c.where, err))
 		return err
@@ -101,8 +110,8 @@ func verifyEntry(ctx context.Context, c *conn, seen *verifiedDigests, repo name.
 	if c.verifier == nil || e.Spec == nil {
 		return nil
 	}
-	policy := c.verifier.Digest()
-	res, ok := seen.get(digest, policy)
+	by := c.verifier.Digest()
+	res, ok := seen.get(digest, by)
 	if !ok {
 		h, err := v1.NewHash(digest)
 		if err != nil {
@@ -110,7 +119,7 @@ func verifyEntry(ctx context.Context, c *conn, seen *verifiedDigests, repo name.
 		}
 		// The fetch's puller: its ping and token serve the lookups too.
 		res, err = c.verifier.Verify(ctx, repo, h, append(c.opts, remote.Reuse(c.puller))...)
-		if verify.Rejected(err) != nil {
+		if policy.Rejected(err) != nil {
 			e.Spec, e.Upstream = nil, ""
 			e.Err = fmt.Errorf("%s: %w", what, err)
 			return nil
@@ -118,7 +127,7 @@ func verifyEntry(ctx context.Context, c *conn, seen *verifiedDigests, repo name.
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		seen.put(digest, policy, res)
+		seen.put(digest, by, res)
 	}
 	e.Spec.Provenance = &spec.Provenance{Digest: res.Digest, Identity: res.Signer.Identity, Issuer: res.Signer.Issuer, Key: res.Signer.Key}
 	return nil

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
+
+	"github.com/specsync/specsync/pkg/verify/policy"
 )
 
 // Quay defaults.
@@ -53,6 +55,9 @@ type QuayConfig struct {
 	// Transport replaces http.DefaultTransport for the API and the
 	// registry (tests).
 	Transport http.RoundTripper
+	// Verify, when set, offers only entries whose manifest is signed as
+	// it says (oci_verify.go).
+	Verify *policy.Policy
 	// pageLimit stops a listing after this many pages (default
 	// maxQuayPages): a next_page that never ends is an API fault.
 	pageLimit int
@@ -147,7 +152,7 @@ func NewQuay(cfg QuayConfig) (*Quay, error) {
 	q.oci, err = NewOCI(OCIConfig{
 		Host: cfg.Host, Prefix: prefix, Insecure: cfg.Insecure, Lister: quayLister{q},
 		Tag: cfg.Tag, Filter: cfg.Filter, Auth: ociAuth, Concurrency: cfg.Concurrency,
-		Timeout: cfg.Timeout, Transport: cfg.Transport,
+		Timeout: cfg.Timeout, Transport: cfg.Transport, Verify: cfg.Verify,
 	})
 	if err != nil {
 		errs = append(errs, innerOCIError("quay", err))
@@ -313,6 +318,7 @@ func (b *QuayBlock) Build(bc BuildContext) (Source, error) {
 	return NewQuay(QuayConfig{
 		Namespace: b.Namespace, Host: b.Host, APIURL: b.APIURL, Insecure: b.Insecure, Tag: b.Tag, Filter: bc.Filter,
 		Auth: b.Auth, Concurrency: b.Concurrency, Timeout: time.Duration(b.Timeout),
+		Verify: bc.Verify,
 	})
 }
 

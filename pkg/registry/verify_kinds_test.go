@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/specsync/specsync/pkg/registry"
-	"github.com/specsync/specsync/pkg/verify"
+	"github.com/specsync/specsync/pkg/verify/policy"
 )
 
 // verifyBlocks are, by type, a block whose entries are OCI manifests
@@ -17,15 +17,17 @@ var verifyBlocks = map[string]string{
 	"dockerhub": `{"namespace": "acme"}`,
 	"ghcr":      `{"owner": "acme", "owner_type": "org", "auth": {"type": "token", "token_env": "GH_TOKEN"}}`,
 	"helm":      `{"host": "registry.example"}`,
+	"quay":      `{"namespace": "acme"}`,
 	"http":      "",
 	"dir":       "",
+	"git":       "",
 }
 
 // Every kind whose entries are OCI manifests builds its source with the
 // registry's verify block (BuildContext.Verify): a block that dropped it
 // would publish unsigned entries under a verify block.
 func TestEveryOCIKindBuildsWithVerify(t *testing.T) {
-	p := &verify.Policy{Keys: []verify.Key{{PEMEnv: "SOME_KEY"}}}
+	p := &policy.Policy{Keys: []policy.Key{{PEMEnv: "SOME_KEY"}}}
 	for _, k := range registry.Kinds() {
 		raw, ok := verifyBlocks[k.Type]
 		if !ok {

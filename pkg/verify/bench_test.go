@@ -43,7 +43,7 @@ func BenchmarkVerify(b *testing.B) {
 				}
 				p = keyPolicy(t, s.pem)
 			}
-			v, err := p.Load()
+			v, err := verify.Load(p)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"slices"
+
+	"github.com/specsync/specsync/pkg/verify/policy"
 )
 
 // Digest names what the verifier accepts: its keys (by fingerprint, not
@@ -17,11 +19,11 @@ import (
 func (v *Verifier) Digest() string { return v.digest }
 
 // materialDigest is the Digest of the policy p loaded as v.
-func (p Policy) materialDigest(v *Verifier) (string, error) {
+func materialDigest(p policy.Policy, v *Verifier) (string, error) {
 	var d struct {
-		Keys    []string `json:"keys,omitempty"`
-		Keyless *Keyless `json:"keyless,omitempty"`
-		Root    string   `json:"root,omitempty"`
+		Keys    []string        `json:"keys,omitempty"`
+		Keyless *policy.Keyless `json:"keyless,omitempty"`
+		Root    string          `json:"root,omitempty"`
 	}
 	for _, k := range v.keys {
 		d.Keys = append(d.Keys, k.fingerprint)

@@ -17,6 +17,7 @@ import (
 	sigsig "github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/specsync/specsync/pkg/failure"
+	"github.com/specsync/specsync/pkg/verify/policy"
 )
 
 // Verifier checks signatures against a Policy with its key material
@@ -44,7 +45,7 @@ type keylessVerifier struct {
 // configuration problem of the deployment, not of an entry: its error is
 // failure.Precondition (a fetch failure: nothing is marked), naming the
 // field and the variable or file, never the material.
-func (p Policy) Load() (*Verifier, error) {
+func Load(p policy.Policy) (*Verifier, error) {
 	if err := p.Validate(); err != nil {
 		return nil, failure.Wrap(failure.Invalid, err)
 	}
@@ -57,12 +58,12 @@ func (p Policy) Load() (*Verifier, error) {
 		}
 		keys, err := parsePublicKeys(pemBytes)
 		if err != nil {
-			return nil, failure.Wrap(failure.Precondition, fmt.Errorf("%s (%s): %w", at, k.where(), err))
+			return nil, failure.Wrap(failure.Precondition, fmt.Errorf("%s (%s): %w", at, where(k), err))
 		}
 		for _, pub := range keys {
 			pk, err := newPublicKey(pub)
 			if err != nil {
-				return nil, failure.Wrap(failure.Precondition, fmt.Errorf("%s (%s): %w", at, k.where(), err))
+				return nil, failure.Wrap(failure.Precondition, fmt.Errorf("%s (%s): %w", at, where(k), err))
 			}
 			v.keys = append(v.keys, pk)
 		}
@@ -91,10 +92,10 @@ func (p Policy) Load() (*Verifier, error) {
 		}
 		idRe, issRe := kl.IdentityRegexp, kl.IssuerRegexp
 		if idRe != "" {
-			idRe = anchored(idRe)
+			idRe = policy.Anchored(idRe)
 		}
 		if issRe != "" {
-			issRe = anchored(issRe)
+			issRe = policy.Anchored(issRe)
 		}
 		id, err := sgverify.NewShortCertificateIdentity(kl.Issuer, issRe, kl.Identity, idRe)
 		if err != nil {
@@ -102,7 +103,7 @@ func (p Policy) Load() (*Verifier, error) {
 		}
 		v.keyless = &keylessVerifier{verifier: sv, identity: id}
 	}
-	digest, err := p.materialDigest(v)
+	digest, err := materialDigest(p, v)
 	if err != nil {
 		return nil, failure.Wrap(failure.Precondition, err)
 	}
@@ -110,7 +111,7 @@ func (p Policy) Load() (*Verifier, error) {
 	return v, nil
 }
 
-func (k Key) where() string {
+func where(k policy.Key) string {
 	if k.PEMEnv != "" {
 		return "env " + k.PEMEnv
 	}

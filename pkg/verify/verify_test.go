@@ -72,7 +72,7 @@ func keylessPolicy(vs virtualSigstore) verify.Policy {
 
 func load(t *testing.T, p verify.Policy) *verify.Verifier {
 	t.Helper()
-	v, err := p.Load()
+	v, err := verify.Load(p)
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
@@ -460,7 +460,7 @@ func TestLoadFailures(t *testing.T) {
 		{verify.Policy{Keys: []verify.Key{{PEMFile: notPEM}}}, "no PEM PUBLIC KEY block found"},
 		{verify.Policy{Keyless: &verify.Keyless{TrustedRootFile: filepath.Join(dir, "missing.json"), Identity: "a", Issuer: "b"}}, "verify.keyless.trusted_root_file"},
 	} {
-		_, err := c.p.Load()
+		_, err := verify.Load(c.p)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.p, err, c.want)
 		}

@@ -1,15 +1,10 @@
-// Package verify checks that what an OCI registry offers was signed by
-// its owners before it reaches the catalog: a registry's `verify` block
-// (Policy) names whose signatures count, Discover finds the signatures of
-// a manifest digest (the OCI 1.1 referrers API, cosign v3's bundles, then
-// cosign's tag scheme, sha256-<hex>.sig), and a Verifier checks them with
-// sigstore's own verification library (sigstore-go), never hand-written
-// crypto.
-//
-// It reads registries through go-containerregistry and knows nothing of
-// the store or the cloud. Its errors say what the caller does with them
-// through pkg/failure's kinds (Verify).
-package verify
+// Package policy is a registry's verify block and what verifying an
+// entry yields, without the verifier: the shape, validation and results
+// that `config check` and pkg/registry need. It imports no sigstore and
+// no registry client, so that the operator CLI links neither; pkg/verify
+// does the verifying and registers itself with pkg/registry (as
+// database/sql's drivers do).
+package policy
 
 import (
 	"errors"
@@ -25,7 +20,7 @@ import (
 //
 // Key material and the trusted root are only named here, as registry
 // credentials are (*_env, *_file): they are read when a registry is
-// fetched (Load), never at load time, and terraform derives a secret for
+// fetched (pkg/verify's Load), never at load time, and terraform derives a secret for
 // each name (SecretRefs).
 type Policy struct {
 	// Keys are cosign public keys (PEM, `cosign generate-key-pair`'s
@@ -103,7 +98,7 @@ func (p Policy) Validate() error {
 			case f.exact != "" && f.re != "":
 				bad("verify.keyless.%s: %s is set too; set only one", f.reName, f.exactName)
 			case f.re != "":
-				if _, err := regexp.Compile(anchored(f.re)); err != nil {
+				if _, err := regexp.Compile(Anchored(f.re)); err != nil {
 					bad("verify.keyless.%s %q is not a regular expression: %v", f.reName, f.re, err)
 				}
 			}
@@ -112,10 +107,10 @@ func (p Policy) Validate() error {
 	return errors.Join(errs...)
 }
 
-// anchored makes a regular expression match whole values only: an
+// Anchored makes a regular expression match whole values only: an
 // identity regexp "https://github.com/org/.*" must not accept
 // "https://evil.example/?https://github.com/org/x".
-func anchored(re string) string { return `^(?:` + re + `)$` }
+func Anchored(re string) string { return `^(?:` + re + `)$` }
 
 // SecretRefs are the environment variables and files the policy names
 // (key PEMs and the trusted root): terraform makes a secret of each and

@@ -1,4 +1,4 @@
-package verify_test
+package policy_test
 
 import (
 	"encoding/json"
@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/specsync/specsync/pkg/verify"
+	"github.com/specsync/specsync/pkg/verify/policy"
 )
 
 // Terraform makes a secret of every key of verify.keys[*] and
@@ -15,9 +15,9 @@ import (
 // reads at fetch time is what terraform mounts.
 func TestSecretFieldsFollowTerraformsConvention(t *testing.T) {
 	t.Parallel()
-	p := verify.Policy{
-		Keys: []verify.Key{{PEMEnv: "v-keys-env"}, {PEMFile: "v-keys-file"}},
-		Keyless: &verify.Keyless{
+	p := policy.Policy{
+		Keys: []policy.Key{{PEMEnv: "v-keys-env"}, {PEMFile: "v-keys-file"}},
+		Keyless: &policy.Keyless{
 			TrustedRootFile: "v-root-file", Identity: "v-identity", IdentityRegexp: "v-identity-re",
 			Issuer: "v-issuer", IssuerRegexp: "v-issuer-re",
 		},
