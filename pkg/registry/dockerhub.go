@@ -61,11 +61,13 @@ type DockerHubConfig struct {
 	Verify *policy.Policy
 }
 
-// DockerHub lists the spec images of a Docker Hub namespace.
+// DockerHub lists the spec images of a Docker Hub namespace through its
+// API and reads them through the OCI path (viaOCI), HEAD first, so an
+// unchanged image costs no manifest GET against Docker Hub's pull limit.
 type DockerHub struct {
 	cfg DockerHubConfig
 	api *listAPI
-	oci *OCI
+	viaOCI
 }
 
 // namespacePattern is a Docker Hub namespace: one lowercase path
@@ -135,27 +137,6 @@ func NewDockerHub(cfg DockerHubConfig) (*DockerHub, error) {
 func (d *DockerHub) String() string {
 	return "dockerhub " + d.cfg.Namespace + " (auth " + d.cfg.Auth.String() + ")"
 }
-
-// Fetch lists the namespace through the API and reads each repository's
-// image through the OCI path (HEAD first, so an unchanged image costs no
-// manifest GET against Docker Hub's pull limit). See Source.
-func (d *DockerHub) Fetch(ctx context.Context, opts FetchOptions) (*Listing, error) {
-	return d.oci.Fetch(ctx, opts)
-}
-
-// FetchEntries fetches the named repositories of the namespace through
-// the OCI path alone: no listing request (no API page) at all. See
-// EntryFetcher.
-func (d *DockerHub) FetchEntries(ctx context.Context, names []string, opts FetchOptions) (*Listing, error) {
-	return d.oci.FetchEntries(ctx, names, opts)
-}
-
-// Select returns the entry a change concerns. See Selector.
-func (d *DockerHub) Select(c Change) (string, bool) { return d.oci.Select(c) }
-
-// SelectsEntry reports whether the source selects entry. See
-// EntrySelector.
-func (d *DockerHub) SelectsEntry(entry string) bool { return d.oci.SelectsEntry(entry) }
 
 // dockerHubLister lists the namespace's repositories through the API:
 // GET /v2/namespaces/{namespace}/repositories, page by page along "next",

@@ -85,7 +85,7 @@ type GHCR struct {
 	// it.
 	owner string
 	api   *listAPI
-	oci   *OCI
+	viaOCI
 }
 
 // gitHubLogin is a GitHub user or organization name.
@@ -171,22 +171,6 @@ func NewGHCR(cfg GHCRConfig) (*GHCR, error) {
 func (g *GHCR) String() string {
 	return "ghcr " + g.cfg.OwnerType + " " + g.owner + " (auth " + g.cfg.Auth.String() + ")"
 }
-
-// Fetch lists the owner's container packages through the API and reads
-// each one's image through the OCI path. See Source.
-func (g *GHCR) Fetch(ctx context.Context, opts FetchOptions) (*Listing, error) {
-	return g.oci.Fetch(ctx, opts)
-}
-
-// FetchEntries fetches the named packages through the OCI path alone:
-// no API page at all. See EntryFetcher.
-func (g *GHCR) FetchEntries(ctx context.Context, names []string, opts FetchOptions) (*Listing, error) {
-	return g.oci.FetchEntries(ctx, names, opts)
-}
-
-// SelectsEntry reports whether the source selects entry. See
-// EntrySelector.
-func (g *GHCR) SelectsEntry(entry string) bool { return g.oci.SelectsEntry(entry) }
 
 // Select returns the entry a change concerns. See Selector. Events may
 // name the owner as GitHub displays it; the registry's paths are

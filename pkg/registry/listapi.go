@@ -305,3 +305,29 @@ func (r *pageRules) follow(k, n int, u *url.URL) error {
 	r.links[key] = k + 1
 	return nil
 }
+
+// viaOCI is what the sources listed through an API (Docker Hub, GHCR,
+// Quay) share: each lists its repositories through its own API (the OCI
+// source's Lister, a RepositoryLister) and reads, fetches and selects
+// entries through the OCI path, so that their images cost, fail and
+// answer events exactly as an OCI registry's do.
+type viaOCI struct{ oci *OCI }
+
+// Fetch lists the repositories through the source's API and reads each
+// one's image through the OCI path. See Source.
+func (v viaOCI) Fetch(ctx context.Context, opts FetchOptions) (*Listing, error) {
+	return v.oci.Fetch(ctx, opts)
+}
+
+// FetchEntries fetches the named repositories through the OCI path
+// alone: no API page at all. See EntryFetcher.
+func (v viaOCI) FetchEntries(ctx context.Context, names []string, opts FetchOptions) (*Listing, error) {
+	return v.oci.FetchEntries(ctx, names, opts)
+}
+
+// Select returns the entry a change concerns. See Selector.
+func (v viaOCI) Select(c Change) (string, bool) { return v.oci.Select(c) }
+
+// SelectsEntry reports whether the source selects entry. See
+// EntrySelector.
+func (v viaOCI) SelectsEntry(entry string) bool { return v.oci.SelectsEntry(entry) }

@@ -71,7 +71,7 @@ const maxQuayPages = 1000
 type Quay struct {
 	cfg QuayConfig
 	api *listAPI
-	oci *OCI
+	viaOCI
 }
 
 // NewQuay checks cfg and fills in defaults. Its error names every field
@@ -167,25 +167,6 @@ func NewQuay(cfg QuayConfig) (*Quay, error) {
 func (q *Quay) String() string {
 	return "quay " + join(q.cfg.Host, q.cfg.Namespace) + " (auth " + q.cfg.Auth.String() + ")"
 }
-
-// Fetch lists the namespace through the API and reads each repository's
-// image through the OCI path. See Source.
-func (q *Quay) Fetch(ctx context.Context, opts FetchOptions) (*Listing, error) {
-	return q.oci.Fetch(ctx, opts)
-}
-
-// FetchEntries fetches the named repositories through the OCI path
-// alone: no API page at all. See EntryFetcher.
-func (q *Quay) FetchEntries(ctx context.Context, names []string, opts FetchOptions) (*Listing, error) {
-	return q.oci.FetchEntries(ctx, names, opts)
-}
-
-// Select returns the entry a change concerns. See Selector.
-func (q *Quay) Select(c Change) (string, bool) { return q.oci.Select(c) }
-
-// SelectsEntry reports whether the source selects entry. See
-// EntrySelector.
-func (q *Quay) SelectsEntry(entry string) bool { return q.oci.SelectsEntry(entry) }
 
 // quayLister lists the namespace's repositories through Quay's API: GET
 // /api/v1/repository?namespace=NS&public=true, then again with each

@@ -124,7 +124,7 @@ func (s *Store) CreateBinding(ctx context.Context, b Binding) (CreateBindingResu
 	// A binding that exists is answered from the record as read, with no
 	// transaction: once created, a record is the answer to every bind of
 	// its id until it is unbound.
-	if cur, err := s.readBinding(ctx, ref); err != nil || cur != nil {
+	if cur, err := readRecord[Binding](ctx, s, ref); err != nil || cur != nil {
 		if err != nil {
 			return CreateBindingResult{}, classify(err, "read binding %s of instance %s", b.ID, b.InstanceID)
 		}
@@ -176,7 +176,7 @@ func (s *Store) CreateBinding(ctx context.Context, b Binding) (CreateBindingResu
 		return tx.Create(ref, b)
 	})
 	if status.Code(err) == codes.AlreadyExists {
-		cur, rerr := s.readBinding(ctx, ref)
+		cur, rerr := readRecord[Binding](ctx, s, ref)
 		if rerr != nil {
 			return CreateBindingResult{}, classify(rerr, "read binding %s of instance %s", b.ID, b.InstanceID)
 		}
@@ -191,24 +191,6 @@ func (s *Store) CreateBinding(ctx context.Context, b Binding) (CreateBindingResu
 	return res, nil
 }
 
-// readBinding reads a binding record outside any transaction (nil: there
-// is none).
-func (s *Store) readBinding(ctx context.Context, ref *firestore.DocumentRef) (*Binding, error) {
-	snap, err := ref.Get(ctx)
-	s.ops.read(1)
-	if isNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var cur Binding
-	if err := dataTo(snap, &cur); err != nil {
-		return nil, err
-	}
-	return &cur, nil
-}
-
 // existingBinding answers a bind of an id that has a record: the record
 // when the bind is identical (OSB's 200), a failure.Conflict naming what
 // differs otherwise (409). The instance is read (outside any transaction)
@@ -216,7 +198,7 @@ func (s *Store) readBinding(ctx context.Context, ref *firestore.DocumentRef) (*B
 // one deprovisioned since the binding was read is ErrNoInstance, as a
 // bind that lost to the deprovision in its transaction.
 func (s *Store) existingBinding(ctx context.Context, cur, b Binding) (CreateBindingResult, error) {
-	inst, err := s.readInstance(ctx, s.instances().Doc(b.InstanceID))
+	inst, err := readRecord[Instance](ctx, s, s.instances().Doc(b.InstanceID))
 	if err != nil {
 		return CreateBindingResult{}, classify(err, "read instance %s", b.InstanceID)
 	}

@@ -143,7 +143,7 @@ func (s *Store) CreateInstance(ctx context.Context, inst Instance) (CreateInstan
 	// An instance that exists is answered from the record as read, with
 	// no transaction: once created, a record is the answer to every
 	// provision of its id until it is deprovisioned.
-	if cur, err := s.readInstance(ctx, instRef); err != nil || cur != nil {
+	if cur, err := readRecord[Instance](ctx, s, instRef); err != nil || cur != nil {
 		if err != nil {
 			return CreateInstanceResult{}, classify(err, "read instance %s", inst.ID)
 		}
@@ -200,7 +200,7 @@ func (s *Store) CreateInstance(ctx context.Context, inst Instance) (CreateInstan
 		return tx.Create(instRef, inst)
 	})
 	if status.Code(err) == codes.AlreadyExists {
-		cur, rerr := s.readInstance(ctx, instRef)
+		cur, rerr := readRecord[Instance](ctx, s, instRef)
 		if rerr != nil {
 			return CreateInstanceResult{}, classify(rerr, "read instance %s", inst.ID)
 		}
@@ -215,9 +215,10 @@ func (s *Store) CreateInstance(ctx context.Context, inst Instance) (CreateInstan
 	return res, nil
 }
 
-// readInstance reads an instance record outside any transaction (nil:
-// there is none).
-func (s *Store) readInstance(ctx context.Context, ref *firestore.DocumentRef) (*Instance, error) {
+// readRecord reads an instance or binding record outside any
+// transaction (nil: there is none): the answer to a request under an id
+// that has one, read without taking part in the writers' transactions.
+func readRecord[T any](ctx context.Context, s *Store, ref *firestore.DocumentRef) (*T, error) {
 	snap, err := ref.Get(ctx)
 	s.ops.read(1)
 	if isNotFound(err) {
@@ -226,7 +227,7 @@ func (s *Store) readInstance(ctx context.Context, ref *firestore.DocumentRef) (*
 	if err != nil {
 		return nil, err
 	}
-	var cur Instance
+	var cur T
 	if err := dataTo(snap, &cur); err != nil {
 		return nil, err
 	}
