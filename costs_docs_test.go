@@ -43,6 +43,9 @@ func costQuotes() []costQuote {
 		{"docs/deploy.md", `N = 3: (\d+) reads, (\d+) writes\)`, rw(three)},
 		{"docs/deploy.md", `Hourly with three registries: (\d+) reads, (\d+) writes`, []int64{24 * three.Reads, 24 * three.Writes}},
 		{"docs/deploy.md", `a bootstrap of three: (\d+) reads and (\d+) writes more`, rw(emulatortest.BootstrapOneSpecChanged)},
+		{"docs/sources.md", `\| one repository moved \|(?:[^|]*\|){4} (\d+) reads, (\d+) writes \|`, rw(emulatortest.FullRunOneMoved)},
+		{"docs/BENCHMARKS.md", `\| one moved, verify off \|(?:[^|]*\|){5} (\d+) reads, (\d+) writes \|`, rw(emulatortest.FullRunOneMoved)},
+		{"docs/BENCHMARKS.md", `\| one moved, verify on \|(?:[^|]*\|){5} (\d+) reads, (\d+) writes \|`, rw(emulatortest.FullRunOneMoved)},
 	}
 }
 
@@ -122,7 +125,7 @@ func atoiAll(ss []string) []int64 {
 func TestDocsCostCheckCatchesADriftedFigure(t *testing.T) {
 	quotes := costQuotes()
 	good := map[string]string{}
-	for _, f := range []string{"docs/events.md", "docs/BENCHMARKS.md", "docs/deploy.md"} {
+	for _, f := range []string{"docs/events.md", "docs/BENCHMARKS.md", "docs/deploy.md", "docs/sources.md"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

@@ -43,6 +43,13 @@ var (
 	BootstrapOneSpecChanged = api.Counts{Reads: 8, Writes: 8}
 )
 
+// What a full run of an OCI registry costs on a new instance with one
+// repository moved (pkg/reconcile's TestColdRunCostsOneHeadARepository,
+// hints or not): the status, the lease's transaction, the manifest's
+// shard, the moved spec, the query counting its instances; the lease,
+// the spec and its change, the record (the status with its shard).
+var FullRunOneMoved = api.Counts{Reads: 5, Writes: 5}
+
 // UnchangedBootstrap is what a bootstrap of n unchanged registries costs.
 func UnchangedBootstrap(n int64) api.Counts {
 	return api.Counts{

@@ -103,6 +103,9 @@ func TestColdRunCostsOneHeadARepository(t *testing.T) {
 	if before.ops != after.ops {
 		t.Errorf("the hints changed what a changed run costs in Firestore: %+v with, %+v without", after.ops, before.ops)
 	}
+	if after.ops != emulatortest.FullRunOneMoved {
+		t.Errorf("a cold run with one entry changed costs %+v in Firestore, want %+v (emulatortest.FullRunOneMoved, which the docs quote)", after.ops, emulatortest.FullRunOneMoved)
+	}
 	t.Logf("cold, one entry changed: %s, Firestore %+v with hints; %s without", formatCounts(after.upstream), after.ops, formatCounts(before.upstream))
 
 	// An event for an unchanged tag, on a new instance: one HEAD; for a
