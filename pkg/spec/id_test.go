@@ -213,6 +213,7 @@ func TestDigestCoversEveryField(t *testing.T) {
 		p := &s.Plans[0].Parameters[0]
 		p.Title, p.Description, p.Pattern, p.DisplayGroup, p.Required = "Size", "The size", "^[0-9]+$", "Resources", true
 		p.Enum, p.MinLength, p.MaxLength, p.DisplayType = []any{1, 2}, ptr(1), ptr(2), "select"
+		s.Provenance = &spec.Provenance{Digest: "sha256:0a", Identity: "https://ci.example/release", Issuer: "https://issuer.example", Key: "sha256:0b"}
 		return s
 	}
 	want := spec.Digest(full())
@@ -227,6 +228,12 @@ func TestDigestCoversEveryField(t *testing.T) {
 			for i := 0; i < v.NumField(); i++ {
 				visit(v.Field(i), path+"."+v.Type().Field(i).Name)
 			}
+		case reflect.Pointer:
+			if v.Type().Elem().Kind() == reflect.Struct && !v.IsNil() {
+				visit(v.Elem(), path) // a nested struct: each of its fields
+				break
+			}
+			paths = append(paths, path)
 		case reflect.Slice:
 			if v.Type().Elem().Kind() == reflect.Struct {
 				visit(v.Index(0), path+"[0]")
@@ -270,6 +277,9 @@ func mutate(v reflect.Value, path string) bool {
 			}
 		}
 		name, path = path[:end], path[end:]
+		if v.Kind() == reflect.Pointer {
+			v = v.Elem()
+		}
 		v = v.FieldByName(name)
 	}
 	switch v.Kind() {
