@@ -117,6 +117,14 @@ func TestPlantCountsOnlyRealCatchesSeenTwice(t *testing.T) {
 				if planted != (ran > 0) {
 					t.Errorf("run %d: planted %v", ran, planted)
 				}
+				// The baseline runs the package whole, the first planted
+				// run stops at its first failure, the second runs what
+				// the first saw fail.
+				got := strings.Join(args, " ")
+				want := []string{"-count=1 -json -timeout 0s ./x", "-failfast ./x", "-run ^(TestA)$ ./x"}[min(ran, 2)]
+				if !strings.HasSuffix(got, want) {
+					t.Errorf("run %d: go %s, want it to end in %s", ran, got, want)
+				}
 				ran++
 				if ran > len(tc.runs) {
 					t.Errorf("go test run %d, want at most %d", ran, len(tc.runs))
@@ -132,6 +140,34 @@ func TestPlantCountsOnlyRealCatchesSeenTwice(t *testing.T) {
 				t.Errorf("the file was not put back: %s", b)
 			}
 		})
+	}
+}
+
+// Each package's baseline runs once for the whole run: a mutant whose
+// packages all passed alone is not run on the unchanged copy again.
+func TestBaselinesRunOncePerPackage(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(dir+"/x.go", []byte("package x\n\nconst ok, no = true, false\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var runs []string
+	tr := tester{dir: dir, baselines: map[string]runResult{}, goTest: func(_ context.Context, dir string, args []string) runResult {
+		runs = append(runs, strings.Join(args, " "))
+		return runResult{verdict: verdictPassed, tests: 2}
+	}}
+	r1 := tr.plant(mutant{name: "a", file: "x.go", old: "ok, no = true", new: "ok, no = false", pkgs: []string{"./x", "./y"}})
+	r2 := tr.plant(mutant{name: "b", file: "x.go", old: "no = true, false", new: "no = true, true", pkgs: []string{"./y", "./z"}})
+	if r1.outcome != outcomeSurvived || r2.outcome != outcomeSurvived || r1.baseline != 4 || r2.baseline != 4 {
+		t.Fatalf("outcomes %q %q, baselines %d %d", r1.outcome, r2.outcome, r1.baseline, r2.baseline)
+	}
+	want := []string{"./x", "./y", "-failfast ./x ./y", "./z", "-failfast ./y ./z"}
+	if len(runs) != len(want) {
+		t.Fatalf("go test ran %d times, want %d: %q", len(runs), len(want), runs)
+	}
+	for i, w := range want {
+		if !strings.HasSuffix(runs[i], " "+w) {
+			t.Errorf("run %d: go %s, want it to end in %s", i, runs[i], w)
+		}
 	}
 }
 

@@ -16,7 +16,11 @@
 // reason of its own (not a build error, a failure setting up, or a
 // timeout: classify) on two runs of the planted copy (one is "flaky").
 // The tests run are the owning packages whole; a mutant that narrows
-// them with -run says why, and the report shows it.
+// them with -run says why, and the report shows it. To keep a full run
+// to about an hour and a half: each package's baseline runs once (a
+// mutant's packages pass together when each passed alone), the first
+// planted run stops at its first failure (-failfast), and the second
+// runs the tests that failed, and only them.
 //
 // The working tree is never touched: the repository's files (tracked and
 // untracked, not ignored) are copied into a temporary directory once, and
@@ -46,6 +50,7 @@ type result struct {
 	mutant
 	outcome  string    // caught, survived, flaky, baseline fails, stale, or the verdict of a run that proves nothing
 	first    runResult // the first run of the planted copy
+	baseline int       // the tests its packages ran without the bug
 	detail   string    // why, for any outcome but caught and survived
 	duration time.Duration
 }
@@ -110,7 +115,7 @@ func run(out, only string, timeout time.Duration) error {
 	var results []result
 	for _, m := range chosen {
 		r := t.plant(m)
-		fmt.Printf("%-14s %-70s %d tests, %s %s\n", r.outcome, m.name, r.first.tests, r.duration.Round(time.Second), r.detail)
+		fmt.Printf("%-14s %-70s %d tests, %s %s\n", r.outcome, m.name, r.baseline, r.duration.Round(time.Second), r.detail)
 		results = append(results, r)
 	}
 	report := render(results, time.Since(started), only)
@@ -154,8 +159,9 @@ type tester struct {
 	goTest func(ctx context.Context, dir string, args []string) runResult
 }
 
-// plant runs m's tests on the unchanged copy (once per package set),
-// then twice with m planted, and puts the file back.
+// plant runs m's packages' tests on the unchanged copy (each package
+// once for the whole run), then with m planted: whole until the first
+// failure, and again the tests that failed; and puts the file back.
 func (t *tester) plant(m mutant) (r result) {
 	r = result{mutant: m}
 	start := time.Now()
@@ -166,24 +172,29 @@ func (t *tester) plant(m mutant) (r result) {
 		r.outcome, r.detail = outcomeStale, fmt.Sprintf("the text to replace is not in %s exactly once", m.file)
 		return r
 	}
-	key := strings.Join(m.pkgs, " ") + "\x00" + m.run
-	base, ok := t.baselines[key]
-	if !ok {
-		base = t.test(m)
-		t.baselines[key] = base
-	}
-	if base.verdict != verdictPassed {
-		r.outcome, r.first = outcomeBaseline, base
-		r.detail = base.verdict + ": " + strings.Join(base.failed, ", ") + base.detail
-		return r
+	for _, pkg := range m.pkgs {
+		key := pkg + "\x00" + m.run
+		base, ok := t.baselines[key]
+		if !ok {
+			base = t.test(m.run, false, pkg)
+			t.baselines[key] = base
+		}
+		r.baseline += base.tests
+		if base.verdict != verdictPassed {
+			r.outcome, r.first = outcomeBaseline, base
+			r.detail = pkg + ": " + base.verdict + ": " + strings.Join(base.failed, ", ") + base.detail
+			return r
+		}
 	}
 	if err := os.WriteFile(path, bytes.Replace(orig, []byte(m.old), []byte(m.new), 1), 0o644); err != nil {
 		r.outcome, r.detail = outcomeStale, err.Error()
 		return r
 	}
 	defer os.WriteFile(path, orig, 0o644)
-	r.first = t.test(m)
-	r.outcome, r.detail = judge(r.first, func() runResult { return t.test(m) })
+	r.first = t.test(m.run, true, m.pkgs...)
+	r.outcome, r.detail = judge(r.first, func() runResult {
+		return t.test("^("+strings.Join(r.first.failed, "|")+")$", false, m.pkgs...)
+	})
 	return r
 }
 
@@ -204,12 +215,17 @@ func judge(first runResult, again func() runResult) (outcome, detail string) {
 	}
 }
 
-func (t *tester) test(m mutant) runResult {
+// test runs go test over pkgs, narrowed by run unless it is empty;
+// failfast stops each package at its first failing test.
+func (t *tester) test(run string, failfast bool, pkgs ...string) runResult {
 	args := []string{"test", "-count=1", "-json", "-timeout", t.timeout.String()}
-	if m.run != "" {
-		args = append(args, "-run", m.run)
+	if failfast {
+		args = append(args, "-failfast")
 	}
-	args = append(args, m.pkgs...)
+	if run != "" {
+		args = append(args, "-run", run)
+	}
+	args = append(args, pkgs...)
 	if t.goTest != nil {
 		return t.goTest(context.Background(), t.dir, args)
 	}

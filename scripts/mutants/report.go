@@ -24,7 +24,9 @@ func render(results []result, took time.Duration, only string) string {
 	b.WriteString("one at a time. Its tests are its owning packages whole (a narrower\n")
 	b.WriteString("`-run` says why); they must pass without the bug (else *baseline\n")
 	b.WriteString("fails*), and a catch is a test failing for a reason of its own, not a\n")
-	b.WriteString("build error, a setup failure or a timeout, on two runs (else *flaky*).\n")
+	b.WriteString("build error, a setup failure or a timeout, on two runs (else *flaky*):\n")
+	b.WriteString("the first stops at its first failure, the second runs the tests that\n")
+	b.WriteString("failed. *Ran* counts the tests the packages ran without the bug.\n")
 	b.WriteString("A survivor is a promise no test guards.\n\n")
 	subset := ""
 	if only != "" {
@@ -51,7 +53,7 @@ func render(results []result, took time.Duration, only string) string {
 		if r.run != "" {
 			tests = fmt.Sprintf("`%s` in %s, because %s", r.run, strings.Join(r.pkgs, " "), r.why)
 		}
-		fmt.Fprintf(&b, "| %s | %s (`%s`) | %s (%d ran) | %s |\n", cell(r.promise), cell(r.name), r.file, cell(tests), r.first.tests, cell(res))
+		fmt.Fprintf(&b, "| %s | %s (`%s`) | %s (%d ran) | %s |\n", cell(r.promise), cell(r.name), r.file, cell(tests), r.baseline, cell(res))
 	}
 	return b.String()
 }
