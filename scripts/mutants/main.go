@@ -110,6 +110,7 @@ func run(out, only string, timeout time.Duration) error {
 	if err := copyRepo(root, dir); err != nil {
 		return err
 	}
+	rev := revision(root)
 	started := time.Now()
 	t := tester{dir: dir, timeout: timeout, baselines: map[string]runResult{}}
 	var results []result
@@ -118,7 +119,7 @@ func run(out, only string, timeout time.Duration) error {
 		fmt.Printf("%-14s %-70s %d tests, %s %s\n", r.outcome, m.name, r.baseline, r.duration.Round(time.Second), r.detail)
 		results = append(results, r)
 	}
-	report := render(results, time.Since(started), only)
+	report := render(results, time.Since(started), only, rev)
 	fmt.Print("\n" + report)
 	if out != "" {
 		if !filepath.IsAbs(out) {
@@ -252,6 +253,20 @@ func prefixLines(b []byte) []byte {
 		out.WriteString(l + "\n")
 	}
 	return out.Bytes()
+}
+
+// revision names the code a run planted in: the commit, and whether the
+// working tree had changes beside it (they were copied too).
+func revision(root string) string {
+	b, err := exec.Command("git", "-C", root, "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "an unknown commit"
+	}
+	rev := "commit " + strings.TrimSpace(string(b))
+	if st, err := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=no").Output(); err != nil || len(st) > 0 {
+		rev += " with uncommitted changes"
+	}
+	return rev
 }
 
 func gitRoot() (string, error) {

@@ -9,7 +9,7 @@ import (
 )
 
 // render is the Markdown report of a run: a subset (only) says so.
-func render(results []result, took time.Duration, only string) string {
+func render(results []result, took time.Duration, only, rev string) string {
 	count := map[string]int{}
 	for _, r := range results {
 		count[r.outcome]++
@@ -32,8 +32,8 @@ func render(results []result, took time.Duration, only string) string {
 	if only != "" {
 		subset = fmt.Sprintf(" (the mutants whose name contains %q, of %d)", only, len(mutants))
 	}
-	fmt.Fprintf(&b, "Last run: %s, %s/%s, %s%s. **%d planted: %d caught, %d survived",
-		time.Now().UTC().Format("2006-01-02"), runtime.GOOS, runtime.GOARCH, took.Round(time.Second), subset,
+	fmt.Fprintf(&b, "Last run: %s, %s, %s/%s, %s%s. **%d planted: %d caught, %d survived",
+		time.Now().UTC().Format("2006-01-02"), rev, runtime.GOOS, runtime.GOARCH, took.Round(time.Second), subset,
 		len(results), count[outcomeCaught], count[outcomeSurvived])
 	for _, o := range []string{outcomeFlaky, outcomeBaseline, outcomeStale, verdictBuild, verdictSetup, verdictTimeout, verdictNoTests, verdictError} {
 		if count[o] > 0 {
