@@ -13,7 +13,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 
@@ -75,12 +74,18 @@ func parseKeyring(b []byte) (openpgp.EntityList, error) {
 	case len(trimmed) >= 12 && string(trimmed[8:12]) == "KBXf":
 		return nil, errors.New("a GnuPG keybox (pubring.kbx), not a keyring: export the keys with `gpg --export --armor KEYID...`")
 	case bytes.HasPrefix(trimmed, []byte("-----BEGIN ")):
-		r := bytes.NewReader(trimmed)
-		for {
-			blk, err := armor.Decode(r)
-			if errors.Is(err, io.EOF) {
-				break
+		// Each block is decoded on its own: armor.Decode reads ahead
+		// (buffered), so a second Decode on the same reader would find
+		// nothing and the keys after the first block would be lost.
+		begin := []byte("\n-----BEGIN ")
+		for rest := trimmed; len(rest) > 0; {
+			one := rest
+			if i := bytes.Index(rest[1:], begin); i >= 0 {
+				one, rest = rest[:i+2], rest[i+2:]
+			} else {
+				rest = nil
 			}
+			blk, err := armor.Decode(bytes.NewReader(one))
 			if err != nil {
 				return nil, fmt.Errorf("an armored block that does not decode: %w", err)
 			}
@@ -101,7 +106,7 @@ func parseKeyring(b []byte) (openpgp.EntityList, error) {
 		ents = got
 	}
 	if len(ents) == 0 {
-		return nil, errors.New("no OpenPGP public key found")
+		return nil, errors.New("no OpenPGP public key found in it (want what `gpg --export --armor KEYID...` writes)")
 	}
 	for _, e := range ents {
 		if e.PrivateKey != nil {
