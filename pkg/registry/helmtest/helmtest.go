@@ -250,6 +250,10 @@ type Version struct {
 	// default; Absolute makes it the archive's absolute URL.
 	URL      string
 	Absolute bool
+	// Prov, when set, is served beside the archive as its provenance
+	// file (the archive's path and ".prov"), as `helm package --sign`
+	// leaves it.
+	Prov []byte
 }
 
 // NewRepo starts an empty chart repository.
@@ -289,6 +293,10 @@ func (r *Repo) AddVersion(t testing.TB, v Version) *Version {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.archives["/charts/"+file] = v.Archive
+	delete(r.archives, "/charts/"+file+".prov")
+	if v.Prov != nil {
+		r.archives["/charts/"+file+".prov"] = v.Prov
+	}
 	vs := slices.DeleteFunc(r.versions[v.Chart.Name], func(o *Version) bool { return o.Chart.Version == v.Chart.Version })
 	r.versions[v.Chart.Name] = append(vs, &v)
 	return &v
@@ -361,6 +369,9 @@ func (r *Repo) serve(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/gzip")
+	if strings.HasSuffix(req.URL.Path, ".prov") {
+		w.Header().Set("Content-Type", "application/pgp-signature")
+	}
 	w.Write(archive)
 }
 
@@ -378,6 +389,9 @@ func (r *Repo) Source(t testing.TB, cfg registry.HelmConfig) *registry.Helm {
 // IsIndex and IsArchive match the repository's requests for Count.
 func IsIndex(_, path string) bool   { return strings.HasSuffix(path, "/index.yaml") }
 func IsArchive(_, path string) bool { return strings.HasSuffix(path, ".tgz") }
+
+// IsProvenance matches the requests for a chart's provenance file.
+func IsProvenance(_, path string) bool { return strings.HasSuffix(path, ".tgz.prov") }
 
 // Registry is an in-process OCI registry (go-containerregistry's) that
 // charts are pushed to as `helm push` pushes them.
