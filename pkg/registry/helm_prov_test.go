@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -309,4 +311,58 @@ func TestHelmProvenanceRefusesWhatItCannotHonour(t *testing.T) {
 	fetchFails(t, r.repo.Source(t, registry.HelmConfig{Verify: verifytest.Policy(t, verifytest.NewKey(t))}), "verified by their Helm provenance (verify.provenance)")
 	missing := &verify.Policy{Provenance: &verify.Provenance{KeyringFile: "/nonexistent/keyring.asc"}}
 	fetchFails(t, r.repo.Source(t, registry.HelmConfig{Verify: missing}), "verify.provenance", "/nonexistent/keyring.asc")
+}
+
+// A .prov goes with the credentials its archive would: the repository's
+// on its own host, none elsewhere. Not parallel: it sets the
+// environment.
+func TestHelmProvenanceCredentialsStayHome(t *testing.T) {
+	const password = "pw-helm-prov-canary-0123"
+	t.Setenv("SPECSYNC_HELM_PROV_PW", password)
+	auth := registry.Auth{Type: "basic", Username: "bob", PasswordEnv: "SPECSYNC_HELM_PROV_PW"}
+	req, _ := http.NewRequest(http.MethodGet, "/", nil)
+	req.SetBasicAuth("bob", password)
+	want := req.Header.Get("Authorization")
+
+	r := newProvRig(t)
+	far := chart("far", "1.0.0")
+	farArchive := far.Archive(t)
+	farProv := r.owner.SignProv(t, chartYAML(t, far), archiveName(far), farArchive)
+	var mu sync.Mutex
+	elsewhere := map[string]string{}
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		mu.Lock()
+		elsewhere[req.URL.Path] = req.Header.Get("Authorization")
+		mu.Unlock()
+		if strings.HasSuffix(req.URL.Path, ".prov") {
+			w.Write(farProv)
+			return
+		}
+		w.Write(farArchive)
+	}))
+	t.Cleanup(other.Close)
+
+	r.publish(t, chart("near", "1.0.0"), r.owner)
+	r.repo.AddVersion(t, helmtest.Version{Chart: far, Archive: farArchive, URL: other.URL + "/far-1.0.0.tgz"})
+	r.repo.SetFault(func(w http.ResponseWriter, req *http.Request) bool {
+		if req.Header.Get("Authorization") != want {
+			http.Error(w, "refused", http.StatusUnauthorized)
+			return true
+		}
+		return false
+	})
+	got := byName(fetch(t, r.repo.Source(t, registry.HelmConfig{Auth: auth, Verify: r.policy})))
+	for _, e := range []string{"near", "far"} {
+		if got[e].Err != nil || got[e].Spec == nil || got[e].Spec.Provenance == nil {
+			t.Errorf("%s: %v", e, got[e].Err)
+		}
+	}
+	if r.provs() != 1 {
+		t.Errorf("%d .prov requests at the repository, want near's: %v", r.provs(), r.repo.Requests())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if v, ok := elsewhere["/far-1.0.0.tgz.prov"]; !ok || v != "" {
+		t.Errorf("the .prov on another host: asked %v, credentials %q", ok, v)
+	}
 }
