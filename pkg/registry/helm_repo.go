@@ -170,7 +170,9 @@ func (h *Helm) fetchRepository(ctx context.Context, opts FetchOptions) (*Listing
 		return h.repositoryRead(ctx, o, authz, prov)
 	})
 	if err != nil {
-		return fail(err)
+		// Past the index: a chart's .prov that could not be fetched, the
+		// run's hints, the fetch's deadline.
+		return nil, redact(fmt.Errorf("%s: %w", where, timedOut(ctx, h.cfg.Timeout, err)), secrets)
 	}
 	if l.NotModified {
 		// The index changed, not what it offers: its new validator saves
