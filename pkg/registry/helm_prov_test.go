@@ -32,29 +32,13 @@ func newProvRig(t *testing.T) *provRig {
 		stranger: verifytest.NewPGPKey(t, "Mallory", "m@evil.example"), policy: verifytest.ProvenancePolicy(t, owner)}
 }
 
-// chartYAML is the Chart.yaml a chart's archive holds, as a .prov
-// repeats it.
-func chartYAML(t *testing.T, c helmtest.Chart) string {
-	t.Helper()
-	for _, f := range c.TarFiles(t) {
-		if strings.HasSuffix(f.Name, "/Chart.yaml") {
-			return f.Body
-		}
-	}
-	t.Fatalf("chart %s has no Chart.yaml", c.Name)
-	return ""
-}
-
-func archiveName(c helmtest.Chart) string { return c.Name + "-" + c.Version + ".tgz" }
-
 // publish adds c signed by key (nil: no .prov).
 func (r *provRig) publish(t *testing.T, c helmtest.Chart, key *verifytest.PGPKey) *helmtest.Version {
 	t.Helper()
-	v := helmtest.Version{Chart: c, Archive: c.Archive(t)}
-	if key != nil {
-		v.Prov = key.SignProv(t, chartYAML(t, c), archiveName(c), v.Archive)
+	if key == nil {
+		return r.repo.Add(t, c)
 	}
-	return r.repo.AddVersion(t, v)
+	return r.repo.AddSigned(t, c, key.SignProv)
 }
 
 func (r *provRig) source(t *testing.T) registry.Source {
@@ -79,13 +63,13 @@ func TestHelmProvenanceOffersOnlySigned(t *testing.T) {
 	r.publish(t, chart("stranger", "1.0.0"), r.stranger)
 	// A .prov of other bytes (the chart rebuilt after signing).
 	mismatch := chart("mismatch", "1.0.0")
-	r.repo.AddVersion(t, helmtest.Version{Chart: mismatch, Prov: r.owner.SignProv(t, chartYAML(t, mismatch), archiveName(mismatch), []byte("the archive as signed"))})
+	r.repo.AddVersion(t, helmtest.Version{Chart: mismatch, Prov: r.owner.SignProv(t, mismatch.ChartYAMLText(t), mismatch.ArchiveName(), []byte("the archive as signed"))})
 	// A signed .prov whose Chart.yaml part was edited afterwards.
 	tampered := chart("tampered", "1.0.0")
 	tv := helmtest.Version{Chart: tampered, Archive: tampered.Archive(t)}
-	tv.Prov = bytes.Replace(r.owner.SignProv(t, chartYAML(t, tampered), archiveName(tampered), tv.Archive),
+	tv.Prov = bytes.Replace(r.owner.SignProv(t, tampered.ChartYAMLText(t), tampered.ArchiveName(), tv.Archive),
 		[]byte("the tampered chart"), []byte("the trusted chart"), 1)
-	if bytes.Equal(tv.Prov, r.owner.SignProv(t, chartYAML(t, tampered), archiveName(tampered), tv.Archive)) {
+	if bytes.Equal(tv.Prov, r.owner.SignProv(t, tampered.ChartYAMLText(t), tampered.ArchiveName(), tv.Archive)) {
 		t.Fatal("the tampered .prov is not altered")
 	}
 	r.repo.AddVersion(t, tv)
@@ -292,7 +276,7 @@ func TestHelmProvenancePublishedLaterIsFound(t *testing.T) {
 	if e := byName(fetch(t, src))["late"]; e.Err == nil {
 		t.Fatalf("an unsigned chart is offered: %+v", e)
 	}
-	v.Prov = r.owner.SignProv(t, chartYAML(t, c), archiveName(c), v.Archive)
+	v.Prov = r.owner.SignProv(t, c.ChartYAMLText(t), c.ArchiveName(), v.Archive)
 	r.repo.AddVersion(t, *v)
 	r.repo.Reset()
 	e := byName(fetch(t, src))["late"]
@@ -327,7 +311,7 @@ func TestHelmProvenanceCredentialsStayHome(t *testing.T) {
 	r := newProvRig(t)
 	far := chart("far", "1.0.0")
 	farArchive := far.Archive(t)
-	farProv := r.owner.SignProv(t, chartYAML(t, far), archiveName(far), farArchive)
+	farProv := r.owner.SignProv(t, far.ChartYAMLText(t), far.ArchiveName(), farArchive)
 	var mu sync.Mutex
 	elsewhere := map[string]string{}
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
