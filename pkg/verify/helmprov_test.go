@@ -18,7 +18,7 @@ import (
 const provChartYAML = "apiVersion: v2\nname: db\nversion: 1.2.0\ndescription: a database\n"
 
 // provLoad loads a provenance policy whose keyring file holds keyring.
-func provLoad(t *testing.T, keyring string) *verify.Verifier {
+func provLoad(t testing.TB, keyring string) *verify.Verifier {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), "keyring")
 	if err := os.WriteFile(f, []byte(keyring), 0o600); err != nil {
