@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/specsync/specsync/pkg/failure"
+	"github.com/specsync/specsync/pkg/registry"
 	"github.com/specsync/specsync/pkg/verify/policy"
 )
 
@@ -196,6 +197,11 @@ func (v *Verifier) VerifyProvenance(prov []byte, file, sum string) (Result, erro
 	}
 	return Result{Digest: sum, Signer: Signer{Key: KeyringFingerprint(signer), Identity: id}, Via: ViaProvenance}, nil
 }
+
+// The registry finds VerifyProvenance by this interface (a chart
+// repository's fetch asserts it): a signature that drifts fails here, at
+// build time, not at a fetch.
+var _ registry.ProvenanceVerifier = (*Verifier)(nil)
 
 // ViaProvenance is a Result's Via for a chart verified by its Helm
 // provenance file.
