@@ -9,6 +9,7 @@ require (
 	cloud.google.com/go/storage v1.65.0
 	github.com/GoogleCloudPlatform/functions-framework-go v1.9.2
 	github.com/GoogleCloudPlatform/opentelemetry-operations-go/exporter/trace v1.39.0
+	github.com/ProtonMail/go-crypto v1.1.6
 	github.com/cloudevents/sdk-go/v2 v2.16.2
 	github.com/distribution/distribution/v3 v3.1.2
 	github.com/fsouza/fake-gcs-server v1.56.1
@@ -54,7 +55,6 @@ require (
 	cloud.google.com/go/trace v1.17.0 // indirect
 	github.com/GoogleCloudPlatform/opentelemetry-operations-go/exporter/metric v0.57.0 // indirect
 	github.com/GoogleCloudPlatform/opentelemetry-operations-go/internal/resourcemapping v0.63.0 // indirect
-	github.com/ProtonMail/go-crypto v1.1.6 // indirect
 	github.com/agext/levenshtein v1.2.1 // indirect
 	github.com/apparentlymart/go-textseg/v15 v15.0.0 // indirect
 	github.com/apparentlymart/go-textseg/v17 v17.0.1 // indirect

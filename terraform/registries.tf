@@ -51,12 +51,12 @@ locals {
   # (registry.Kind's Credentials, pkg/registry/kind.go, whose test holds
   # every source to it): every key of a source block's auth that ends in
   # _env or _file names a secret, so a new source needs no change here.
-  # A verify block names its public keys and trusted root the same way
-  # (each of verify.keys and verify.keyless: its keys ending in _env or
-  # _file; pkg/verify's SecretRefs): they are read by the reconcile
-  # function at fetch time, like credentials.
+  # A verify block names its public keys, trusted root and keyring the
+  # same way (each of verify.keys, verify.keyless and verify.provenance:
+  # its keys ending in _env or _file; pkg/verify's SecretRefs): they are
+  # read by the reconcile function at fetch time, like credentials.
   registry_verify_refs = flatten([
-    for r in local.registries : concat(try(r.verify.keys, []), try([r.verify.keyless], []))
+    for r in local.registries : concat(try(r.verify.keys, []), try([r.verify.keyless], []), try([r.verify.provenance], []))
   ])
   registry_secret_envs = toset(flatten([
     for a in concat(local.registry_auths, local.registry_verify_refs) : [

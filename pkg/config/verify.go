@@ -27,8 +27,15 @@ func checkVerify(r Registry) error {
 	if why, ok := notSigned[r.Type]; ok {
 		errs = append(errs, fmt.Errorf("verify: not for a source of type %s: %s", r.Type, why))
 	}
+	// A chart repository's charts are archives, signed by the provenance
+	// file beside each (Helm's .prov); every other signed source's
+	// entries are OCI manifests, signed by cosign.
 	if h, ok := r.Block().(*registry.HelmBlock); ok && h.URL != "" {
-		errs = append(errs, errors.New("verify: not for a helm chart repository (a helm block with a url): its charts are archives, not OCI manifests; verify applies to charts in an OCI registry (a helm block with a host)"))
+		if len(r.Verify.Keys) > 0 || r.Verify.Keyless != nil {
+			errs = append(errs, errors.New("verify.keys and verify.keyless are not for a helm chart repository (a helm block with a url): its charts are archives, not OCI manifests; their .prov files are checked with verify.provenance's keyring"))
+		}
+	} else if _, ok := notSigned[r.Type]; !ok && r.Verify.Provenance != nil {
+		errs = append(errs, fmt.Errorf("verify.provenance: not for a source of type %s: it checks the .prov files beside a helm chart repository's archives (a helm block with a url), and this source's entries are OCI manifests, signed with cosign: use verify.keys or verify.keyless", r.Type))
 	}
 	if err := r.Verify.Validate(); err != nil {
 		errs = append(errs, err)

@@ -45,6 +45,9 @@ func TestConformanceVerify(t *testing.T) {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
 			u, ok := d.new(t).(signedUpstream)
+			if !ok && d.name == "helm-repository" {
+				t.Skip("its charts are archives, verified by their Helm provenance files, not cosign signatures: helm_prov_test.go has those cases")
+			}
 			if !ok {
 				t.Skip("its entries are not OCI manifests: the verify block is refused at load for it")
 			}

@@ -88,8 +88,10 @@ type HelmConfig struct {
 	// Transport replaces remote.DefaultTransport for an OCI registry
 	// (tests).
 	Transport http.RoundTripper
-	// Verify, when set, offers only entries whose manifest is signed as
-	// it says (oci_verify.go).
+	// Verify, when set, offers only entries signed as it says: for
+	// charts in an OCI registry, their manifests' signatures
+	// (oci_verify.go); for a chart repository, its charts' provenance
+	// files (verify.provenance, helm_prov.go).
 	Verify *policy.Policy
 	// Backoff replaces the retry of OCI requests (zero: 200ms, doubling,
 	// 3 steps; tests shorten it).
@@ -128,7 +130,8 @@ type Helm struct {
 	// names its content, so an entry never goes stale; it is pruned to
 	// the digests of the last complete fetch.
 	cache map[string]chartContent
-	// verified are the chart manifests verified (oci_verify.go).
+	// verified are the chart manifests (oci_verify.go) or archives
+	// (helm_prov.go) verified.
 	verified verifiedDigests
 }
 

@@ -123,8 +123,14 @@ func (h *Helm) fetchRepository(ctx context.Context, opts FetchOptions) (*Listing
 	fail := func(err error) (*Listing, error) {
 		return nil, redact(fmt.Errorf("%s: index: %w", where, timedOut(ctx, h.cfg.Timeout, err)), secrets)
 	}
+	// Loaded before the index is asked, since its digest decides whether
+	// the index's validator may be sent (provenanceETag).
+	prov, err := h.provenanceVerifier()
+	if err != nil {
+		return nil, redact(fmt.Errorf("%s: %w", where, err), secrets)
+	}
 
-	req, err := indexRequest(ctx, h.index, "application/yaml, application/x-yaml, text/yaml;q=0.9, */*;q=0.1", authz, opts.ETag)
+	req, err := indexRequest(ctx, h.index, "application/yaml, application/x-yaml, text/yaml;q=0.9, */*;q=0.1", authz, provenanceETag(opts.ETag, prov))
 	if err != nil {
 		return fail(err)
 	}
@@ -133,7 +139,7 @@ func (h *Helm) fetchRepository(ctx context.Context, opts FetchOptions) (*Listing
 		return fail(plainURLError(err, h.repo))
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNotModified && opts.ETag != "" {
+	if resp.StatusCode == http.StatusNotModified && provenanceETag(opts.ETag, prov) != "" {
 		return &Listing{NotModified: true, Digest: opts.PreviousDigest, ETag: opts.ETag}, nil
 	}
 	body, err := readBounded(resp, h.cfg.MaxIndexBytes)
@@ -155,17 +161,23 @@ func (h *Helm) fetchRepository(ctx context.Context, opts FetchOptions) (*Listing
 	looked := make([]chartOutcome, len(names))
 	for i, n := range names {
 		looked[i] = h.repositoryLookup(n, index.Entries[n])
+		// As an OCI source's Upstream names the policy (conn.upstream).
+		if looked[i].upstream != "" && prov != nil {
+			looked[i].upstream += " verify " + prov.Digest()
+		}
 	}
 	l, err := h.settle(ctx, looked, opts, secrets, func(ctx context.Context, o chartOutcome) chartOutcome {
-		return h.repositoryRead(ctx, o, authz)
+		return h.repositoryRead(ctx, o, authz, prov)
 	})
 	if err != nil {
-		return fail(err)
+		// Past the index: a chart's .prov that could not be fetched, the
+		// run's hints, the fetch's deadline.
+		return nil, redact(fmt.Errorf("%s: %w", where, timedOut(ctx, h.cfg.Timeout, err)), secrets)
 	}
 	if l.NotModified {
 		// The index changed, not what it offers: its new validator saves
 		// the next run the index.
-		l.ETag = resp.Header.Get("ETag")
+		l.ETag = withPolicy(resp.Header.Get("ETag"), prov)
 		return l, nil
 	}
 	// A chart that failed is tried again next run, so the next run must
@@ -173,7 +185,7 @@ func (h *Helm) fetchRepository(ctx context.Context, opts FetchOptions) (*Listing
 	// the archives too. (A chart broken for good is in the cache: reading
 	// it again costs nothing upstream.)
 	if !slices.ContainsFunc(l.Entries, func(e Entry) bool { return e.Err != nil }) {
-		l.ETag = resp.Header.Get("ETag")
+		l.ETag = withPolicy(resp.Header.Get("ETag"), prov)
 	}
 	return l, nil
 }
@@ -256,12 +268,16 @@ func (h *Helm) repositoryLookup(name string, versions []indexVersion) chartOutco
 }
 
 // repositoryRead reads what a looked-up chart's archive offers, from the
-// cache when it knows the digest.
-func (h *Helm) repositoryRead(ctx context.Context, o chartOutcome, authz string) chartOutcome {
+// cache when it knows the digest, and with verify (prov) checks its
+// provenance (helm_prov.go).
+func (h *Helm) repositoryRead(ctx context.Context, o chartOutcome, authz string, prov ProvenanceVerifier) chartOutcome {
 	broken := func(unreachable bool, err error) chartOutcome {
 		return chartOutcome{name: o.name, unreachable: unreachable,
 			entry: &Entry{Name: o.name, Ref: o.ref, Err: fmt.Errorf("chart %s version %s: %w", o.name, o.v.version, err)}}
 	}
+	// sum is the archive bytes' digest: the key a cached archive was
+	// checked against when it was read, else this download's.
+	sum := o.key
 	c, ok := h.cached(o.key)
 	if !ok {
 		archive, over, err := h.download(ctx, o.url, authz)
@@ -271,18 +287,21 @@ func (h *Helm) repositoryRead(ctx context.Context, o chartOutcome, authz string)
 		case over:
 			return broken(false, fmt.Errorf("the archive is more than the %d bytes allowed", h.cfg.MaxChartBytes))
 		}
-		if o.key != "" {
-			if sum := sha256.Sum256(archive); "sha256:"+hex.EncodeToString(sum[:]) != o.key {
-				// Not cached, no Upstream: the archive may be replaced, or
-				// the index fixed, by the next run.
-				return broken(false, fmt.Errorf("the archive's digest is sha256:%s, the index says %s",
-					hex.EncodeToString(sum[:]), o.key))
-			}
+		digest := sha256.Sum256(archive)
+		sum = "sha256:" + hex.EncodeToString(digest[:])
+		if o.key != "" && sum != o.key {
+			// Not cached, no Upstream: the archive may be replaced, or
+			// the index fixed, by the next run.
+			return broken(false, fmt.Errorf("the archive's digest is %s, the index says %s", sum, o.key))
 		}
 		c = readChartContent(archive, h.cfg.MaxChartUnpackedBytes)
 		h.remember(o.key, c)
 	}
-	return h.readOutcome(o, c, RedactURL(h.repo))
+	out := h.readOutcome(o, c, RedactURL(h.repo))
+	if prov != nil && out.entry != nil && out.entry.Spec != nil {
+		out.fatal = h.verifyChart(ctx, prov, o, out.entry, sum, authz)
+	}
+	return out
 }
 
 // download GETs a chart archive (over: it is bigger than MaxChartBytes).

@@ -6,13 +6,15 @@ import "github.com/specsync/specsync/pkg/verify/policy"
 // no sigstore, so that the operator CLI can check a block without linking
 // the verifier; these aliases keep this package's callers as they were.
 type (
-	Policy    = policy.Policy
-	Key       = policy.Key
-	Keyless   = policy.Keyless
-	Signer    = policy.Signer
-	Result    = policy.Result
-	Reason    = policy.Reason
-	Rejection = policy.Rejection
+	Policy  = policy.Policy
+	Key     = policy.Key
+	Keyless = policy.Keyless
+	// Provenance is verify.provenance: a chart repository's keyring.
+	Provenance = policy.Provenance
+	Signer     = policy.Signer
+	Result     = policy.Result
+	Reason     = policy.Reason
+	Rejection  = policy.Rejection
 )
 
 // The reasons a manifest is refused (policy.Reason).

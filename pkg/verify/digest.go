@@ -12,7 +12,7 @@ import (
 
 // Digest names what the verifier accepts: its keys (by fingerprint, not
 // by where they are read from), the keyless identity and the trusted
-// root's content. A source puts it in every entry's Upstream, so that a
+// root's content, the provenance keyring's keys. A source puts it in every entry's Upstream, so that a
 // verification recorded under one policy is never taken for another: a
 // key removed (rotated out, revoked) or another identity re-verifies every
 // entry, while moving a key from one secret to another re-verifies none.
@@ -24,6 +24,9 @@ func materialDigest(p policy.Policy, v *Verifier) (string, error) {
 		Keys    []string        `json:"keys,omitempty"`
 		Keyless *policy.Keyless `json:"keyless,omitempty"`
 		Root    string          `json:"root,omitempty"`
+		// Provenance: the keyring's keys (keyring.sums). Absent
+		// (omitempty), a policy digests as before the field existed.
+		Provenance []string `json:"provenance,omitempty"`
 	}
 	for _, k := range v.keys {
 		d.Keys = append(d.Keys, k.fingerprint)
@@ -32,6 +35,9 @@ func materialDigest(p policy.Policy, v *Verifier) (string, error) {
 	// nothing more.
 	slices.Sort(d.Keys)
 	d.Keys = slices.Compact(d.Keys)
+	if v.keyring != nil {
+		d.Provenance = slices.Compact(slices.Sorted(slices.Values(v.keyring.sums)))
+	}
 	if kl := p.Keyless; kl != nil {
 		c := *kl
 		c.TrustedRootFile = "" // where it is read from accepts nothing more

@@ -25,6 +25,8 @@ import (
 type Verifier struct {
 	keys    []publicKey
 	keyless *keylessVerifier
+	// keyring is verify.provenance's (helmprov.go).
+	keyring *keyring
 	digest  string
 }
 
@@ -102,6 +104,13 @@ func Load(p policy.Policy) (*Verifier, error) {
 			return nil, failure.Wrap(failure.Invalid, fmt.Errorf("verify.keyless: %w", err))
 		}
 		v.keyless = &keylessVerifier{verifier: sv, identity: id}
+	}
+	if pv := p.Provenance; pv != nil {
+		ring, err := loadKeyring(*pv)
+		if err != nil {
+			return nil, failure.Wrap(failure.Precondition, err)
+		}
+		v.keyring = ring
 	}
 	digest, err := materialDigest(p, v)
 	if err != nil {

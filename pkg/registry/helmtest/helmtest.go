@@ -158,6 +158,21 @@ func (c Chart) Archive(t testing.TB) []byte {
 	return TarGz(t, c.TarFiles(t)...)
 }
 
+// ChartYAMLText is the Chart.yaml the chart's archive holds ("" for
+// none): what a provenance file repeats.
+func (c Chart) ChartYAMLText(t testing.TB) string {
+	t.Helper()
+	for _, f := range c.TarFiles(t) {
+		if f.Name == c.Name+"/Chart.yaml" {
+			return f.Body
+		}
+	}
+	return ""
+}
+
+// ArchiveName is the archive's file name as `helm package` names it.
+func (c Chart) ArchiveName() string { return c.Name + "-" + c.Version + ".tgz" }
+
 // Digest is the SHA-256 of b in hex, as an index writes it.
 func Digest(b []byte) string {
 	sum := sha256.Sum256(b)
@@ -250,6 +265,10 @@ type Version struct {
 	// default; Absolute makes it the archive's absolute URL.
 	URL      string
 	Absolute bool
+	// Prov, when set, is served beside the archive as its provenance
+	// file (the archive's path and ".prov"), as `helm package --sign`
+	// leaves it.
+	Prov []byte
 }
 
 // NewRepo starts an empty chart repository.
@@ -279,7 +298,7 @@ func (r *Repo) AddVersion(t testing.TB, v Version) *Version {
 	case "-":
 		v.Digest = ""
 	}
-	file := fmt.Sprintf("%s-%s.tgz", v.Chart.Name, v.Chart.Version)
+	file := v.Chart.ArchiveName()
 	if v.URL == "" {
 		v.URL = file
 	}
@@ -289,9 +308,22 @@ func (r *Repo) AddVersion(t testing.TB, v Version) *Version {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.archives["/charts/"+file] = v.Archive
+	delete(r.archives, "/charts/"+file+".prov")
+	if v.Prov != nil {
+		r.archives["/charts/"+file+".prov"] = v.Prov
+	}
 	vs := slices.DeleteFunc(r.versions[v.Chart.Name], func(o *Version) bool { return o.Chart.Version == v.Chart.Version })
 	r.versions[v.Chart.Name] = append(vs, &v)
 	return &v
+}
+
+// AddSigned publishes a chart version built from c with the provenance
+// file sign makes of its Chart.yaml, archive name and archive (such as
+// verifytest's PGPKey.SignProv).
+func (r *Repo) AddSigned(t testing.TB, c Chart, sign func(t testing.TB, chartYAML, file string, archive []byte) []byte) *Version {
+	t.Helper()
+	archive := c.Archive(t)
+	return r.AddVersion(t, Version{Chart: c, Archive: archive, Prov: sign(t, c.ChartYAMLText(t), c.ArchiveName(), archive)})
 }
 
 // Remove takes a chart (every version) out of the index.
@@ -361,6 +393,9 @@ func (r *Repo) serve(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/gzip")
+	if strings.HasSuffix(req.URL.Path, ".prov") {
+		w.Header().Set("Content-Type", "application/pgp-signature")
+	}
 	w.Write(archive)
 }
 
@@ -378,6 +413,9 @@ func (r *Repo) Source(t testing.TB, cfg registry.HelmConfig) *registry.Helm {
 // IsIndex and IsArchive match the repository's requests for Count.
 func IsIndex(_, path string) bool   { return strings.HasSuffix(path, "/index.yaml") }
 func IsArchive(_, path string) bool { return strings.HasSuffix(path, ".tgz") }
+
+// IsProvenance matches the requests for a chart's provenance file.
+func IsProvenance(_, path string) bool { return strings.HasSuffix(path, ".tgz.prov") }
 
 // Registry is an in-process OCI registry (go-containerregistry's) that
 // charts are pushed to as `helm push` pushes them.

@@ -32,6 +32,23 @@ type Policy struct {
 	// (cosign's keyless signing through Fulcio) whose identity and OIDC
 	// issuer match.
 	Keyless *Keyless `json:"keyless,omitempty"`
+	// Provenance is for a Helm chart repository (a helm block with a
+	// url), whose charts are archives, not OCI manifests: each chart
+	// version's provenance file (helm package --sign's .prov beside the
+	// archive) must be signed by a key of the keyring and name the
+	// archive's SHA-256. It goes alone: keys and keyless check cosign
+	// signatures, which no chart repository holds.
+	Provenance *Provenance `json:"provenance,omitempty"`
+}
+
+// Provenance is the OpenPGP keyring a chart's .prov must be signed
+// with: an environment variable or a file holding it (armored, as `gpg
+// --export --armor` writes it, or binary). Exactly one is set. A keyring
+// holds several keys: a key is rotated by adding the new one before
+// signing with it and removing the old one after.
+type Provenance struct {
+	KeyringEnv  string `json:"keyring_env,omitempty"`
+	KeyringFile string `json:"keyring_file,omitempty"`
 }
 
 // Key is one public key: an environment variable or a file holding its
@@ -68,8 +85,21 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 func (p Policy) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if len(p.Keys) == 0 && p.Keyless == nil {
-		bad("verify: set keys, keyless or both: a verify block without a policy would refuse every entry")
+	switch {
+	case len(p.Keys) == 0 && p.Keyless == nil && p.Provenance == nil:
+		bad("verify: set keys, keyless or both (provenance for a helm chart repository): a verify block without a policy would refuse every entry")
+	case p.Provenance != nil && (len(p.Keys) > 0 || p.Keyless != nil):
+		bad("verify.provenance: not with keys or keyless: provenance checks a helm chart repository's .prov files, keys and keyless cosign signatures of OCI manifests, and no source has both")
+	}
+	if pv := p.Provenance; pv != nil {
+		switch {
+		case pv.KeyringEnv == "" && pv.KeyringFile == "":
+			bad("verify.provenance: set keyring_env or keyring_file (where the OpenPGP public keyring is)")
+		case pv.KeyringEnv != "" && pv.KeyringFile != "":
+			bad("verify.provenance: keyring_env and keyring_file are both set; set only one")
+		case pv.KeyringEnv != "" && !envName.MatchString(pv.KeyringEnv):
+			bad("verify.provenance.keyring_env %q is not an environment variable name", pv.KeyringEnv)
+		}
 	}
 	for i, k := range p.Keys {
 		at := fmt.Sprintf("verify.keys[%d]", i)
@@ -113,7 +143,7 @@ func (p Policy) Validate() error {
 func Anchored(re string) string { return `^(?:` + re + `)$` }
 
 // SecretRefs are the environment variables and files the policy names
-// (key PEMs and the trusted root): terraform makes a secret of each and
+// (key PEMs, the trusted root, the keyring): terraform makes a secret of each and
 // gives it to the reconcile function (terraform/registries.tf).
 func (p Policy) SecretRefs() (envs, files []string) {
 	for _, k := range p.Keys {
@@ -126,6 +156,14 @@ func (p Policy) SecretRefs() (envs, files []string) {
 	}
 	if p.Keyless != nil && p.Keyless.TrustedRootFile != "" {
 		files = append(files, p.Keyless.TrustedRootFile)
+	}
+	if pv := p.Provenance; pv != nil {
+		if pv.KeyringEnv != "" {
+			envs = append(envs, pv.KeyringEnv)
+		}
+		if pv.KeyringFile != "" {
+			files = append(files, pv.KeyringFile)
+		}
 	}
 	return envs, files
 }
@@ -150,6 +188,13 @@ func (p Policy) String() string {
 			iss = "/" + kl.IssuerRegexp + "/"
 		}
 		parts = append(parts, fmt.Sprintf("keyless %s from %s", id, iss))
+	}
+	if pv := p.Provenance; pv != nil {
+		if pv.KeyringEnv != "" {
+			parts = append(parts, "helm provenance, keyring from env "+pv.KeyringEnv)
+		} else {
+			parts = append(parts, "helm provenance, keyring from file "+pv.KeyringFile)
+		}
 	}
 	return strings.Join(parts, "; ")
 }

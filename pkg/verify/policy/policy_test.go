@@ -21,20 +21,23 @@ func TestSecretFieldsFollowTerraformsConvention(t *testing.T) {
 			TrustedRootFile: "v-root-file", Identity: "v-identity", IdentityRegexp: "v-identity-re",
 			Issuer: "v-issuer", IssuerRegexp: "v-issuer-re",
 		},
+		// Never with keys at once (Validate), but SecretRefs names both.
+		Provenance: &policy.Provenance{KeyringEnv: "v-keyring-env", KeyringFile: "v-keyring-file"},
 	}
 	raw, err := json.Marshal(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var doc struct {
-		Keys    []map[string]string `json:"keys"`
-		Keyless map[string]string   `json:"keyless"`
+		Keys       []map[string]string `json:"keys"`
+		Keyless    map[string]string   `json:"keyless"`
+		Provenance map[string]string   `json:"provenance"`
 	}
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
 	var tfEnvs, tfFiles []string
-	for _, m := range append(doc.Keys, doc.Keyless) {
+	for _, m := range append(doc.Keys, doc.Keyless, doc.Provenance) {
 		for k, v := range m {
 			switch {
 			case strings.HasSuffix(k, "_env"):

@@ -58,14 +58,21 @@ type Rejection struct {
 	Reason Reason
 	// Detail is one line on the most telling signature refused.
 	Detail string
+	// Prov is where a chart archive's Helm provenance file was looked
+	// for (Digest is then the archive's); "" for an OCI manifest.
+	Prov string
 }
 
 func (r *Rejection) Error() string {
+	what, looked := "manifest", "referrers or cosign's .sig tag"
+	if r.Prov != "" {
+		what, looked = "archive", r.Prov+": "+r.Detail
+	}
 	switch r.Reason {
 	case Missing:
-		return fmt.Sprintf("unsigned: no signature of %s found (referrers or cosign's .sig tag)", r.Digest)
+		return fmt.Sprintf("unsigned: no signature of %s found (%s)", r.Digest, looked)
 	case OtherDigest:
-		return fmt.Sprintf("signature refused: %s signs another manifest (%s)", r.Digest, r.Detail)
+		return fmt.Sprintf("signature refused: %s signs another %s (%s)", r.Digest, what, r.Detail)
 	case Untrusted:
 		return fmt.Sprintf("signature refused: %s is signed, but not by whom verify accepts (%s)", r.Digest, r.Detail)
 	default:
