@@ -202,8 +202,8 @@ type tally struct {
 	// referrers are the selected events that were a signature's push
 	// (or another referrer's).
 	referrers int
-	whole                bool
-	skipped              map[string]int
+	whole     bool
+	skipped   map[string]int
 }
 
 func (t tally) String() string {
