@@ -196,3 +196,76 @@ func TestVerifySignaturePushedLaterPublishesThroughTheHook(t *testing.T) {
 		strings.TrimSuffix(strings.TrimPrefix(envelope("svc-b", "", im.Manifests[0].Digest.String()), `{"events":[`), `]}`),
 		strings.TrimSuffix(strings.TrimPrefix(envelope("svc-b", "sha256-"+d.Hex, index.Digest.String()), `{"events":[`), `]}`)))
 }
+
+// What an unsigned entry costs a run, so that its signature, pushed
+// later, is found: a refusal is never reused, so every run that reads the
+// registry looks its digest's signatures up again (on the reference
+// registry, which lacks the referrers API: the referrers API, the
+// referrers tag schema and cosign's .sig tag, three requests), and as
+// its refusal keeps the tag lookups from showing the listing unchanged, a
+// new instance also reads its manifest and config and the run's hints (a
+// Firestore read more). The signed entries cost nothing more. Signed,
+// the registry is back to an unchanged run's cost: no lookup, one read.
+func TestVerifyUnsignedEntryCostsItsLookupsEachRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	up := newUpstream(t)
+	owner := verifytest.NewKey(t)
+	for _, n := range []string{"svc-a", "svc-b", "svc-c"} {
+		up.push(t, n, specYAML(n))
+		up.sign(t, owner, n)
+	}
+	up.push(t, "unsigned", specYAML("unsigned"))
+	_, unsigned := up.digest(t, "unsigned")
+	policy := verifytest.Policy(t, owner)
+	warm := up.verifiedSource(t, "team", policy)
+	if run := e.run(warm); run.Result != api.ResultSucceeded || run.Counts.Created != 3 {
+		t.Fatalf("first run: %s %+v %s", run.Result, run.Counts, run.Error)
+	}
+	up.counts()
+	measure := func(what string, src reconcile.Registry, want map[string]int, reads int64) {
+		t.Helper()
+		var mu sync.Mutex
+		var others []string
+		up.setFail(func(r *http.Request) bool {
+			if requestKind(r) == reqSignature && !strings.Contains(r.URL.Path, unsigned.Hex) {
+				mu.Lock()
+				others = append(others, r.Method+" "+r.URL.Path)
+				mu.Unlock()
+			}
+			return false
+		})
+		run, err := e.runner.Reconcile(context.Background(), src)
+		up.setFail(nil)
+		e.commit()
+		got := up.counts()
+		if err != nil || !run.Result.OK() || run.Counts.Updated+run.Counts.Created+run.Counts.Marked != 0 {
+			t.Fatalf("%s: %s %+v %s %v", what, run.Result, run.Counts, run.Error, err)
+		}
+		for _, k := range []string{reqHead, reqGetManifest, reqGetBlob, reqSignature} {
+			if got[k] != want[k] {
+				t.Errorf("%s: %s, want %s (lookups of other digests: %v)", what, formatCounts(got), formatCounts(want), others)
+				break
+			}
+		}
+		if len(others) != 0 {
+			t.Errorf("%s: signatures of signed entries looked up again: %v", what, others)
+		}
+		if run.Ops.Reads != reads || run.Ops.Writes != 0 {
+			t.Errorf("%s: Firestore %+v, want %d reads and no write", what, run.Ops, reads)
+		}
+		t.Logf("%s: %s; Firestore %+v", what, formatCounts(got), run.Ops)
+	}
+	for range 2 {
+		measure("unsigned, warm", warm, map[string]int{reqHead: 4, reqSignature: 3}, 1)
+		measure("unsigned, a new instance", up.verifiedSource(t, "team", policy), map[string]int{reqHead: 4, reqGetManifest: 1, reqGetBlob: 1, reqSignature: 3}, 2)
+	}
+
+	up.sign(t, owner, "unsigned")
+	if run := e.run(warm); run.Counts.Created != 1 {
+		t.Fatalf("signed: %s %+v %s", run.Result, run.Counts, run.Error)
+	}
+	up.counts()
+	measure("signed, warm", warm, map[string]int{reqHead: 4}, 1)
+	measure("signed, a new instance", up.verifiedSource(t, "team", policy), map[string]int{reqHead: 4}, 1)
+}
