@@ -627,8 +627,10 @@ func (o *OCI) Select(c Change) (string, bool) {
 		return "", false
 	}
 	switch {
+	case c.Referrer && !c.Deleted && o.cfg.Verify != nil:
+		return entry, true
 	case c.Referrer && !c.Deleted:
-		return entry, o.cfg.Verify != nil
+		return "", false
 	case c.Tag != "" && c.Tag == o.cfg.Tag:
 		return entry, true
 	case c.Tag != "":

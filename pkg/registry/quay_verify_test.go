@@ -39,3 +39,34 @@ func TestQuayVerifiesAPrivateRepository(t *testing.T) {
 		t.Errorf("the lookups never asked Quay's token service:\n%s", rig.host.log())
 	}
 }
+
+// A signature's push (hooks mark it Referrer: Quay's updated_tags holds
+// cosign's sha256-<hex>.sig) names the repository's entry when the source
+// verifies, and nothing when it does not; a deleted one names nothing.
+func TestQuaySelectsASignaturePushWhenItVerifies(t *testing.T) {
+	t.Parallel()
+	sig := registry.Change{Repository: "acme/tools/db", Tag: "sha256-" + strings.Repeat("ab", 32) + ".sig", Referrer: true}
+	for _, c := range []struct {
+		name   string
+		verify bool
+		change registry.Change
+		entry  string
+	}{
+		{"verifying", true, sig, "tools/db"},
+		{"not verifying", false, sig, ""},
+		{"verifying, another namespace", true, registry.Change{Repository: "other/db", Tag: sig.Tag, Referrer: true}, ""},
+		{"verifying, deleted", true, registry.Change{Repository: "acme/tools/db", Tag: sig.Tag, Referrer: true, Deleted: true}, ""},
+	} {
+		cfg := registry.QuayConfig{Namespace: "acme"}
+		if c.verify {
+			cfg.Verify = verifytest.Policy(t, verifytest.NewKey(t))
+		}
+		q, err := registry.NewQuay(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e, ok := q.Select(c.change); e != c.entry || ok != (c.entry != "") {
+			t.Errorf("%s: Select(%+v) = %q, %v; want %q", c.name, c.change, e, ok, c.entry)
+		}
+	}
+}
