@@ -15,8 +15,9 @@ import (
 // EventAt is at, the publish time, which a redelivery keeps, or now when
 // at is zero). The gcr topic carries every push of the project, most of
 // them none of specsync's business (another repository, another tag, a
-// push by digest alone to a registry that does not verify), and anything unreadable on it is nobody's: those
-// are acknowledged (nil) and logged at debug level, never retried. A
+// push by digest alone to a registry that does not verify), and anything
+// unreadable on it is nobody's: those are acknowledged (nil) and logged
+// at debug level, never retried. A
 // failure of any run (run returns one only when retrying can help: the
 // store, a lease held) is returned, so Pub/Sub redelivers the
 // notification; the runs that succeeded run again, harmlessly. The
