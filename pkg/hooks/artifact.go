@@ -17,11 +17,11 @@ import (
 // them none of specsync's business (another repository, another tag, a
 // push by digest alone to a registry that does not verify), and anything
 // unreadable on it is nobody's: those are acknowledged (nil) and logged
-// at debug level, never retried. A
-// failure of any run (run returns one only when retrying can help: the
-// store, a lease held) is returned, so Pub/Sub redelivers the
-// notification; the runs that succeeded run again, harmlessly. The
-// reconcile function calls it with its worker's Handle.
+// at debug level, never retried. A failure of any run (run returns one
+// only when retrying can help: the store, a lease held) is returned, so
+// Pub/Sub redelivers the notification; the runs that succeeded run
+// again, harmlessly. The reconcile function calls it with its worker's
+// Handle.
 func Artifact(ctx context.Context, log *slog.Logger, ae queue.ArtifactEvent, decodeErr error, regs []Registry, at time.Time, run func(context.Context, queue.Message) error) error {
 	if log == nil {
 		log = slog.Default()
