@@ -15,12 +15,13 @@ import (
 // EventAt is at, the publish time, which a redelivery keeps, or now when
 // at is zero). The gcr topic carries every push of the project, most of
 // them none of specsync's business (another repository, another tag, a
-// push by digest alone), and anything unreadable on it is nobody's: those
-// are acknowledged (nil) and logged at debug level, never retried. A
-// failure of any run (run returns one only when retrying can help: the
-// store, a lease held) is returned, so Pub/Sub redelivers the
-// notification; the runs that succeeded run again, harmlessly. The
-// reconcile function calls it with its worker's Handle.
+// push by digest alone to a registry that does not verify), and anything
+// unreadable on it is nobody's: those are acknowledged (nil) and logged
+// at debug level, never retried. A failure of any run (run returns one
+// only when retrying can help: the store, a lease held) is returned, so
+// Pub/Sub redelivers the notification; the runs that succeeded run
+// again, harmlessly. The reconcile function calls it with its worker's
+// Handle.
 func Artifact(ctx context.Context, log *slog.Logger, ae queue.ArtifactEvent, decodeErr error, regs []Registry, at time.Time, run func(context.Context, queue.Message) error) error {
 	if log == nil {
 		log = slog.Default()

@@ -199,14 +199,20 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request) {
 // tally counts what a request's events came to, for its answer.
 type tally struct {
 	selected, unselected int
-	whole                bool
-	skipped              map[string]int
+	// referrers are the selected events that were a signature's push
+	// (or another referrer's).
+	referrers int
+	whole     bool
+	skipped   map[string]int
 }
 
 func (t tally) String() string {
 	var parts []string
 	if t.selected > 0 {
 		parts = append(parts, api.Count(t.selected, "event", "events")+" for entries of the registry")
+	}
+	if t.referrers > 0 {
+		parts = append(parts, fmt.Sprintf("%d of them a signature or another referrer pushed (its repository's entry is checked again)", t.referrers))
 	}
 	if t.whole {
 		parts = append(parts, "the whole registry (its source names no entries from an event, or the payload asked for all of it)")
@@ -257,8 +263,11 @@ func (s *Service) resolve(h *hook, events []event, at time.Time) (request, tally
 				add(e)
 			}
 		case ev.change != nil:
-			if e, ok := sel.Select(*ev.change); ok {
+			if e, ok := selectChange(sel, *ev.change); ok {
 				t.selected++
+				if referrer(*ev.change).Referrer {
+					t.referrers++
+				}
 				add(e)
 			} else {
 				t.unselected++

@@ -45,7 +45,7 @@ func Route(c registry.Change, regs []Registry, at time.Time) []queue.Message {
 		if !ok {
 			continue
 		}
-		if entry, ok := sel.Select(c); ok {
+		if entry, ok := selectChange(sel, c); ok {
 			out = append(out, queue.Message{Registry: r.Name, Entries: []string{entry}, EventAt: at})
 		}
 	}

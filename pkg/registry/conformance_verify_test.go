@@ -223,3 +223,15 @@ func (u *arUpstream) verifiedSource(t *testing.T, c suiteConfig, p *verify.Polic
 	}
 	return registry.FastRetry(src)
 }
+
+func (r *quayRig) manifest(t *testing.T, entry string) (name.Repository, v1.Hash, []remote.Option) {
+	// Signatures are pushed through the storage door, as the images are;
+	// the source reads them through Quay's token service.
+	repo, h := manifestAt(t, r.push.host+"/"+suiteNamespace+"/"+entry+":latest")
+	return repo, h, nil
+}
+
+func (r *quayRig) verifiedSource(t *testing.T, c suiteConfig, p *verify.Policy) registry.Source {
+	r.quay.SetPageSize(c.pageSize)
+	return r.newSource(t, registry.QuayConfig{Namespace: suiteNamespace, Timeout: c.timeout, Verify: p})
+}

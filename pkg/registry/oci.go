@@ -612,7 +612,9 @@ func (o *OCI) inspect(ctx context.Context, puller *remote.Puller, ref name.Diges
 // source reads; a push by digest alone changes no tag, and a
 // multi-platform push sends one for every platform before its tag); a
 // delete of the tag, of a digest (it may be the one the tag names) or of
-// the repository is selected.
+// the repository is selected. A referrer's push (a signature pushed after
+// the image) is selected when the source verifies: the entry is checked
+// again.
 func (o *OCI) Select(c Change) (string, bool) {
 	if c.Host != "" && !sameHost(c.Host, o.cfg.Host) {
 		return "", false
@@ -625,6 +627,10 @@ func (o *OCI) Select(c Change) (string, bool) {
 		return "", false
 	}
 	switch {
+	case c.Referrer && !c.Deleted && o.cfg.Verify != nil:
+		return entry, true
+	case c.Referrer && !c.Deleted:
+		return "", false
 	case c.Tag != "" && c.Tag == o.cfg.Tag:
 		return entry, true
 	case c.Tag != "":

@@ -256,6 +256,13 @@ type Change struct {
 	// Deleted says the tag, the digest or (neither set) the repository was
 	// deleted.
 	Deleted bool
+	// Referrer says the push is of a manifest that refers to another in
+	// the repository (a cosign signature or attestation, by its
+	// sha256-<hex>.sig tag or as an OCI 1.1 referrer pushed without a
+	// tag): it moves no tag the source reads, but may make the
+	// repository's entry verify. A source that verifies selects that
+	// entry, whatever Tag says; one that does not, ignores it.
+	Referrer bool
 }
 
 // Selector is a source whose entries an event can name.
