@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // ev is a line of go test -json.
@@ -210,5 +211,22 @@ func TestEveryMutantPlants(t *testing.T) {
 				t.Errorf("%s: package %s is not a directory of the repository", m.name, p)
 			}
 		}
+	}
+}
+
+// A later run is a section of its own after the last report: its line
+// says what it ran and on which commit, and it repeats no introduction.
+func TestLaterRunIsASection(t *testing.T) {
+	r := []result{{mutant: mutant{name: "m", promise: "p", file: "x.go", pkgs: []string{"./x"}}, outcome: outcomeCaught, first: runResult{failed: []string{"TestA"}}, baseline: 3}}
+	full := render(r, time.Minute, "", "commit abc", false)
+	later := render(r, time.Minute, "m", "commit def", true)
+	if !strings.HasPrefix(full, "# Mutants\n") || !strings.Contains(full, "Last run: ") || !strings.Contains(full, "commit abc") {
+		t.Errorf("full report:\n%s", full)
+	}
+	if !strings.HasPrefix(later, "\n## A later run\n\nRun: ") || strings.Contains(later, "# Mutants") || strings.Contains(later, "Last run") || !strings.Contains(later, "commit def") || !strings.Contains(later, `contains "m"`) {
+		t.Errorf("later section:\n%s", later)
+	}
+	if !strings.Contains(later, "| caught (twice) by TestA |") || !strings.Contains(later, "(3 ran)") {
+		t.Errorf("later section's row:\n%s", later)
 	}
 }

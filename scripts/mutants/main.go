@@ -8,6 +8,7 @@
 //	go run ./scripts/mutants                       # every mutant, report on stdout
 //	go run ./scripts/mutants -o docs/MUTANTS.md    # and the report to a file
 //	go run ./scripts/mutants -only feed            # the mutants whose name contains "feed"
+//	go run ./scripts/mutants -only 'a|b' -append -o docs/MUTANTS.md  # a section after the last report
 //	go run ./scripts/mutants -list                 # the list, nothing run
 //
 // A catch cannot be miscounted: the emulators must answer before
@@ -68,6 +69,7 @@ func main() {
 	out := flag.String("o", "", "write the report (Markdown) to this file as well")
 	only := flag.String("only", "", "run only the mutants whose name contains this (or one of these, separated by |)")
 	list := flag.Bool("list", false, "list the mutants and stop")
+	appendTo := flag.Bool("append", false, "with -o and -only: add this run as a section after the report in the file (the mutants added since it)")
 	timeout := flag.Duration("timeout", 15*time.Minute, "go test -timeout of each run")
 	flag.Parse()
 	if *list {
@@ -76,13 +78,16 @@ func main() {
 		}
 		return
 	}
-	if err := run(*out, *only, *timeout); err != nil {
+	if err := run(*out, *only, *appendTo, *timeout); err != nil {
 		fmt.Fprintln(os.Stderr, "mutants:", err)
 		os.Exit(1)
 	}
 }
 
-func run(out, only string, timeout time.Duration) error {
+func run(out, only string, appendTo bool, timeout time.Duration) error {
+	if appendTo && (out == "" || only == "") {
+		return errors.New("-append adds the run of some mutants (-only) to a report file (-o)")
+	}
 	if err := checkEmulators(os.Getenv); err != nil {
 		return err
 	}
@@ -119,11 +124,18 @@ func run(out, only string, timeout time.Duration) error {
 		fmt.Printf("%-14s %-70s %d tests, %s %s\n", r.outcome, m.name, r.baseline, r.duration.Round(time.Second), r.detail)
 		results = append(results, r)
 	}
-	report := render(results, time.Since(started), only, rev)
+	report := render(results, time.Since(started), only, rev, appendTo)
 	fmt.Print("\n" + report)
 	if out != "" {
 		if !filepath.IsAbs(out) {
 			out = filepath.Join(root, out)
+		}
+		if appendTo {
+			last, err := os.ReadFile(out)
+			if err != nil {
+				return fmt.Errorf("-append: %w", err)
+			}
+			report = string(last) + report
 		}
 		return os.WriteFile(out, []byte(report), 0o644)
 	}

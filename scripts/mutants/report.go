@@ -8,13 +8,21 @@ import (
 	"time"
 )
 
-// render is the Markdown report of a run: a subset (only) says so.
-func render(results []result, took time.Duration, only, rev string) string {
+// render is the Markdown report of a run: a subset (only) says so. A
+// later run (later) is a section to append to the last report: the
+// mutants added or changed since it, on the code as it is now.
+func render(results []result, took time.Duration, only, rev string, later bool) string {
 	count := map[string]int{}
 	for _, r := range results {
 		count[r.outcome]++
 	}
 	var b strings.Builder
+	run := "Last run"
+	if later {
+		run = "Run"
+		b.WriteString("\n## A later run\n\n")
+		goto summary
+	}
 	b.WriteString("# Mutants\n\n")
 	b.WriteString("Written by `make mutants` (`go run ./scripts/mutants -o docs/MUTANTS.md`,\n")
 	// The link is relative to docs/, where the report goes.
@@ -28,12 +36,13 @@ func render(results []result, took time.Duration, only, rev string) string {
 	b.WriteString("the first stops at its first failure, the second runs the tests that\n")
 	b.WriteString("failed. *Ran* counts the tests the packages ran without the bug.\n")
 	b.WriteString("A survivor is a promise no test guards.\n\n")
+summary:
 	subset := ""
 	if only != "" {
 		subset = fmt.Sprintf(" (the mutants whose name contains %q, of %d)", only, len(mutants))
 	}
-	fmt.Fprintf(&b, "Last run: %s, %s, %s/%s, %s%s. **%d planted: %d caught, %d survived",
-		time.Now().UTC().Format("2006-01-02"), rev, runtime.GOOS, runtime.GOARCH, took.Round(time.Second), subset,
+	fmt.Fprintf(&b, "%s: %s, %s, %s/%s, %s%s. **%d planted: %d caught, %d survived",
+		run, time.Now().UTC().Format("2006-01-02"), rev, runtime.GOOS, runtime.GOARCH, took.Round(time.Second), subset,
 		len(results), count[outcomeCaught], count[outcomeSurvived])
 	for _, o := range []string{outcomeFlaky, outcomeBaseline, outcomeStale, verdictBuild, verdictSetup, verdictTimeout, verdictNoTests, verdictError} {
 		if count[o] > 0 {
