@@ -161,18 +161,9 @@ func (h *Helm) verifyChart(ctx context.Context, v ProvenanceVerifier, o chartOut
 // unsigned), as is a body over maxProvBytes (over); any other answer but
 // a 2xx is an error carrying its status (StatusError).
 func (h *Helm) getProvenance(ctx context.Context, u *url.URL, authz string) (body []byte, status int, over bool, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	resp, err := h.get(ctx, u, authz, "application/pgp-signature, text/plain;q=0.9, */*;q=0.1")
 	if err != nil {
-		return nil, 0, false, plainURLError(err, u)
-	}
-	req.Header.Set("Accept", "application/pgp-signature, text/plain;q=0.9, */*;q=0.1")
-	req.Header.Set("User-Agent", "specsync")
-	if authz != "" && u.Scheme == h.repo.Scheme && u.Host == h.repo.Host {
-		req.Header.Set("Authorization", authz)
-	}
-	resp, err := h.cfg.Client.Do(req)
-	if err != nil {
-		return nil, 0, false, plainURLError(err, u)
+		return nil, 0, false, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone {

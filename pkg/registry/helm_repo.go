@@ -305,22 +305,31 @@ func (h *Helm) repositoryRead(ctx context.Context, o chartOutcome, authz string,
 }
 
 // download GETs a chart archive (over: it is bigger than MaxChartBytes).
-// The repository's credentials go only to the repository's own scheme,
-// host and port.
 func (h *Helm) download(ctx context.Context, u *url.URL, authz string) (archive []byte, over bool, err error) {
+	resp, err := h.get(ctx, u, authz, "application/gzip, application/x-gzip, application/octet-stream;q=0.9, */*;q=0.1")
+	if err != nil {
+		return nil, false, err
+	}
+	defer resp.Body.Close()
+	return readResponse(resp, h.cfg.MaxChartBytes)
+}
+
+// get GETs a file the index names (an archive, its .prov). The
+// repository's credentials go only to the repository's own scheme, host
+// and port: an index may name files on any host.
+func (h *Helm) get(ctx context.Context, u *url.URL, authz, accept string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, false, plainURLError(err, u)
+		return nil, plainURLError(err, u)
 	}
-	req.Header.Set("Accept", "application/gzip, application/x-gzip, application/octet-stream;q=0.9, */*;q=0.1")
+	req.Header.Set("Accept", accept)
 	req.Header.Set("User-Agent", "specsync")
 	if authz != "" && u.Scheme == h.repo.Scheme && u.Host == h.repo.Host {
 		req.Header.Set("Authorization", authz)
 	}
 	resp, err := h.cfg.Client.Do(req)
 	if err != nil {
-		return nil, false, plainURLError(err, u)
+		return nil, plainURLError(err, u)
 	}
-	defer resp.Body.Close()
-	return readResponse(resp, h.cfg.MaxChartBytes)
+	return resp, nil
 }
