@@ -18,7 +18,7 @@
 // timeout: classify) on two runs of the planted copy (one is "flaky").
 // The tests run are the owning packages whole; a mutant that narrows
 // them with -run says why, and the report shows it. To keep a full run
-// to about an hour and a half: each package's baseline runs once (a
+// well under an hour: each package's baseline runs once (a
 // mutant's packages pass together when each passed alone), the first
 // planted run stops at its first failure (-failfast), and the second
 // runs the tests that failed, and only them.
