@@ -140,18 +140,7 @@ func TestBuildpackServesEveryFunction(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.target, func(t *testing.T) {
-			port := freePort(t)
-			cmd := exec.Command(bin)
-			cmd.Env = append(os.Environ(), env...)
-			cmd.Env = append(cmd.Env, "FUNCTION_TARGET="+c.target, fmt.Sprintf("PORT=%d", port))
-			var logs bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &logs, &logs
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-			base := fmt.Sprintf("http://127.0.0.1:%d", port)
-			waitUp(t, base)
+			base, logs := startFunction(t, bin, append(append(os.Environ(), env...), "FUNCTION_TARGET="+c.target))
 			resp, err := http.DefaultClient.Do(c.req(base))
 			if err != nil {
 				t.Fatal(err)
@@ -174,15 +163,86 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func waitUp(t *testing.T, base string) {
+// startFunction runs the buildpack's binary on a port picked free, and
+// returns its base URL once it listens. The framework binds $PORT itself,
+// so the port is released before the binary binds it and another test
+// may take it in between: a binary that exits because its address is in
+// use is started again on a fresh port (three times at most), never
+// counted as a failure of the test.
+func startFunction(t *testing.T, bin string, env []string) (string, *bytes.Buffer) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		port := freePort(t)
+		cmd := exec.Command(bin)
+		cmd.Env = append(env, fmt.Sprintf("PORT=%d", port))
+		logs := &bytes.Buffer{}
+		cmd.Stdout, cmd.Stderr = logs, logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		go func() { cmd.Wait(); close(exited) }()
+		t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+		base := fmt.Sprintf("http://127.0.0.1:%d", port)
+		if up(base, cmd.Process.Pid, port, exited) {
+			return base, logs
+		}
+		select {
+		case <-exited:
+			if attempt < 3 && strings.Contains(logs.String(), "address already in use") {
+				t.Logf("port %d was taken before the binary bound it; starting it again on a fresh port", port)
+				continue
+			}
+			t.Fatalf("%s exited before it listened:\n%s", bin, logs.String())
+		default:
+			t.Fatalf("%s never listened on %s:\n%s", bin, base, logs.String())
+		}
+	}
+}
+
+// up waits up to 30 s for process pid to accept connections on base
+// (port), and says whether it did before it exited. A connection alone
+// proves nothing: another test's server may have taken the port first,
+// so the listening socket must be the process's own.
+func up(base string, pid, port int, exited <-chan struct{}) bool {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			return false
+		default:
+		}
 		c, err := net.DialTimeout("tcp", strings.TrimPrefix(base, "http://"), 200*time.Millisecond)
 		if err == nil {
 			c.Close()
-			return
+			if listensOn(pid, port) {
+				return true
+			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("%s never listened", base)
+	return false
+}
+
+// listensOn says whether process pid holds a socket listening on port,
+// from Linux's /proc: the LISTEN sockets of the port in /proc/net/tcp
+// and tcp6 (state 0A, inode in the tenth field), among pid's files.
+func listensOn(pid, port int) bool {
+	sockets := map[string]bool{}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, _ := os.ReadFile(f)
+		for _, l := range strings.Split(string(b), "\n") {
+			fs := strings.Fields(l)
+			if len(fs) > 9 && fs[3] == "0A" && strings.HasSuffix(fs[1], fmt.Sprintf(":%04X", port)) {
+				sockets["socket:["+fs[9]+"]"] = true
+			}
+		}
+	}
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	for _, fd := range fds {
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err == nil && sockets[l] {
+			return true
+		}
+	}
+	return false
 }

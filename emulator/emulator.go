@@ -125,12 +125,26 @@ func (p *Process) EnvName() string { return p.envName }
 // by Stop.
 func (p *Process) LogPath() string { return p.logPath }
 
+// start starts the emulator on a free port. The port is released before
+// the JVM binds it (gcloud takes a host:port, not a socket), so another
+// process may take it in between: an emulator that fails to bind is
+// started again on a fresh port, three times at most, rather than
+// failing a test run for luck.
 func start(ctx context.Context, es emulatorSpec) (*Process, error) {
+	for attempt := 1; ; attempt++ {
+		p, err := startOnce(ctx, es)
+		if err == nil || attempt == 3 || !strings.Contains(err.Error(), "ddress already in use") {
+			return p, err
+		}
+	}
+}
+
+func startOnce(ctx context.Context, es emulatorSpec) (*Process, error) {
 	gcloud, err := exec.LookPath("gcloud")
 	if err != nil {
 		return nil, ErrNoGcloud
 	}
-	hostPort, err := freeLoopbackAddr()
+	hostPort, err := freeAddr()
 	if err != nil {
 		return nil, fmt.Errorf("emulator %s: %w", es.name, err)
 	}
@@ -386,7 +400,10 @@ func (p *Process) logTail(n int64) string {
 
 // freeLoopbackAddr asks the kernel for a free port. The port is released
 // before gcloud binds it, so another process could take it in between; the
-// emulator then exits and start reports its output.
+// emulator then exits and start tries a fresh port.
+// freeAddr is freeLoopbackAddr; a test takes the port it picks first.
+var freeAddr = freeLoopbackAddr
+
 func freeLoopbackAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

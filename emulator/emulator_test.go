@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -282,6 +283,32 @@ wait
 	if err := syscall.Kill(-pgid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("kill(-%d, 0) after a failed start = %v, want ESRCH", pgid, err)
 	}
+}
+
+// A port another process takes between the pick and the JVM's bind
+// costs a start on a fresh port, not the test run: the first port picked
+// here is held by a listener that accepts and never answers.
+func TestStartRetriesAPortTakenBeforeTheBind(t *testing.T) {
+	defer func(f func() (string, error)) { freeAddr = f }(freeAddr)
+	var taken []string
+	freeAddr = func() (string, error) {
+		if len(taken) > 0 {
+			return freeLoopbackAddr()
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", err
+		}
+		t.Cleanup(func() { l.Close() })
+		taken = append(taken, l.Addr().String())
+		return l.Addr().String(), nil
+	}
+	p := startForTest(t, "firestore", StartFirestore)
+	if len(taken) != 1 || p.Host == taken[0] {
+		t.Errorf("started on %s, after taking %v: want a fresh port after the taken one", p.Host, taken)
+	}
+	exerciseFirestore(t, p.Host)
+	stopAndCheckGroupGone(t, p)
 }
 
 func TestStartHonoursContext(t *testing.T) {

@@ -24,8 +24,10 @@ func TestE2EPushReachesTheWatcherWithoutABootstrap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	regAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	s := startStack(t, string(registries), "SPECSYNC_LOCAL_REGISTRY="+regAddr)
+	// The stack binds its registry on a port of its own choosing (never
+	// one picked free here and bound later) and its banner says where.
+	s := startStack(t, string(registries))
+	regAddr := s.registry()
 	if !strings.Contains(s.logText(), "the registry notifies the webhook of examples") {
 		t.Fatalf("the stack's banner does not say the local registry notifies the examples webhook")
 	}

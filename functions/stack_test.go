@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -204,6 +205,19 @@ func launchStack(t *testing.T, bin, cfg, project string, retry bool, extraEnv []
 		t.Fatal("stack not ready after 60s")
 	}
 	return s, false
+}
+
+// registry is the stack's OCI registry address, as its banner says
+// ("specsync local stack on URL (project P, OCI registry HOST)").
+func (s *stack) registry() string {
+	s.t.Helper()
+	s.logsMu.Lock()
+	defer s.logsMu.Unlock()
+	m := regexp.MustCompile(`OCI registry ([^)\s]+)\)`).FindStringSubmatch(s.logs.String())
+	if m == nil {
+		s.t.Fatalf("the stack's banner names no OCI registry:\n%s", s.logs.String())
+	}
+	return m[1]
 }
 
 type writerFunc func([]byte) (int, error)
