@@ -3,6 +3,7 @@ package emulatortest
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"regexp"
 	"runtime"
@@ -278,5 +279,21 @@ func TestHelpersFailWithoutEmulators(t *testing.T) {
 				t.Errorf("fatal message %q", msg)
 			}
 		})
+	}
+}
+
+// A refusing address refuses, and while it is held no server can bind
+// it: a server asking for a free port is never given it.
+func TestRefusingAddrRefusesAndCannotBeTaken(t *testing.T) {
+	addr := RefusingAddr(t)
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil || !strings.Contains(err.Error(), "connection refused") {
+		if c != nil {
+			c.Close()
+		}
+		t.Fatalf("dial %s: %v, want connection refused", addr, err)
+	}
+	if l, err := net.Listen("tcp", addr); err == nil {
+		l.Close()
+		t.Fatalf("a server bound %s while it was held", addr)
 	}
 }

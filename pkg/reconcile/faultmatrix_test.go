@@ -32,6 +32,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/specsync/specsync/emulator"
+	"github.com/specsync/specsync/emulator/emulatortest"
 	"github.com/specsync/specsync/pkg/api"
 	"github.com/specsync/specsync/pkg/invariant"
 	"github.com/specsync/specsync/pkg/reconcile"
@@ -88,12 +89,7 @@ func newFaultNet(t *testing.T, h http.Handler) *faultNet {
 	f.untrusted.TLS = &tls.Config{Certificates: []tls.Certificate{selfSigned(t)}}
 	f.untrusted.StartTLS()
 	t.Cleanup(f.untrusted.Close)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.refused = ln.Addr().String()
-	ln.Close() // nothing listens there any more: connection refused
+	f.refused = emulatortest.RefusingAddr(t)
 
 	pool := x509.NewCertPool()
 	pool.AddCert(f.good.Certificate())

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	v1bundle "github.com/sigstore/protobuf-specs/gen/pb-go/bundle/v1"
 	"github.com/sirupsen/logrus"
 
+	"github.com/specsync/specsync/emulator/emulatortest"
 	"github.com/specsync/specsync/pkg/failure"
 	"github.com/specsync/specsync/pkg/verify"
 )
@@ -386,16 +386,10 @@ func TestLookupFailuresFailTheFetch(t *testing.T) {
 	}
 }
 
-// closedRepo is a repository on a port nothing listens on any more.
+// closedRepo is a repository on an address that refuses connections.
 func closedRepo(t *testing.T) name.Repository {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	host := ln.Addr().String()
-	ln.Close()
-	r, err := name.NewRepository(host+"/svc", name.Insecure)
+	r, err := name.NewRepository(emulatortest.RefusingAddr(t)+"/svc", name.Insecure)
 	if err != nil {
 		t.Fatal(err)
 	}
