@@ -44,6 +44,16 @@ type tools struct {
 	terraform string
 	env       []string
 	err       error
+	// lock is the dependency lock file the warm-up init wrote; every
+	// scenario starts with it. Terraform takes a provider from the plugin
+	// cache only when a lock entry's checksum matches it: without one,
+	// init removes the cache entry and installs it again, and two
+	// scenarios doing that at once fail with "file exists" (the cache has
+	// no locking).
+	lock []byte
+	// cached are the cache's provider directories as the warm-up left
+	// them: an init that replaced one raced the others.
+	cached map[string]os.FileInfo
 }
 
 var (
@@ -94,7 +104,7 @@ func findTools() tools {
 	// The plugin cache is this run's own, and filled once before the
 	// scenarios' inits run in parallel: terraform's plugin cache is not
 	// safe for concurrent writers, but inits that find a provider there
-	// only link it.
+	// with a matching lock entry only link it.
 	pluginCache, err := os.MkdirTemp("", "specsync-plugin-cache-")
 	if err != nil {
 		return tools{err: err}
@@ -125,7 +135,44 @@ func findTools() tools {
 	if out, err := tl.run(warm, "init", "-backend=false", "-input=false", "-no-color"); err != nil {
 		return tools{err: fmt.Errorf("terraform init with the offline mirror: %v\n%s", err, out)}
 	}
+	if tl.lock, err = os.ReadFile(filepath.Join(warm, ".terraform.lock.hcl")); err != nil {
+		return tools{err: fmt.Errorf("the warm-up init wrote no lock file: %v", err)}
+	}
+	if tl.cached, err = cacheEntries(pluginCache); err != nil {
+		return tools{err: err}
+	}
 	return tl
+}
+
+// cacheEntries are the provider directories of a plugin cache
+// (HOST/NAMESPACE/TYPE/VERSION/PLATFORM), by path.
+func cacheEntries(cache string) (map[string]os.FileInfo, error) {
+	dirs, err := filepath.Glob(filepath.Join(cache, "*", "*", "*", "*", "*"))
+	if err != nil || len(dirs) == 0 {
+		return nil, fmt.Errorf("the warm-up init cached no provider in %s (%v)", cache, err)
+	}
+	entries := map[string]os.FileInfo{}
+	for _, d := range dirs {
+		// Lstat: an entry installed from the unpacked mirror is a symbolic
+		// link to it, and a replaced one is a new link to the same place.
+		fi, err := os.Lstat(d)
+		if err != nil {
+			return nil, err
+		}
+		entries[d] = fi
+	}
+	return entries, nil
+}
+
+// cacheUntouched says which cache entry an init replaced, if any.
+func (tl tools) cacheUntouched() error {
+	for d, before := range tl.cached {
+		now, err := os.Lstat(d)
+		if err != nil || !os.SameFile(before, now) || !now.ModTime().Equal(before.ModTime()) {
+			return fmt.Errorf("terraform init replaced the plugin cache entry %s (%v): scenarios' inits would race on it; each must start with the warm-up's lock file", d, err)
+		}
+	}
+	return nil
 }
 
 // planDirs are the scenarios' root modules, removed when the run ends.
@@ -342,8 +389,16 @@ module "specsync" {
 		fmt.Fprintf(&log, "$ terraform %s\n%s\n", strings.Join(args, " "), out)
 		return out, err
 	}
+	// As a team's root module does, the scenario has a lock file (the
+	// versions the offline mirror holds), so init links from the cache.
+	if err := os.WriteFile(filepath.Join(dir, ".terraform.lock.hcl"), tl.lock, 0o644); err != nil {
+		return nil, "", err
+	}
 	if _, err := step("init", "-input=false", "-no-color"); err != nil {
 		return nil, log.String(), fmt.Errorf("terraform init: %w", err)
+	}
+	if err := tl.cacheUntouched(); err != nil {
+		return nil, log.String(), err
 	}
 	if _, err := step("validate", "-no-color"); err != nil {
 		return nil, log.String(), fmt.Errorf("terraform validate: %w", err)

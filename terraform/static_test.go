@@ -268,6 +268,26 @@ func TestSourceFiles(t *testing.T) {
 	}
 }
 
+// TestNoTerraformWorkingState: no .terraform directory and no dependency
+// lock file is tracked. A root module's lock holds the checksums of the
+// providers its author installed: one written here names the providers
+// built for the offline mirror, and a team that copied the example would
+// have its init refuse the registry's own builds.
+func TestNoTerraformWorkingState(t *testing.T) {
+	if _, err := os.Stat("../.git"); err != nil {
+		t.Skip("not a git checkout (a release tarball): nothing is tracked")
+	}
+	tracked, err := exec.Command("git", "-C", "..", "ls-files").Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v", err)
+	}
+	for _, f := range strings.Split(string(tracked), "\n") {
+		if strings.Contains("/"+f, "/.terraform/") || filepath.Base(f) == ".terraform.lock.hcl" {
+			t.Errorf("%s is terraform's working state of one checkout: remove it from git (.gitignore lists it)", f)
+		}
+	}
+}
+
 func diffStrings(got, want []string) string {
 	g, w := map[string]bool{}, map[string]bool{}
 	for _, s := range got {
