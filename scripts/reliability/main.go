@@ -553,14 +553,33 @@ func main() {
 }
 
 // mutantsSummary is the "Last run: ..." line of docs/MUTANTS.md, which
-// scripts/mutants writes.
+// scripts/mutants writes, followed by the count of each later run
+// appended after it (`-append`): a mutant added or moved since the full
+// run is counted there, not in the first line.
 func mutantsSummary(doc []byte) string {
+	var last string
+	var later []string
 	for _, l := range strings.Split(string(doc), "\n") {
-		if strings.HasPrefix(l, "Last run: ") {
-			return l
+		switch {
+		case last == "" && strings.HasPrefix(l, "Last run: "):
+			last = l
+		case last != "" && strings.HasPrefix(l, "Run: "):
+			// "Run: DATE, commit C..., ... **N planted: ...**"
+			when, _, _ := strings.Cut(strings.TrimPrefix(l, "Run: "), " (")
+			count := ""
+			if i := strings.Index(l, "**"); i >= 0 {
+				count = " " + l[i:]
+			}
+			later = append(later, when+":"+count)
 		}
 	}
-	return "MUTANTS.md has no last run."
+	if last == "" {
+		return "MUTANTS.md has no last run."
+	}
+	if len(later) > 0 {
+		last += " Later runs of some mutants: " + strings.Join(later, "; ")
+	}
+	return last
 }
 
 // testFunc is a test or fuzz function of the repository.

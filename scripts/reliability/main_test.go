@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -107,5 +108,20 @@ func TestLoadOnly(t *testing.T) {
 	}
 	if p := runFilter(nil); regexp.MustCompile(p).MatchString("TestAnything") {
 		t.Errorf("an empty selection's pattern %q selects tests", p)
+	}
+}
+
+// TestMutantsSummaryCountsLaterRuns: the summary carries the full run's
+// line and the count of every section appended after it.
+func TestMutantsSummaryCountsLaterRuns(t *testing.T) {
+	doc := "# Mutants\n\nLast run: 2026-12-06, commit aaa, linux/amd64, 35m. **63 planted: 63 caught, 0 survived.**\n\n| a | b |\n\n## A later run\n\nRun: 2026-12-07, commit bbb, linux/amd64, 10m (the mutants whose name contains \"x\", of 69). **8 planted: 7 caught, 1 survived.**\n"
+	got := mutantsSummary([]byte(doc))
+	for _, want := range []string{"**63 planted: 63 caught, 0 survived.**", "2026-12-07, commit bbb, linux/amd64, 10m: **8 planted: 7 caught, 1 survived.**"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("summary %q lacks %q", got, want)
+		}
+	}
+	if got := mutantsSummary([]byte("# Mutants\n")); got != "MUTANTS.md has no last run." {
+		t.Errorf("a report without a run summarised as %q", got)
 	}
 }
