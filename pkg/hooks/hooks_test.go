@@ -674,3 +674,33 @@ func TestHookPlainEntriesAreSelectedAndClean(t *testing.T) {
 		}
 	}
 }
+
+// Docker Hub's webhooks carry no credential (webhooks.md, Docker Hub):
+// one of its own, as it sends it, is refused before its payload is read
+// and publishes nothing; the job that pushed posts the plain form with
+// the hook's bearer instead, and its names go through the namespace's
+// selection like any other.
+func TestHookDockerHubTakesThePushingJobsPlainForm(t *testing.T) {
+	t.Setenv("SPECSYNC_TEST_HUB_HOOK", bearerSecret)
+	e := newHookEnv(t, `registries:
+  - name: hub
+    type: dockerhub
+    deny: ["internal-.*"]
+    dockerhub: {namespace: acme}
+    hook: {type: bearer, secret_env: SPECSYNC_TEST_HUB_HOOK}
+`, 10*time.Millisecond, true)
+	hubPayload := []byte(`{"callback_url": "https://registry.hub.docker.com/u/acme/redis/hook/2141b5bi5i5b02bec211i4eeih0242eg11000a/", "push_data": {"pushed_at": 1417566161, "pusher": "acme", "tag": "latest"}, "repository": {"repo_name": "acme/redis", "namespace": "acme", "name": "redis", "is_private": false}}`)
+	e.post("hub", hubPayload).error(t, http.StatusUnauthorized, "Unauthorized", "needs an Authorization: Bearer header")
+	if msgs := e.published(); len(msgs) != 0 {
+		t.Fatalf("Docker Hub's own webhook published %+v", msgs)
+	}
+
+	h := e.post("hub", []byte(`{"entries": ["redis", "internal-db"]}`), bearer(bearerSecret)...).accepted(t)
+	if !h.Enqueued || !slices.Equal(h.Entries, []string{"redis"}) {
+		t.Fatalf("the pushing job's plain form: %+v, want redis enqueued alone (internal-db is denied)", h)
+	}
+	msgs := e.published()
+	if len(msgs) != 1 || msgs[0].Registry != "hub" || !slices.Equal(msgs[0].Entries, []string{"redis"}) {
+		t.Errorf("published %+v, want one message for hub naming redis", msgs)
+	}
+}
