@@ -3,6 +3,7 @@ package emulatortest
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,6 +39,7 @@ func TestTxWatch(t *testing.T) {
 	// Two transactions that read and write meta/catalog at once: the
 	// emulator aborts one, the client retries it.
 	var wg sync.WaitGroup
+	var read atomic.Int32 // reads answered, not only sent
 	gate := make(chan struct{})
 	errs := make([]error, 2)
 	for i := range errs {
@@ -47,15 +49,19 @@ func TestTxWatch(t *testing.T) {
 				if err != nil {
 					return err
 				}
+				read.Add(1)
 				<-gate // both have read before either writes
 				rev, _ := snap.DataAt("revision")
 				return tx.Set(meta, map[string]any{"revision": rev.(int64) + 1})
 			})
 		})
 	}
-	// Let both read (or, should the emulator make the second wait for
-	// the first, give up waiting), then let them write.
-	for deadline := time.Now().Add(5 * time.Second); w.Counts().Transactions < 2 && time.Now().Before(deadline); {
+	// Let both reads be answered (or, should the emulator make the
+	// second wait for the first, give up waiting), then let them write.
+	// The watch counts a read when it is sent: waiting for that alone let
+	// the first commit reach the emulator before the second read did, and
+	// nothing contended.
+	for deadline := time.Now().Add(5 * time.Second); read.Load() < 2 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
 	close(gate)
