@@ -398,12 +398,13 @@ func (p *Process) logTail(n int64) string {
 	return string(b)
 }
 
+// freeAddr picks the port start gives the emulator: freeLoopbackAddr,
+// except in the test that takes the first port it picks.
+var freeAddr = freeLoopbackAddr
+
 // freeLoopbackAddr asks the kernel for a free port. The port is released
 // before gcloud binds it, so another process could take it in between; the
 // emulator then exits and start tries a fresh port.
-// freeAddr is freeLoopbackAddr; a test takes the port it picks first.
-var freeAddr = freeLoopbackAddr
-
 func freeLoopbackAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
