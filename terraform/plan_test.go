@@ -168,8 +168,11 @@ func cacheEntries(cache string) (map[string]os.FileInfo, error) {
 func (tl tools) cacheUntouched() error {
 	for d, before := range tl.cached {
 		now, err := os.Lstat(d)
-		if err != nil || !os.SameFile(before, now) || !now.ModTime().Equal(before.ModTime()) {
-			return fmt.Errorf("terraform init replaced the plugin cache entry %s (%v): scenarios' inits would race on it; each must start with the warm-up's lock file", d, err)
+		if err != nil {
+			return fmt.Errorf("terraform init removed the plugin cache entry %s (%v): scenarios' inits would race on it; each must start with the warm-up's lock file", d, err)
+		}
+		if !os.SameFile(before, now) || !now.ModTime().Equal(before.ModTime()) {
+			return fmt.Errorf("terraform init replaced the plugin cache entry %s: scenarios' inits would race on it; each must start with the warm-up's lock file", d)
 		}
 	}
 	return nil
